@@ -1,0 +1,1 @@
+//! Literal codecs (placeholder, being written).

@@ -1,0 +1,9 @@
+//! Brevis: lossless, random-access compression of `.safetensors` checkpoints.
+//!
+//! Every chunk of a tensor is stored as a small typed program (see [`dsl`]) whose
+//! execution regenerates the chunk's exact bytes; literal words inside programs are
+//! entropy coded by [`codec`]. [`archive`] holds the `.brv` container and its
+//! random-access reader.
+
+pub mod codec;
+pub mod wire;
