@@ -5,5 +5,15 @@
 //! entropy coded by [`codec`]. [`archive`] holds the `.brv` container and its
 //! random-access reader.
 
+pub mod archive;
 pub mod codec;
+pub mod dsl;
+pub mod error;
+pub mod inspect;
+pub mod safetensors;
+pub mod synth;
+pub mod tree;
 pub mod wire;
+
+pub use archive::{Archive, PackOptions, PackSummary};
+pub use error::{Error, Result};

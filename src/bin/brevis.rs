@@ -1,1 +1,248 @@
-fn main() {}
+//! `brevis`: pack safetensors checkpoints into `.brv` archives and back.
+
+use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
+use brevis::error::{IoContext, Result};
+use brevis::inspect;
+use brevis::tree::{self, Action, Job};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Lossless, random-access compression of safetensors checkpoints.
+///
+/// Every chunk of every tensor is stored as a small program that regenerates its
+/// exact bytes. Archives are checksummed, deterministic and written atomically.
+#[derive(Parser)]
+#[command(name = "brevis", version, about, long_about)]
+struct Cli {
+    /// Worker threads (default: all cores). Output is identical for any count.
+    #[arg(short = 'j', long = "threads", global = true, value_name = "N")]
+    threads: Option<usize>,
+    /// No progress bar or summary line.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Pack a .safetensors file, or a model directory, into .brv archives.
+    ///
+    /// For a directory, every *.safetensors file becomes *.brv under DST at the
+    /// same relative path and every other file (config.json, tokenizers) is copied.
+    Pack {
+        /// A .safetensors file or a directory.
+        src: PathBuf,
+        /// The archive to write, or the directory to mirror into.
+        dst: PathBuf,
+        /// Overwrite outputs that already exist.
+        #[arg(long)]
+        force: bool,
+        /// Source bytes per independently decodable chunk.
+        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
+        chunk_size: usize,
+    },
+    /// Restore the original files from a .brv archive or a directory of them.
+    Unpack {
+        /// A .brv archive or a directory.
+        src: PathBuf,
+        /// The file to write, or the directory to mirror into.
+        dst: PathBuf,
+        /// Overwrite outputs that already exist.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Decode an archive fully, checking every chunk checksum and the SHA-256 of
+    /// the original file.
+    Verify {
+        archive: PathBuf,
+        /// Also compare every byte with this original file.
+        #[arg(long, value_name = "ORIGINAL")]
+        against: Option<PathBuf>,
+    },
+    /// Show per tensor: dtype, shape, bytes before and after, ratio, program, codecs.
+    Inspect {
+        archive: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global();
+        if let Err(e) = pool {
+            eprintln!("brevis: error: cannot start {n} threads: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("brevis: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    match &cli.command {
+        Command::Pack {
+            src,
+            dst,
+            force,
+            chunk_size,
+        } => {
+            let opts = PackOptions {
+                chunk_bytes: *chunk_size,
+            };
+            let jobs = tree::plan(src, dst, "safetensors", "brv", *force)?;
+            run_jobs(cli, "packed", &jobs, |job, progress| {
+                let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
+                Ok(summary.bytes_out)
+            })
+        }
+        Command::Unpack { src, dst, force } => {
+            let jobs = tree::plan(src, dst, "brv", "safetensors", *force)?;
+            run_jobs(cli, "unpacked", &jobs, |job, progress| {
+                let archive = Archive::open(&job.src)?;
+                archive::unpack_file(&archive, &job.dst, progress)?;
+                Ok(archive.len())
+            })
+        }
+        Command::Verify { archive, against } => {
+            let started = Instant::now();
+            let a = Archive::open(archive)?;
+            let bar = progress_bar(cli, a.len());
+            archive::verify(&a, against.as_deref(), &|done| bar.set_position(done))?;
+            bar.finish_and_clear();
+            let what = if against.is_some() {
+                "chunk checksums, SHA-256 and every byte"
+            } else {
+                "chunk checksums and SHA-256"
+            };
+            println!(
+                "{}: OK ({} segments, {} bytes; {what} match; {:.2} s)",
+                archive.display(),
+                a.segments().len(),
+                a.len(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Command::Inspect { archive, json } => {
+            let a = Archive::open(archive)?;
+            let report = inspect::inspect(&a)?;
+            if *json {
+                println!("{:#}", report.to_json());
+            } else {
+                print_report(&report);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs `transform` (or a copy) for every job with one progress bar, then prints
+/// one summary line. `transform` returns the size of what it wrote.
+fn run_jobs(
+    cli: &Cli,
+    verb: &str,
+    jobs: &[Job],
+    transform: impl Fn(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
+) -> Result<()> {
+    let started = Instant::now();
+    let total: u64 = jobs.iter().map(|j| j.len).sum();
+    let bar = progress_bar(cli, total);
+    let (mut bytes_in, mut bytes_out, mut transformed, mut copied) = (0u64, 0u64, 0, 0);
+    for job in jobs {
+        if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).at(parent)?;
+        }
+        bar.set_message(job.src.display().to_string());
+        let base = bytes_in;
+        let written = match job.action {
+            Action::Transform => {
+                transformed += 1;
+                transform(job, &|done| bar.set_position(base + done))?
+            }
+            Action::Copy => {
+                copied += 1;
+                copy(&job.src, &job.dst)?
+            }
+        };
+        bytes_in += job.len;
+        bytes_out += written;
+        bar.set_position(bytes_in);
+    }
+    bar.finish_and_clear();
+    if !cli.quiet {
+        let secs = started.elapsed().as_secs_f64();
+        let copied = if copied > 0 {
+            format!(" (+{copied} copied)")
+        } else {
+            String::new()
+        };
+        println!(
+            "{verb} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
+            bytes_in,
+            bytes_out,
+            bytes_in.max(1) as f64 / bytes_out.max(1) as f64,
+            secs,
+            bytes_in as f64 / 1e6 / secs.max(1e-9)
+        );
+    }
+    Ok(())
+}
+
+fn copy(src: &Path, dst: &Path) -> Result<u64> {
+    std::fs::copy(src, dst).at(dst)
+}
+
+fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {
+    if cli.quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}",
+    )
+    .expect("valid template");
+    bar.set_style(style);
+    bar
+}
+
+fn print_report(report: &inspect::Report) {
+    println!(
+        "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7}  program / codecs",
+        "tensor", "dtype", "shape", "bytes in", "bytes out", "ratio"
+    );
+    for row in &report.rows {
+        let codecs: Vec<String> = row.codecs.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+        println!(
+            "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7.3}  {} [{}]",
+            row.name,
+            row.dtype,
+            format!("{:?}", row.shape),
+            row.bytes_in,
+            row.bytes_out,
+            row.ratio(),
+            row.program,
+            codecs.join(" ")
+        );
+    }
+    println!(
+        "total: {} -> {} bytes, ratio {:.4}",
+        report.source_len,
+        report.archive_len,
+        report.source_len as f64 / report.archive_len.max(1) as f64
+    );
+}

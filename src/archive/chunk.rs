@@ -1,0 +1,80 @@
+//! One segment's record: a program per lane of its layout, and the conversion
+//! between source bytes and lane words.
+
+use crate::dsl::{self, decode_program, encode_program, Limits, Type};
+use crate::safetensors::Layout;
+use crate::synth::{self, Hint};
+use crate::wire::WireError;
+
+/// Splits little-endian source bytes into the layout's lanes of words.
+fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Vec<u32>> {
+    match layout {
+        Layout::Bytes => vec![bytes.iter().map(|&b| b as u32).collect()],
+        Layout::Half => vec![bytes
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
+            .collect()],
+        Layout::Word => vec![bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect()],
+        Layout::Double => (0..2)
+            .map(|half| {
+                bytes
+                    .chunks_exact(8)
+                    .map(|c| u32::from_le_bytes(c[4 * half..4 * half + 4].try_into().expect("4")))
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+/// Writes one lane's words into its place in the little-endian output bytes.
+fn from_lane(words: &[u32], lane: usize, layout: Layout, out: &mut [u8]) {
+    let e = layout.element_bytes();
+    let w = (layout.lane_width() / 8) as usize;
+    for (dst, word) in out.chunks_exact_mut(e).zip(words) {
+        dst[lane * w..lane * w + w].copy_from_slice(&word.to_le_bytes()[..w]);
+    }
+}
+
+/// Synthesizes and encodes the record of one segment.
+pub fn encode_chunk(bytes: &[u8], layout: Layout, hint: Hint) -> Vec<u8> {
+    let mut record = Vec::new();
+    for lane in to_lanes(bytes, layout) {
+        let program = synth::synthesize(&lane, layout.lane_width(), hint);
+        encode_program(&program, &mut record);
+    }
+    record
+}
+
+/// Decodes a record into `out` (the segment's source bytes). Offsets in errors are
+/// relative to the record's start. The caller verifies the checksum.
+pub fn decode_chunk(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(), WireError> {
+    let ty = Type {
+        width: layout.lane_width(),
+        len: out.len() / layout.element_bytes(),
+    };
+    let mut words = vec![0u32; ty.len];
+    let mut pos = 0;
+    for lane in 0..layout.lanes() {
+        let (program, used) =
+            decode_program(&record[pos..], ty, Limits::default()).map_err(|e| WireError {
+                at: pos + e.at,
+                reason: e.reason,
+            })?;
+        dsl::execute(&program, &mut words).map_err(|e| WireError {
+            at: pos + e.at,
+            reason: e.reason,
+        })?;
+        from_lane(&words, lane, layout, out);
+        pos += used;
+    }
+    if pos != record.len() {
+        return Err(WireError {
+            at: pos,
+            reason: "record has trailing bytes",
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Fixed parts of the archive: magic numbers, the index and the trailer.
+
+use crate::safetensors::Layout;
+use crate::wire::{put_varint, Reader, WireError};
+
+/// First 8 bytes of every archive: name and format version.
+pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
+/// Last 8 bytes of every archive.
+pub const TAIL_MAGIC: [u8; 8] = *b"BRVINDEX";
+/// Trailer: index offset, index length, index checksum, tail magic.
+pub const TRAILER_LEN: usize = 32;
+/// Largest source span one segment may cover; bounds what a reader allocates.
+pub const MAX_SEGMENT_BYTES: u64 = 64 << 20;
+/// Smallest encoded segment entry: layout, two 1-byte varints, checksum.
+const MIN_ENTRY_LEN: usize = 11;
+
+/// One segment: a span of the source stored as one record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub layout: Layout,
+    /// Source bytes covered.
+    pub src_len: u64,
+    /// Bytes of the record in the archive.
+    pub rec_len: u64,
+    /// xxh3-64 of the decoded source bytes.
+    pub checksum: u64,
+}
+
+/// Everything an archive says about its source besides the records themselves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Index {
+    pub source_len: u64,
+    pub sha256: [u8; 32],
+    /// Nominal chunk size the packer used (informational).
+    pub chunk_bytes: u64,
+    pub segments: Vec<Segment>,
+}
+
+fn layout_code(layout: Layout) -> u8 {
+    Layout::ALL
+        .iter()
+        .position(|l| *l == layout)
+        .expect("listed") as u8
+}
+
+impl Index {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(48 + self.segments.len() * 16);
+        put_varint(&mut out, self.source_len);
+        out.extend_from_slice(&self.sha256);
+        put_varint(&mut out, self.chunk_bytes);
+        put_varint(&mut out, self.segments.len() as u64);
+        for s in &self.segments {
+            out.push(layout_code(s.layout));
+            put_varint(&mut out, s.src_len);
+            put_varint(&mut out, s.rec_len);
+            out.extend_from_slice(&s.checksum.to_le_bytes());
+        }
+        out
+    }
+
+    /// Parses and checks an index; `records_len` is the number of bytes between the
+    /// head magic and the index, which the records must fill exactly.
+    pub fn decode(buf: &[u8], records_len: u64) -> Result<Index, WireError> {
+        let mut r = Reader::new(buf);
+        let source_len = r.varint()?;
+        let sha256 = r.bytes(32)?.try_into().expect("32 bytes");
+        let chunk_bytes = r.varint()?;
+        let max_count = (r.remaining() / MIN_ENTRY_LEN) as u64;
+        let count = r.varint_max(max_count, "segment count exceeds index size")?;
+        let mut segments = Vec::with_capacity(count as usize);
+        let (mut src_total, mut rec_total) = (0u64, 0u64);
+        for _ in 0..count {
+            let s = segment(&mut r)?;
+            src_total += s.src_len;
+            rec_total = rec_total.saturating_add(s.rec_len);
+            segments.push(s);
+        }
+        if !r.is_empty() {
+            return Err(r.error("index has trailing bytes"));
+        }
+        if src_total != source_len {
+            return Err(r.error("segments do not cover the source exactly"));
+        }
+        if rec_total != records_len {
+            return Err(r.error("records do not fill the space before the index"));
+        }
+        Ok(Index {
+            source_len,
+            sha256,
+            chunk_bytes,
+            segments,
+        })
+    }
+}
+
+fn segment(r: &mut Reader) -> Result<Segment, WireError> {
+    let at = r.pos();
+    let layout = *Layout::ALL
+        .get(r.u8()? as usize)
+        .ok_or_else(|| r.error("unknown segment layout"))?;
+    let src_len = r.varint_max(MAX_SEGMENT_BYTES, "segment longer than the maximum")?;
+    if src_len == 0 || src_len % layout.element_bytes() as u64 != 0 {
+        return Err(WireError {
+            at,
+            reason: "segment length is zero or not whole elements",
+        });
+    }
+    let rec_len = r.varint()?;
+    let checksum = r.u64_le()?;
+    Ok(Segment {
+        layout,
+        src_len,
+        rec_len,
+        checksum,
+    })
+}
+
+/// The trailer at the end of the file.
+pub fn encode_trailer(index_offset: u64, index: &[u8]) -> [u8; TRAILER_LEN] {
+    let mut t = [0u8; TRAILER_LEN];
+    t[..8].copy_from_slice(&index_offset.to_le_bytes());
+    t[8..16].copy_from_slice(&(index.len() as u64).to_le_bytes());
+    t[16..24].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(index).to_le_bytes());
+    t[24..].copy_from_slice(&TAIL_MAGIC);
+    t
+}
+
+/// Index offset, length and checksum from a trailer.
+pub fn decode_trailer(t: &[u8; TRAILER_LEN]) -> Option<(u64, u64, u64)> {
+    let word = |i: usize| u64::from_le_bytes(t[i..i + 8].try_into().expect("8 bytes"));
+    (t[24..] == TAIL_MAGIC).then(|| (word(0), word(8), word(16)))
+}

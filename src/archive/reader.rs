@@ -1,0 +1,187 @@
+//! Random-access reading of an archive.
+
+use super::chunk::decode_chunk;
+use super::format::{decode_trailer, Index, Segment, HEAD_MAGIC, TRAILER_LEN};
+use crate::error::{Error, IoContext, Result};
+use memmap2::Mmap;
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// An open archive: its index in memory and its records memory-mapped.
+pub struct Archive {
+    path: PathBuf,
+    map: Mmap,
+    index: Index,
+    /// Source offset where each segment starts, plus the source length at the end.
+    src_starts: Vec<u64>,
+    /// Archive offset where each segment's record starts, plus the index offset.
+    rec_starts: Vec<u64>,
+}
+
+impl Archive {
+    /// Opens and checks an archive's framing and index. Records are checked as
+    /// they are decoded.
+    pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
+        let path = path.as_ref();
+        let file = File::open(path).at(path)?;
+        // SAFETY: the map is read-only; archives are written once under a temporary
+        // name and renamed, so a file is not modified while mapped by this tool.
+        // Another process truncating it would fault reads, as with any mmap reader.
+        let map = unsafe { Mmap::map(&file) }.at(path)?;
+        let index =
+            parse_framing(&map).map_err(|(offset, reason)| Error::corrupt(path, offset, reason))?;
+        let prefix = |lens: &mut dyn Iterator<Item = u64>, first: u64| {
+            let mut at = first;
+            let mut v = vec![first];
+            v.extend(lens.map(|l| {
+                at += l;
+                at
+            }));
+            v
+        };
+        let src_starts = prefix(&mut index.segments.iter().map(|s| s.src_len), 0);
+        let rec_starts = prefix(
+            &mut index.segments.iter().map(|s| s.rec_len),
+            HEAD_MAGIC.len() as u64,
+        );
+        Ok(Archive {
+            path: path.to_path_buf(),
+            map,
+            index,
+            src_starts,
+            rec_starts,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Length of the original file.
+    pub fn len(&self) -> u64 {
+        self.index.source_len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// SHA-256 of the original file.
+    pub fn sha256(&self) -> [u8; 32] {
+        self.index.sha256
+    }
+
+    /// Archive file size.
+    pub fn archive_len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn segments(&self) -> &[Segment] {
+        &self.index.segments
+    }
+
+    /// Source byte range of segment `i`.
+    pub fn segment_range(&self, i: usize) -> Range<u64> {
+        self.src_starts[i]..self.src_starts[i + 1]
+    }
+
+    /// Index of the segment holding source byte `offset` (< len).
+    pub fn segment_at(&self, offset: u64) -> usize {
+        self.src_starts.partition_point(|&s| s <= offset) - 1
+    }
+
+    /// Archive offset of segment `i`'s record.
+    pub fn segment_record_offset(&self, i: usize) -> u64 {
+        self.rec_starts[i]
+    }
+
+    /// The record bytes of segment `i`.
+    pub fn record(&self, i: usize) -> &[u8] {
+        &self.map[self.rec_starts[i] as usize..self.rec_starts[i + 1] as usize]
+    }
+
+    /// Decodes segment `i` into `out` (exactly its source length) and verifies its
+    /// checksum; on any failure `out` must not be used.
+    pub fn decode_segment_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        let seg = &self.index.segments[i];
+        let base = self.rec_starts[i];
+        decode_chunk(self.record(i), seg.layout, out)
+            .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
+        if xxhash_rust::xxh3::xxh3_64(out) != seg.checksum {
+            return Err(Error::corrupt(
+                &self.path,
+                base,
+                format!(
+                    "checksum mismatch in the chunk for source bytes {:?}",
+                    self.segment_range(i)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decodes and verifies segment `i`.
+    pub fn decode_segment(&self, i: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.index.segments[i].src_len as usize];
+        self.decode_segment_into(i, &mut out)?;
+        Ok(out)
+    }
+
+    /// Fills `buf` with source bytes starting at `offset`, decoding only the
+    /// segments that cover them. Returns the bytes read (short only at the end).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if offset >= self.len() || buf.is_empty() {
+            return Ok(0);
+        }
+        let end = self.len().min(offset + buf.len() as u64);
+        let mut at = offset;
+        let mut scratch = Vec::new();
+        while at < end {
+            let i = self.segment_at(at);
+            let range = self.segment_range(i);
+            let stop = range.end.min(end);
+            let dst = &mut buf[(at - offset) as usize..(stop - offset) as usize];
+            if at == range.start && stop == range.end {
+                self.decode_segment_into(i, dst)?;
+            } else {
+                scratch.resize((range.end - range.start) as usize, 0);
+                self.decode_segment_into(i, &mut scratch)?;
+                let from = (at - range.start) as usize;
+                dst.copy_from_slice(&scratch[from..from + dst.len()]);
+            }
+            at = stop;
+        }
+        Ok((end - offset) as usize)
+    }
+}
+
+/// Checks magic numbers and trailer, then parses the index. Errors carry the
+/// archive offset they concern.
+fn parse_framing(map: &[u8]) -> std::result::Result<Index, (u64, String)> {
+    let len = map.len();
+    if len < HEAD_MAGIC.len() + TRAILER_LEN || map[..8] != HEAD_MAGIC {
+        return Err((0, "not a brevis archive (bad magic or too short)".into()));
+    }
+    let trailer_at = len - TRAILER_LEN;
+    let trailer: &[u8; TRAILER_LEN] = map[trailer_at..].try_into().expect("trailer length");
+    let (index_offset, index_len, checksum) =
+        decode_trailer(trailer).ok_or((trailer_at as u64, "bad trailer magic".to_string()))?;
+    let fits = index_offset >= 8 && index_offset.checked_add(index_len) == Some(trailer_at as u64);
+    if !fits {
+        return Err((
+            trailer_at as u64,
+            "index position does not fit the file".into(),
+        ));
+    }
+    let index_bytes = &map[index_offset as usize..trailer_at];
+    if xxhash_rust::xxh3::xxh3_64(index_bytes) != checksum {
+        return Err((index_offset, "index checksum mismatch".into()));
+    }
+    Index::decode(index_bytes, index_offset - HEAD_MAGIC.len() as u64)
+        .map_err(|e| (index_offset + e.at as u64, e.reason.to_string()))
+}

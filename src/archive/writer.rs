@@ -1,0 +1,225 @@
+//! Packing a safetensors file into an archive.
+//!
+//! The source is read in batches of a few chunks per thread; chunks of a batch are
+//! synthesized in parallel and their records written in source order, so memory is
+//! bounded by threads x chunk size and the bytes do not depend on the thread count.
+
+use super::chunk::encode_chunk;
+use super::format::{encode_trailer, Index, Segment, HEAD_MAGIC};
+use crate::error::{Error, IoContext, Result};
+use crate::safetensors::{self, Element, Layout};
+use crate::synth::Hint;
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Default source bytes per chunk; see `docs/FORMAT.md` for the measured trade-off.
+pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
+
+#[derive(Clone, Debug)]
+pub struct PackOptions {
+    /// Source bytes per chunk (rounded down to whole elements).
+    pub chunk_bytes: usize,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+        }
+    }
+}
+
+/// Sizes of a finished pack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PackSummary {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+/// A span of the source to become one segment.
+#[derive(Clone, Copy, Debug)]
+struct Planned {
+    start: u64,
+    len: u64,
+    element: Element,
+}
+
+/// Splits `[start, end)` into chunks of whole elements.
+fn push_region(plan: &mut Vec<Planned>, start: u64, end: u64, element: Element, chunk: u64) {
+    let e = element.layout.element_bytes() as u64;
+    let step = (chunk / e).max(1) * e;
+    let mut at = start;
+    while at < end {
+        let len = step.min(end - at);
+        plan.push(Planned {
+            start: at,
+            len,
+            element,
+        });
+        at += len;
+    }
+}
+
+/// Segments covering `[0, size)`: header, tensors, and any gaps between them.
+fn plan(src: &Path, file: &File, size: u64, chunk: u64) -> Result<Vec<Planned>> {
+    let layout = safetensors::parse(size, |n| {
+        let mut buf = vec![0u8; n as usize];
+        file.read_exact_at(&mut buf, 0).map(|_| buf)
+    })
+    .map_err(|reason| Error::NotSafetensors {
+        path: src.to_path_buf(),
+        reason,
+    })?;
+    let mut plan = Vec::new();
+    push_region(&mut plan, 0, layout.header_end, Element::BYTES, chunk);
+    let mut at = layout.header_end;
+    for t in &layout.tensors {
+        push_region(&mut plan, at, t.start, Element::BYTES, chunk);
+        push_region(
+            &mut plan,
+            t.start,
+            t.end,
+            Element::of_dtype(&t.dtype),
+            chunk,
+        );
+        at = at.max(t.end);
+    }
+    push_region(&mut plan, at, size, Element::BYTES, chunk);
+    Ok(plan)
+}
+
+/// Packs the safetensors file `src` into the archive `dst`, written under a
+/// temporary name and renamed into place. `progress` receives source bytes done.
+pub fn pack_file(
+    src: &Path,
+    dst: &Path,
+    opts: &PackOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<PackSummary> {
+    let file = File::open(src).at(src)?;
+    let size = file.metadata().at(src)?.len();
+    let chunk = opts
+        .chunk_bytes
+        .clamp(64, super::MAX_SEGMENT_BYTES as usize) as u64;
+    let plan = plan(src, &file, size, chunk)?;
+    let tmp = temp_path(dst);
+    let result = write_archive(src, &file, &plan, &tmp, size, chunk, progress);
+    let finished = result.and_then(|summary| {
+        std::fs::rename(&tmp, dst).at(dst)?;
+        Ok(summary)
+    });
+    if finished.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    finished
+}
+
+/// A hidden name beside `dst`, so the rename stays within one filesystem.
+pub(super) fn temp_path(dst: &Path) -> PathBuf {
+    let name = dst.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = format!(".{}.tmp{}", name.unwrap_or_default(), std::process::id());
+    dst.with_file_name(tmp)
+}
+
+fn write_archive(
+    src: &Path,
+    file: &File,
+    plan: &[Planned],
+    tmp: &Path,
+    size: u64,
+    chunk: u64,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<PackSummary> {
+    let out_file = File::create(tmp).at(tmp)?;
+    let mut out = BufWriter::with_capacity(1 << 20, &out_file);
+    out.write_all(&HEAD_MAGIC).at(tmp)?;
+    let mut sha = Sha256::new();
+    let mut segments = Vec::with_capacity(plan.len());
+    let mut records_len = 0u64;
+    let batch_bytes = chunk * 2 * rayon::current_num_threads() as u64;
+    let mut buf = Vec::new();
+    let mut done = 0u64;
+    for batch in batches(plan, batch_bytes) {
+        let start = batch[0].start;
+        let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
+        buf.resize((end - start) as usize, 0);
+        file.read_exact_at(&mut buf, start).at(src)?;
+        sha.update(&buf);
+        let records: Vec<(Segment, Vec<u8>)> = batch
+            .par_iter()
+            .map(|p| {
+                let bytes = &buf[(p.start - start) as usize..(p.start - start + p.len) as usize];
+                encode_segment(bytes, p)
+            })
+            .collect();
+        for (segment, record) in records {
+            out.write_all(&record).at(tmp)?;
+            records_len += record.len() as u64;
+            segments.push(segment);
+        }
+        done += end - start;
+        progress(done);
+    }
+    let index = Index {
+        source_len: size,
+        sha256: sha.finalize().into(),
+        chunk_bytes: chunk,
+        segments,
+    }
+    .encode();
+    let index_offset = HEAD_MAGIC.len() as u64 + records_len;
+    out.write_all(&index).at(tmp)?;
+    out.write_all(&encode_trailer(index_offset, &index))
+        .at(tmp)?;
+    out.flush().at(tmp)?;
+    drop(out);
+    out_file.sync_all().at(tmp)?;
+    Ok(PackSummary {
+        bytes_in: size,
+        bytes_out: index_offset + index.len() as u64 + super::TRAILER_LEN as u64,
+    })
+}
+
+/// Consecutive runs of planned segments of about `target` source bytes each.
+fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = &[Planned]> {
+    let mut rest = plan;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|p| {
+                let take = bytes < target;
+                bytes += p.len;
+                take
+            })
+            .count();
+        let (head, tail) = rest.split_at(n);
+        rest = tail;
+        Some(head)
+    })
+}
+
+fn encode_segment(bytes: &[u8], p: &Planned) -> (Segment, Vec<u8>) {
+    let layout: Layout = p.element.layout;
+    let record = encode_chunk(
+        bytes,
+        layout,
+        Hint {
+            float: p.element.float,
+        },
+    );
+    let segment = Segment {
+        layout,
+        src_len: p.len,
+        rec_len: record.len() as u64,
+        checksum: xxhash_rust::xxh3::xxh3_64(bytes),
+    };
+    (segment, record)
+}

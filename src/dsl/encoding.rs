@@ -1,0 +1,377 @@
+//! Canonical byte encoding of programs and its strict decoder.
+//!
+//! The decoder is the gate for untrusted archives: it checks every width, length,
+//! arity and parameter against the type the parent implies, bounds depth and node
+//! count, and rejects encodings the encoder would never produce, all before a single
+//! word is executed. Layout in `docs/FORMAT.md`.
+
+use super::exec::LiteralSource;
+use super::ops::{Fields, FloatFormat, MapOp, ScanOp};
+use super::{mask, Literal, Op, Program, Type};
+use crate::codec;
+use crate::wire::{put_varint, varint_len, Reader, WireError};
+
+const TAG_LIT: u8 = 0;
+const TAG_CONST: u8 = 1;
+const TAG_CONCAT: u8 = 2;
+const TAG_REPEAT: u8 = 3;
+const TAG_MAP: u8 = 4;
+const TAG_SCAN: u8 = 5;
+const TAG_MERGE: u8 = 6;
+
+/// Bounds on the shape of a decoded program; anything larger is rejected.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_depth: usize,
+    pub max_nodes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 32,
+            max_nodes: 1 << 16,
+        }
+    }
+}
+
+/// A literal inside an encoded program: its codec bytes and where they start in the
+/// buffer given to `decode_program` (so errors can name an offset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EncodedLit<'a> {
+    pub at: usize,
+    pub bytes: &'a [u8],
+}
+
+impl LiteralSource for EncodedLit<'_> {
+    type Error = WireError;
+    fn write_words(&self, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+        let shift = |e: WireError| WireError {
+            at: self.at + e.at,
+            reason: e.reason,
+        };
+        let used = codec::decode(self.bytes, width, out).map_err(shift)?;
+        if used != self.bytes.len() {
+            return Err(WireError {
+                at: self.at + used,
+                reason: "literal has trailing bytes",
+            });
+        }
+        Ok(())
+    }
+}
+
+fn map_code(op: MapOp) -> (u8, Option<u32>) {
+    match op {
+        MapOp::Xor(c) => (0, Some(c)),
+        MapOp::Add(c) => (1, Some(c)),
+        MapOp::Zigzag => (2, None),
+        MapOp::Gray => (3, None),
+        MapOp::Rotate(r) => (4, Some(r)),
+        MapOp::BitReverse => (5, None),
+    }
+}
+
+fn fields_code(fields: Fields) -> (u8, Option<u32>) {
+    match fields {
+        Fields::Float(f) => (
+            FloatFormat::ALL.iter().position(|g| *g == f).unwrap() as u8,
+            None,
+        ),
+        Fields::Split { low } => (5, Some(low)),
+        Fields::BitPlanes => (6, None),
+        Fields::BytePlanes => (7, None),
+    }
+}
+
+fn scan_code(op: ScanOp) -> u8 {
+    match op {
+        ScanOp::Xor => 0,
+        ScanOp::Add => 1,
+    }
+}
+
+fn put_coded(out: &mut Vec<u8>, (code, param): (u8, Option<u32>)) {
+    out.push(code);
+    if let Some(p) = param {
+        put_varint(out, p as u64);
+    }
+}
+
+fn coded_len((_, param): (u8, Option<u32>)) -> usize {
+    1 + param.map_or(0, |p| varint_len(p as u64))
+}
+
+/// Appends the canonical encoding of `p`.
+pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
+    match &p.op {
+        Op::Lit(lit) => {
+            out.push(TAG_LIT);
+            put_varint(out, lit.size as u64);
+            let start = out.len();
+            let ok = codec::encode_with(lit.codec, &lit.words, p.ty.width, out);
+            assert!(ok && out.len() - start == lit.size, "literal size drifted");
+        }
+        Op::Const(w) => {
+            out.push(TAG_CONST);
+            put_varint(out, *w as u64);
+        }
+        Op::Concat(parts) => {
+            out.push(TAG_CONCAT);
+            put_varint(out, parts.len() as u64 - 2);
+            for part in &parts[..parts.len() - 1] {
+                put_varint(out, part.ty.len as u64);
+            }
+            parts.iter().for_each(|q| encode_program(q, out));
+        }
+        Op::Repeat { times, body } => {
+            out.push(TAG_REPEAT);
+            put_varint(out, *times as u64 - 2);
+            encode_program(body, out);
+        }
+        Op::Map { op, body } => {
+            out.push(TAG_MAP);
+            put_coded(out, map_code(*op));
+            encode_program(body, out);
+        }
+        Op::Scan { op, init, updates } => {
+            out.push(TAG_SCAN);
+            out.push(scan_code(*op));
+            put_varint(out, *init as u64);
+            encode_program(updates, out);
+        }
+        Op::Merge { fields, parts } => {
+            out.push(TAG_MERGE);
+            put_coded(out, fields_code(*fields));
+            parts.iter().for_each(|q| encode_program(q, out));
+        }
+    }
+}
+
+/// Exact length of `encode_program`'s output, without encoding any literal.
+pub fn encoded_len(p: &Program<Literal>) -> usize {
+    let children: usize = p.children().map(encoded_len).sum();
+    1 + children
+        + match &p.op {
+            Op::Lit(lit) => varint_len(lit.size as u64) + lit.size,
+            Op::Const(w) => varint_len(*w as u64),
+            Op::Concat(parts) => {
+                varint_len(parts.len() as u64 - 2)
+                    + parts[..parts.len() - 1]
+                        .iter()
+                        .map(|q| varint_len(q.ty.len as u64))
+                        .sum::<usize>()
+            }
+            Op::Repeat { times, .. } => varint_len(*times as u64 - 2),
+            Op::Map { op, .. } => coded_len(map_code(*op)),
+            Op::Scan { init, .. } => 1 + varint_len(*init as u64),
+            Op::Merge { fields, .. } => coded_len(fields_code(*fields)),
+        }
+}
+
+/// Decodes one program of type `ty` from the start of `buf`, returning it and the
+/// number of bytes it used. Literal bytes are borrowed, not decoded.
+pub fn decode_program(
+    buf: &[u8],
+    ty: Type,
+    limits: Limits,
+) -> Result<(Program<EncodedLit<'_>>, usize), WireError> {
+    if ty.width == 0 || ty.width > super::MAX_WIDTH || ty.len == 0 {
+        return Err(WireError {
+            at: 0,
+            reason: "program type out of range",
+        });
+    }
+    let mut d = Decoder {
+        r: Reader::new(buf),
+        nodes: 0,
+        limits,
+    };
+    let p = d.node(ty, 0)?;
+    Ok((p, d.r.pos()))
+}
+
+struct Decoder<'a> {
+    r: Reader<'a>,
+    nodes: usize,
+    limits: Limits,
+}
+
+type Node<'a> = Program<EncodedLit<'a>>;
+
+impl<'a> Decoder<'a> {
+    fn fail<T>(&self, at: usize, reason: &'static str) -> Result<T, WireError> {
+        Err(WireError { at, reason })
+    }
+
+    fn node(&mut self, ty: Type, depth: usize) -> Result<Node<'a>, WireError> {
+        let at = self.r.pos();
+        self.nodes += 1;
+        if depth > self.limits.max_depth {
+            return self.fail(at, "program nested too deeply");
+        }
+        if self.nodes > self.limits.max_nodes {
+            return self.fail(at, "program has too many nodes");
+        }
+        let op = match self.r.u8()? {
+            TAG_LIT => {
+                let size = self
+                    .r
+                    .varint_max(self.r.remaining() as u64, "literal longer than data")?;
+                let start = self.r.pos();
+                let bytes = self.r.bytes(size as usize)?;
+                Op::Lit(EncodedLit { at: start, bytes })
+            }
+            TAG_CONST => Op::Const(
+                self.r
+                    .varint_max(mask(ty.width) as u64, "constant exceeds width")?
+                    as u32,
+            ),
+            TAG_CONCAT => self.concat(ty, depth)?,
+            TAG_REPEAT => self.repeat(ty, depth)?,
+            TAG_MAP => self.map(ty, depth)?,
+            TAG_SCAN => {
+                let kind = match self.r.u8()? {
+                    0 => ScanOp::Xor,
+                    1 => ScanOp::Add,
+                    _ => return self.fail(at, "unknown scan kind"),
+                };
+                let init = self
+                    .r
+                    .varint_max(mask(ty.width) as u64, "scan start exceeds width")?
+                    as u32;
+                let updates = Box::new(self.node(ty, depth + 1)?);
+                Op::Scan {
+                    op: kind,
+                    init,
+                    updates,
+                }
+            }
+            TAG_MERGE => self.merge(ty, depth)?,
+            _ => return self.fail(at, "unknown operator"),
+        };
+        Ok(Program { ty, op })
+    }
+
+    fn concat(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        if ty.len < 2 {
+            return self.fail(at, "concat of fewer than two words");
+        }
+        let arity = self
+            .r
+            .varint_max(ty.len as u64 - 2, "concat has more parts than words")?
+            as usize
+            + 2;
+        let mut lens = Vec::with_capacity(arity);
+        let mut left = ty.len;
+        for _ in 0..arity - 1 {
+            // Every later part needs at least one word.
+            let room = left - (arity - lens.len() - 1);
+            let n = self
+                .r
+                .varint_max(room as u64, "concat parts exceed its length")?
+                as usize;
+            if n == 0 {
+                return self.fail(at, "empty concat part");
+            }
+            left -= n;
+            lens.push(n);
+        }
+        lens.push(left);
+        let mut parts = Vec::with_capacity(arity);
+        for len in lens {
+            let part = self.node(
+                Type {
+                    width: ty.width,
+                    len,
+                },
+                depth + 1,
+            )?;
+            if matches!(part.op, Op::Concat(_)) {
+                return self.fail(at, "nested concat is not canonical");
+            }
+            parts.push(part);
+        }
+        Ok(Op::Concat(parts))
+    }
+
+    fn repeat(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        let times = self.r.varint_max(
+            (ty.len as u64).saturating_sub(2),
+            "repeat count exceeds length",
+        )? as usize
+            + 2;
+        if ty.len < 2 || !ty.len.is_multiple_of(times) {
+            return self.fail(at, "repeat count does not divide the length");
+        }
+        let body = self.node(
+            Type {
+                width: ty.width,
+                len: ty.len / times,
+            },
+            depth + 1,
+        )?;
+        if matches!(body.op, Op::Const(_) | Op::Repeat { .. }) {
+            return self.fail(at, "repeat of a constant or repeat is not canonical");
+        }
+        Ok(Op::Repeat {
+            times,
+            body: Box::new(body),
+        })
+    }
+
+    fn map(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        let code = self.r.u8()?;
+        let mut param = || {
+            self.r
+                .varint_max(u32::MAX as u64, "map parameter exceeds 32 bits")
+        };
+        let op = match code {
+            0 => MapOp::Xor(param()? as u32),
+            1 => MapOp::Add(param()? as u32),
+            2 => MapOp::Zigzag,
+            3 => MapOp::Gray,
+            4 => MapOp::Rotate(param()? as u32),
+            5 => MapOp::BitReverse,
+            _ => return self.fail(at, "unknown map kind"),
+        };
+        if !op.is_valid(ty.width) {
+            return self.fail(at, "map parameter invalid or identity for this width");
+        }
+        let body = self.node(ty, depth + 1)?;
+        if let Op::Map { op: inner, .. } = &body.op {
+            if std::mem::discriminant(inner) == std::mem::discriminant(&op) {
+                return self.fail(at, "map of the same map kind is not canonical");
+            }
+        }
+        Ok(Op::Map {
+            op,
+            body: Box::new(body),
+        })
+    }
+
+    fn merge(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        let fields = match self.r.u8()? {
+            c @ 0..=4 => Fields::Float(FloatFormat::ALL[c as usize]),
+            5 => Fields::Split {
+                low: self.r.varint_max(31, "split point exceeds 31")? as u32,
+            },
+            6 => Fields::BitPlanes,
+            7 => Fields::BytePlanes,
+            _ => return self.fail(at, "unknown merge fields"),
+        };
+        if !fields.is_valid(ty.width) {
+            return self.fail(at, "merge fields do not fit the width");
+        }
+        let parts = fields
+            .widths(ty.width)
+            .into_iter()
+            .map(|width| self.node(Type { width, len: ty.len }, depth + 1))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Op::Merge { fields, parts })
+    }
+}

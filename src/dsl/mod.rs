@@ -1,0 +1,118 @@
+//! The tensor language: typed programs whose execution yields a stream of words.
+//!
+//! A program of type `b[n]` yields `n` words of `b` bits (1 <= b <= 32). Types flow
+//! top-down: a parent's type fixes its children's types, so the encoding stores only
+//! what the parent cannot imply (a Concat's part lengths). See `docs/FORMAT.md`.
+
+mod encoding;
+mod exec;
+mod ops;
+
+pub use encoding::{decode_program, encode_program, encoded_len, EncodedLit, Limits};
+pub use exec::{execute, LiteralSource};
+pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
+
+use crate::codec::Codec;
+use std::fmt;
+use std::sync::Arc;
+
+/// Widest word the language models.
+pub const MAX_WIDTH: u32 = 32;
+
+/// The type `width[len]` of a program's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Type {
+    pub width: u32,
+    pub len: usize,
+}
+
+/// A program node with its type. `L` is how literals are held: words chosen by the
+/// synthesizer ([`Literal`]) or encoded bytes borrowed from an archive (`&[u8]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program<L> {
+    pub ty: Type,
+    pub op: Op<L>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op<L> {
+    /// Stored words, entropy coded.
+    Lit(L),
+    /// One word repeated `len` times.
+    Const(u32),
+    /// Outputs joined end to end; at least two parts, all of the parent's width.
+    Concat(Vec<Program<L>>),
+    /// The body's output repeated `times` (>= 2) times.
+    Repeat { times: usize, body: Box<Program<L>> },
+    /// A bijection applied to every word of the body.
+    Map { op: MapOp, body: Box<Program<L>> },
+    /// Running xor/add starting from `init` over the update words.
+    Scan {
+        op: ScanOp,
+        init: u32,
+        updates: Box<Program<L>>,
+    },
+    /// Words composed pointwise from fields, most significant field first.
+    Merge {
+        fields: Fields,
+        parts: Vec<Program<L>>,
+    },
+}
+
+/// A literal as the synthesizer holds it: the words and the codec chosen for them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Literal {
+    /// Exact encoded size in bytes with `codec`.
+    pub size: usize,
+    pub codec: Codec,
+    pub words: Arc<[u32]>,
+}
+
+/// Mask of the low `width` bits.
+pub fn mask(width: u32) -> u32 {
+    if width >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << width) - 1
+    }
+}
+
+impl<L> Program<L> {
+    /// Number of nodes, for reports.
+    pub fn node_count(&self) -> usize {
+        1 + self.children().map(Program::node_count).sum::<usize>()
+    }
+
+    pub fn children(&self) -> impl Iterator<Item = &Program<L>> {
+        let (slice, single): (&[Program<L>], Option<&Program<L>>) = match &self.op {
+            Op::Lit(_) | Op::Const(_) => (&[], None),
+            Op::Concat(parts) | Op::Merge { parts, .. } => (parts, None),
+            Op::Repeat { body, .. } | Op::Map { body, .. } => (&[], Some(body)),
+            Op::Scan { updates, .. } => (&[], Some(updates)),
+        };
+        slice.iter().chain(single)
+    }
+}
+
+/// A readable one-line form, e.g. `merge[bf16](lit:huffman 8[4096], lit:raw 8[4096])`.
+/// `literal_name` names a literal's codec.
+pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> String {
+    let t = p.ty;
+    let inner = |q: &Program<L>| describe(q, literal_name);
+    let list = |qs: &[Program<L>]| qs.iter().map(inner).collect::<Vec<_>>().join(", ");
+    match &p.op {
+        Op::Lit(l) => format!("lit:{} {}[{}]", literal_name(l), t.width, t.len),
+        Op::Const(w) => format!("const {w:#x} {}[{}]", t.width, t.len),
+        Op::Concat(parts) => format!("concat({})", list(parts)),
+        Op::Repeat { times, body } => format!("repeat {times}x({})", inner(body)),
+        Op::Map { op, body } => format!("map {op}({})", inner(body)),
+        Op::Scan { op, init, updates } => format!("scan {op} from {init:#x}({})", inner(updates)),
+        Op::Merge { fields, parts } => format!("merge[{fields}]({})", list(parts)),
+    }
+}
+
+impl fmt::Display for Program<Literal> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&describe(self, &|l: &Literal| l.codec.name().to_string()))
+    }
+}

@@ -1,0 +1,60 @@
+//! The crate's error type: every failure names the file it concerns and why.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a valid safetensors file: {reason}", path.display())]
+    NotSafetensors { path: PathBuf, reason: String },
+    #[error("{}: corrupt archive at byte {offset}: {reason}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    #[error("{}: {reason}", path.display())]
+    Invalid { path: PathBuf, reason: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn io(path: &Path, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
+        Error::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn invalid(path: &Path, reason: impl Into<String>) -> Error {
+        Error::Invalid {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Attaches a path to `std::io` results.
+pub trait IoContext<T> {
+    fn at(self, path: &Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: &Path) -> Result<T> {
+        self.map_err(|e| Error::io(path, e))
+    }
+}

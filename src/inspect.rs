@@ -1,0 +1,156 @@
+//! What an archive holds: per tensor, its sizes before and after, the programs its
+//! chunks became and the codecs their literals use.
+
+use crate::archive::Archive;
+use crate::codec;
+use crate::dsl::{decode_program, describe, EncodedLit, Limits, Op, Program, Type};
+use crate::error::{Error, Result};
+use crate::safetensors::{self, TensorInfo};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// One row of the report: a tensor, or the header and other non-tensor bytes.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub chunks: usize,
+    /// The first chunk's programs (one per lane), in readable form.
+    pub program: String,
+    /// How many literals use each codec, over all chunks.
+    pub codecs: BTreeMap<&'static str, usize>,
+    /// How many chunk programs have each root operator.
+    pub roots: BTreeMap<String, usize>,
+}
+
+pub struct Report {
+    pub rows: Vec<Row>,
+    pub source_len: u64,
+    pub archive_len: u64,
+}
+
+/// Builds the report; every record is parsed (not executed) and checked.
+pub fn inspect(archive: &Archive) -> Result<Report> {
+    let layout = safetensors::parse(archive.len(), |n| {
+        let mut buf = vec![0u8; n as usize];
+        archive
+            .read_at(0, &mut buf)
+            .map(|_| buf)
+            .map_err(std::io::Error::other)
+    })
+    .map_err(|reason| Error::invalid(archive.path(), format!("archived header: {reason}")))?;
+    let mut rows: Vec<Row> = layout.tensors.iter().map(Row::of_tensor).collect();
+    let mut other = Row::new("(header, gaps and trailing bytes)", "", vec![]);
+    // Tensors are sorted and disjoint; empty ones own no segment.
+    let spans: Vec<(u64, u64, usize)> = (layout.tensors.iter().enumerate())
+        .filter(|(_, t)| t.start < t.end)
+        .map(|(k, t)| (t.start, t.end, k))
+        .collect();
+    for i in 0..archive.segments().len() {
+        let start = archive.segment_range(i).start;
+        let k = spans.partition_point(|s| s.1 <= start);
+        let row = match spans.get(k) {
+            Some(&(s, _, idx)) if s <= start => &mut rows[idx],
+            _ => &mut other,
+        };
+        row.add_segment(archive, i)?;
+    }
+    rows.push(other);
+    Ok(Report {
+        rows,
+        source_len: archive.len(),
+        archive_len: archive.archive_len(),
+    })
+}
+
+impl Row {
+    fn of_tensor(t: &TensorInfo) -> Row {
+        Row::new(&t.name, &t.dtype, t.shape.clone())
+    }
+
+    fn new(name: &str, dtype: &str, shape: Vec<u64>) -> Row {
+        Row {
+            name: name.to_string(),
+            dtype: dtype.to_string(),
+            shape,
+            bytes_in: 0,
+            bytes_out: 0,
+            chunks: 0,
+            program: String::new(),
+            codecs: BTreeMap::new(),
+            roots: BTreeMap::new(),
+        }
+    }
+
+    fn add_segment(&mut self, archive: &Archive, i: usize) -> Result<()> {
+        let seg = archive.segments()[i];
+        self.bytes_in += seg.src_len;
+        self.bytes_out += seg.rec_len;
+        self.chunks += 1;
+        let record = archive.record(i);
+        let ty = Type {
+            width: seg.layout.lane_width(),
+            len: (seg.src_len / seg.layout.element_bytes() as u64) as usize,
+        };
+        let mut pos = 0;
+        let mut lanes = Vec::new();
+        for _ in 0..seg.layout.lanes() {
+            let (p, used) = decode_program(&record[pos..], ty, Limits::default()).map_err(|e| {
+                let at = archive.segment_record_offset(i) + (pos + e.at) as u64;
+                Error::corrupt(archive.path(), at, e.reason)
+            })?;
+            self.count(&p);
+            *self.roots.entry(root_name(&p)).or_default() += 1;
+            lanes.push(describe(&p, &|l: &EncodedLit| literal_name(l).to_string()));
+            pos += used;
+        }
+        if self.program.is_empty() {
+            self.program = lanes.join(" | ");
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, p: &Program<EncodedLit>) {
+        if let Op::Lit(l) = &p.op {
+            *self.codecs.entry(literal_name(l)).or_default() += 1;
+        }
+        p.children().for_each(|c| self.count(c));
+    }
+
+    pub fn ratio(&self) -> f64 {
+        self.bytes_in as f64 / self.bytes_out.max(1) as f64
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name, "dtype": self.dtype, "shape": self.shape,
+            "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "ratio": self.ratio(),
+            "chunks": self.chunks, "program": self.program,
+            "codecs": self.codecs, "roots": self.roots,
+        })
+    }
+}
+
+fn literal_name(l: &EncodedLit) -> &'static str {
+    codec::peek_codec(l.bytes).map_or("invalid", |c| c.name())
+}
+
+/// The root operator with its parameters, e.g. `merge[bf16]` or `lit`.
+fn root_name(p: &Program<EncodedLit>) -> String {
+    let full = describe(p, &|l: &EncodedLit| literal_name(l).to_string());
+    full.split(['(', ' ']).next().unwrap_or("").to_string()
+}
+
+impl Report {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "source_bytes": self.source_len,
+            "archive_bytes": self.archive_len,
+            "ratio": self.source_len as f64 / self.archive_len.max(1) as f64,
+            "tensors": self.rows.iter().map(Row::to_json).collect::<Vec<_>>(),
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! Mirroring a source file or directory into a destination: which files are
+//! transformed (packed or unpacked), which are copied, and where each one goes.
+
+use crate::error::{Error, IoContext, Result};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Pack or unpack, depending on the command.
+    Transform,
+    /// Copy as is.
+    Copy,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub src: PathBuf,
+    pub dst: PathBuf,
+    pub action: Action,
+    pub len: u64,
+}
+
+/// Plans the jobs that mirror `src` into `dst`. Files ending in `from_ext` are
+/// transformed and renamed to `to_ext`; in directory mode every other file is
+/// copied. A single file is always transformed; if `dst` is a directory it goes
+/// inside it. Refuses existing outputs unless `force`.
+pub fn plan(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, force: bool) -> Result<Vec<Job>> {
+    let meta = std::fs::metadata(src).at(src)?;
+    let jobs = if meta.is_dir() {
+        if dst.starts_with(src) {
+            return Err(Error::invalid(
+                dst,
+                "destination lies inside the source directory",
+            ));
+        }
+        let mut jobs = Vec::new();
+        walk(src, dst, from_ext, to_ext, &mut jobs)?;
+        jobs
+    } else {
+        let dst = if dst.is_dir() {
+            dst.join(
+                renamed(src, from_ext, to_ext)
+                    .unwrap_or_else(|| src.file_name().unwrap_or_default().into()),
+            )
+        } else {
+            dst.to_path_buf()
+        };
+        vec![Job {
+            src: src.to_path_buf(),
+            dst,
+            action: Action::Transform,
+            len: meta.len(),
+        }]
+    };
+    for job in &jobs {
+        if same_file(&job.src, &job.dst) {
+            return Err(Error::invalid(&job.dst, "is the source itself"));
+        }
+        if !force && std::fs::symlink_metadata(&job.dst).is_ok() {
+            return Err(Error::invalid(
+                &job.dst,
+                "already exists (use --force to overwrite)",
+            ));
+        }
+    }
+    Ok(jobs)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// `name.from_ext` -> `name.to_ext`, or None if the name does not end in `from_ext`.
+fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(from_ext)?.strip_suffix('.')?;
+    (!stem.is_empty()).then(|| PathBuf::from(format!("{stem}.{to_ext}")))
+}
+
+fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job>) -> Result<()> {
+    let mut entries = std::fs::read_dir(src)
+        .at(src)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<Vec<_>>>()
+        .at(src)?;
+    // Sorted so that output and errors do not depend on directory order.
+    entries.sort();
+    for path in entries {
+        let meta = std::fs::metadata(&path).at(&path)?;
+        let name = path.file_name().expect("entries have names");
+        if meta.is_dir() {
+            walk(&path, &dst.join(name), from_ext, to_ext, jobs)?;
+        } else if meta.is_file() {
+            let (action, out) = match renamed(&path, from_ext, to_ext) {
+                Some(new) => (Action::Transform, dst.join(new)),
+                None => (Action::Copy, dst.join(name)),
+            };
+            jobs.push(Job {
+                src: path,
+                dst: out,
+                action,
+                len: meta.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renames_only_matching_extensions() {
+        let r = |p: &str| renamed(Path::new(p), "safetensors", "brv");
+        assert_eq!(r("a/model.safetensors"), Some("model.brv".into()));
+        assert_eq!(r("config.json"), None);
+        assert_eq!(r(".safetensors"), None);
+        assert_eq!(r("xsafetensors"), None);
+    }
+
+    #[test]
+    fn mirrors_a_directory_and_refuses_existing_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("sub")).unwrap();
+        std::fs::write(src.join("sub/m.safetensors"), b"x").unwrap();
+        std::fs::write(src.join("config.json"), b"{}").unwrap();
+        let dst = dir.path().join("out");
+        let jobs = plan(&src, &dst, "safetensors", "brv", false).unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].dst, dst.join("config.json"));
+        assert_eq!(jobs[0].action, Action::Copy);
+        assert_eq!(jobs[1].dst, dst.join("sub/m.brv"));
+        assert_eq!(jobs[1].action, Action::Transform);
+        std::fs::create_dir_all(dst.join("sub")).unwrap();
+        std::fs::write(dst.join("sub/m.brv"), b"old").unwrap();
+        let err = plan(&src, &dst, "safetensors", "brv", false).unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert!(plan(&src, &dst, "safetensors", "brv", true).is_ok());
+        assert!(plan(&src, &src.join("x"), "safetensors", "brv", true).is_err());
+    }
+}
