@@ -237,7 +237,7 @@ mod tests {
     #[test]
     fn refuses_what_is_not_safetensors() {
         let cases = [
-            ("[1,2]", 0, "not a JSON object"),
+            ("[1,2]", 0, "start with"),
             ("{\"a\":1", 0, "not valid JSON"),
             (
                 r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,

@@ -1,0 +1,186 @@
+//! The language: every operator round-trips random streams of every width through
+//! target-directed construction, canonical encoding, strict decoding and execution;
+//! the decoder survives arbitrary bytes.
+
+use brevis::dsl::*;
+use brevis::synth::{expansions, leaf, synthesize, Hint};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+fn stream() -> impl Strategy<Value = (u32, Vec<u32>)> {
+    (1u32..=32).prop_flat_map(|width| {
+        let word = prop_oneof![
+            3 => any::<u32>().prop_map(move |w| w & mask(width)),
+            2 => (0u32..4).prop_map(move |w| w & mask(width)),
+        ];
+        (Just(width), prop::collection::vec(word, 1..300))
+    })
+}
+
+/// Encodes, decodes with the strict decoder and executes.
+fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
+    let mut bytes = Vec::new();
+    encode_program(p, &mut bytes);
+    assert_eq!(bytes.len(), encoded_len(p), "encoded_len disagrees: {p}");
+    let (decoded, used) = decode_program(&bytes, p.ty, Limits::default())
+        .unwrap_or_else(|e| panic!("decoder rejects {p}: {e}"));
+    assert_eq!(used, bytes.len());
+    let mut out = vec![0u32; p.ty.len];
+    execute(&decoded, &mut out).unwrap();
+    out
+}
+
+fn map_ops(width: u32, t: &[u32]) -> Vec<MapOp> {
+    let mut ops = vec![
+        MapOp::Zigzag,
+        MapOp::Gray,
+        MapOp::BitReverse,
+        MapOp::Xor(t[0]),
+        MapOp::Add(t[t.len() - 1]),
+    ];
+    ops.extend([1, width / 2, width - 1].map(MapOp::Rotate));
+    ops.into_iter().filter(|m| m.is_valid(width)).collect()
+}
+
+fn fields(width: u32) -> Vec<Fields> {
+    let mut f = vec![
+        Fields::BitPlanes,
+        Fields::BytePlanes,
+        Fields::Split { low: 1 },
+        Fields::Split { low: width / 2 },
+    ];
+    f.extend(FloatFormat::ALL.map(Fields::Float));
+    f.into_iter().filter(|f| f.is_valid(width)).collect()
+}
+
+/// Programs for `t` built by every operator from target-derived child streams.
+fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
+    let ty = Type {
+        width,
+        len: t.len(),
+    };
+    let target: Arc<[u32]> = t.into();
+    let mut out = vec![leaf(target.clone(), width)];
+    for op in map_ops(width, t) {
+        let body = t.iter().map(|&y| op.invert(y, width)).collect::<Vec<_>>();
+        out.push(Program {
+            ty,
+            op: Op::Map {
+                op,
+                body: Box::new(leaf(body.into(), width)),
+            },
+        });
+    }
+    for f in fields(width) {
+        let parts = f
+            .widths(width)
+            .into_iter()
+            .zip(f.shifts(width))
+            .map(|(w, s)| {
+                leaf(
+                    t.iter()
+                        .map(|x| (x >> s) & mask(w))
+                        .collect::<Vec<_>>()
+                        .into(),
+                    w,
+                )
+            })
+            .collect();
+        out.push(Program {
+            ty,
+            op: Op::Merge { fields: f, parts },
+        });
+    }
+    if t.len() >= 3 {
+        let cuts = [t.len() / 3, 2 * t.len() / 3];
+        let pieces = [&t[..cuts[0]], &t[cuts[0]..cuts[1]], &t[cuts[1]..]];
+        let parts = pieces
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| leaf(p.to_vec().into(), width))
+            .collect::<Vec<_>>();
+        if parts.len() >= 2 {
+            out.push(Program {
+                ty,
+                op: Op::Concat(parts),
+            });
+        }
+    }
+    out.extend(
+        expansions(&target, width, Hint { float: None })
+            .iter()
+            .map(|e| e.complete_with(leaf)),
+    );
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn every_operator_yields_its_target((width, t) in stream()) {
+        for p in constructions(width, &t) {
+            prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+        }
+        let best = synthesize(&t, width, Hint { float: None });
+        prop_assert_eq!(through_bytes(&best), t);
+    }
+
+    #[test]
+    fn repeat_yields_its_target((width, base) in stream(), times in 2usize..6) {
+        let t: Vec<u32> = base.iter().copied().cycle().take(base.len() * times).collect();
+        let p = synthesize(&t, width, Hint { float: None });
+        prop_assert_eq!(through_bytes(&p), t);
+    }
+
+    #[test]
+    fn decoder_survives_arbitrary_bytes(bytes: Vec<u8>, width in 0u32..40, len in 0usize..5000) {
+        let ty = Type { width, len };
+        if let Ok((p, used)) = decode_program(&bytes, ty, Limits::default()) {
+            prop_assert!(used <= bytes.len());
+            let mut out = vec![0u32; len];
+            let _ = execute(&p, &mut out);
+        }
+    }
+
+    #[test]
+    fn decoder_survives_damaged_programs((width, t) in stream(), at: usize, bit in 0u8..8) {
+        for p in constructions(width, &t) {
+            let mut bytes = Vec::new();
+            encode_program(&p, &mut bytes);
+            let k = at % bytes.len();
+            bytes[k] ^= 1 << bit;
+            if let Ok((q, _)) = decode_program(&bytes, p.ty, Limits::default()) {
+                let mut out = vec![0u32; p.ty.len];
+                let _ = execute(&q, &mut out);
+            }
+        }
+    }
+}
+
+#[test]
+fn decoder_rejects_non_canonical_programs() {
+    let ty = Type { width: 8, len: 4 };
+    let reject = |bytes: &[u8], why: &str| {
+        let err = decode_program(bytes, ty, Limits::default())
+            .err()
+            .unwrap_or_else(|| panic!("accepted {bytes:?}"));
+        assert!(err.reason.contains(why), "{bytes:?}: {err}");
+    };
+    reject(&[1, 0x80, 0x00], "non-canonical varint");
+    reject(&[1, 0x80, 0x02], "constant exceeds width");
+    reject(&[3, 0, 1, 7], "repeat of a constant");
+    reject(&[3, 1, 1, 7], "does not divide");
+    reject(&[4, 0, 0, 1, 3], "identity");
+    reject(&[4, 4, 8, 1, 3], "identity");
+    reject(&[4, 0, 1, 4, 0, 2, 1, 3], "same map kind");
+    reject(&[6, 7, 1, 0, 1, 0], "do not fit");
+    reject(&[2, 0, 4, 1, 0, 1, 0], "exceed");
+    reject(&[2, 0, 0, 1, 0, 1, 0], "empty concat part");
+    reject(&[9], "unknown operator");
+    let deep: Vec<u8> = std::iter::repeat_n([4u8, 2, 4, 3], 40)
+        .flatten()
+        .chain([1, 0])
+        .collect();
+    reject(&deep, "too deeply");
+}

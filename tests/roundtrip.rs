@@ -1,0 +1,213 @@
+//! Every safetensors file, including the format's odd corners, comes back bit for bit
+//! through pack, read_at, unpack and verify.
+
+mod common;
+
+use brevis::archive::{self, Archive, PackOptions};
+use common::*;
+use proptest::prelude::*;
+use std::path::Path;
+
+fn pack(src: &Path, chunk_bytes: usize) -> std::path::PathBuf {
+    let dst = src.with_extension("brv");
+    archive::pack_file(src, &dst, &PackOptions { chunk_bytes }, &|_| {}).unwrap();
+    dst
+}
+
+/// Packs `bytes`, then checks read_at of the whole file, unpack and verify.
+fn assert_round_trip(bytes: &[u8], chunk_bytes: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_temp(dir.path(), "m.safetensors", bytes);
+    let brv = pack(&src, chunk_bytes);
+    let a = Archive::open(&brv).unwrap();
+    assert_eq!(a.len(), bytes.len() as u64);
+    let mut all = vec![0u8; bytes.len() + 10];
+    assert_eq!(a.read_at(0, &mut all).unwrap(), bytes.len());
+    assert!(all[..bytes.len()] == *bytes, "read_at differs");
+    let out = dir.path().join("out.safetensors");
+    archive::unpack_file(&a, &out, &|_| {}).unwrap();
+    assert!(std::fs::read(&out).unwrap() == bytes, "unpack differs");
+    archive::verify(&a, Some(&src), &|_| {}).unwrap();
+}
+
+#[test]
+fn every_dtype_and_special_value_round_trips() {
+    let file = build(&every_dtype(), &Extras::default());
+    for chunk in [64, 1000, 1 << 20] {
+        assert_round_trip(&file, chunk);
+    }
+}
+
+#[test]
+fn header_quirks_gaps_and_trailing_bytes_round_trip() {
+    let extras = Extras {
+        metadata: Some(r#"{"format":"pt","note":"é ünïcode"}"#.into()),
+        pad: 13,
+        gap: 5,
+        trailing: noise(3, 777),
+        reverse_keys: true,
+    };
+    let file = build(&every_dtype(), &extras);
+    assert_round_trip(&file, 256);
+    let only_header = build(
+        &[],
+        &Extras {
+            metadata: Some("{}".into()),
+            ..Extras::default()
+        },
+    );
+    assert_round_trip(&only_header, 256);
+}
+
+#[test]
+fn structured_tensors_round_trip_and_shrink() {
+    let periodic: Vec<u8> = (0..4096u32)
+        .flat_map(|i| ((i % 64) as f32).to_le_bytes())
+        .collect();
+    let upcast: Vec<u8> = noise(5, 8192)
+        .chunks(2)
+        .flat_map(|c| [0, 0, c[0], c[1] & 0x3f])
+        .collect();
+    let file = build(
+        &[
+            tensor("periodic", "F32", &[64, 64], periodic),
+            tensor("upcast", "F32", &[4096], upcast),
+            tensor("zeros", "F32", &[4096], vec![0; 16384]),
+        ],
+        &Extras::default(),
+    );
+    assert_round_trip(&file, 1 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_temp(dir.path(), "s.safetensors", &file);
+    let size = std::fs::metadata(pack(&src, 1 << 20)).unwrap().len();
+    assert!(
+        size * 3 < file.len() as u64,
+        "{size} bytes for {}",
+        file.len()
+    );
+}
+
+#[test]
+fn refuses_files_that_are_not_safetensors() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        ("short", b"abc".to_vec()),
+        ("text", b"hello world, not a checkpoint".to_vec()),
+        ("json", {
+            let mut v = 4u64.to_le_bytes().to_vec();
+            v.extend(b"[1] ");
+            v
+        }),
+    ] {
+        let src = write_temp(dir.path(), name, &bytes);
+        let dst = dir.path().join(format!("{name}.brv"));
+        let err = archive::pack_file(&src, &dst, &PackOptions::default(), &|_| {}).unwrap_err();
+        assert!(
+            err.to_string().contains("not a valid safetensors file"),
+            "{err}"
+        );
+        assert!(err.to_string().contains(name), "{err}");
+        assert!(!dst.exists());
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left behind");
+}
+
+#[test]
+fn corruption_is_reported_with_file_and_offset() {
+    let (dir, _, brv) = sample_archive();
+    let a = Archive::open(dir.path().join("m.brv")).unwrap();
+    // Damage the middle of the largest record.
+    let i = (0..a.segments().len())
+        .max_by_key(|&i| a.segments()[i].rec_len)
+        .unwrap();
+    let at = a.segment_record_offset(i) as usize + a.segments()[i].rec_len as usize / 2;
+    let mut bad = brv.clone();
+    bad[at] ^= 0x5a;
+    let path = write_temp(dir.path(), "bad.brv", &bad);
+    let a = Archive::open(&path).unwrap();
+    let start = a.segment_range(i).start;
+    let err = a.read_at(start, &mut [0u8; 16]).unwrap_err().to_string();
+    assert!(
+        err.contains("bad.brv") && err.contains("corrupt archive at byte"),
+        "{err}"
+    );
+    assert!(archive::verify(&a, None, &|_| {}).is_err());
+    let mut bad_index = brv.clone();
+    let n = bad_index.len();
+    bad_index[n - 40] ^= 1;
+    let err = Archive::open(write_temp(dir.path(), "idx.brv", &bad_index))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("idx.brv"), "{err}");
+}
+
+fn sample_archive() -> (tempfile::TempDir, Vec<u8>, Vec<u8>) {
+    let file = build(
+        &every_dtype(),
+        &Extras {
+            gap: 3,
+            trailing: noise(1, 50),
+            ..Extras::default()
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_temp(dir.path(), "m.safetensors", &file);
+    let brv = std::fs::read(pack(&src, 300)).unwrap();
+    (dir, file, brv)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn random_ranges_read_the_original_bytes(start in 0usize..5000, len in 0usize..3000) {
+        thread_local! {
+            static FIXTURE: (tempfile::TempDir, Vec<u8>, Vec<u8>) = sample_archive();
+        }
+        FIXTURE.with(|(dir, file, _)| {
+            let a = Archive::open(dir.path().join("m.brv")).unwrap();
+            let start = start % file.len();
+            let mut buf = vec![0u8; len];
+            let n = a.read_at(start as u64, &mut buf).unwrap();
+            let end = (start + len).min(file.len());
+            prop_assert_eq!(n, end - start);
+            prop_assert!(buf[..n] == file[start..end]);
+            Ok(())
+        })?;
+    }
+
+    /// A damaged archive either fails with an error or yields exactly the original.
+    #[test]
+    fn damaged_archives_never_yield_wrong_bytes(flips in prop::collection::vec((any::<usize>(), 0u8..8), 1..4), cut in any::<Option<usize>>()) {
+        thread_local! {
+            static FIXTURE: (tempfile::TempDir, Vec<u8>, Vec<u8>) = sample_archive();
+        }
+        FIXTURE.with(|(dir, file, brv)| {
+            let mut bad = brv.clone();
+            for (at, bit) in &flips {
+                let k = at % bad.len();
+                bad[k] ^= 1 << bit;
+            }
+            if let Some(c) = cut {
+                bad.truncate(c % bad.len());
+            }
+            let path = dir.path().join(format!("bad{:?}.brv", std::thread::current().id()));
+            std::fs::write(&path, &bad).unwrap();
+            if let Ok(a) = Archive::open(&path) {
+                let mut out = vec![0u8; a.len() as usize];
+                if a.read_at(0, &mut out).is_ok() {
+                    prop_assert!(out == *file, "wrong bytes returned without an error");
+                }
+                if archive::verify(&a, None, &|_| {}).is_ok() {
+                    prop_assert_eq!(a.len() as usize, file.len());
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
