@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test of Brevis on a fresh machine: installs what is missing (Rust
+# components, Python packages), fetches the real corpus, checks formatting and
+# lints, then runs the unit, property, integration and corpus tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null; then
+  echo "test.sh: cargo not found; install Rust from https://rustup.rs" >&2
+  exit 1
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+if ! command -v python3 >/dev/null || ! command -v unzip >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq python3 python3-pip unzip >/dev/null
+fi
+
+export BREVIS_CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
+echo "== corpus"
+scripts/fetch-corpus.sh
+
+echo "== format and lints"
+cargo fmt --all -- --check
+cargo clippy --all-targets --quiet -- -D warnings
+
+echo "== tests"
+cargo test --quiet --all-targets
+
+echo "== all tests passed"
