@@ -29,12 +29,23 @@ fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Vec<u32>> {
     }
 }
 
-/// Writes one lane's words into its place in the little-endian output bytes.
+/// Writes one lane's words into their places in the little-endian output bytes.
 fn from_lane(words: &[u32], lane: usize, layout: Layout, out: &mut [u8]) {
-    let e = layout.element_bytes();
-    let w = (layout.lane_width() / 8) as usize;
-    for (dst, word) in out.chunks_exact_mut(e).zip(words) {
-        dst[lane * w..lane * w + w].copy_from_slice(&word.to_le_bytes()[..w]);
+    // One loop per layout with fixed-size stores: this runs for every decoded byte.
+    match layout {
+        Layout::Bytes => out.iter_mut().zip(words).for_each(|(o, w)| *o = *w as u8),
+        Layout::Half => out
+            .chunks_exact_mut(2)
+            .zip(words)
+            .for_each(|(o, w)| o.copy_from_slice(&(*w as u16).to_le_bytes())),
+        Layout::Word => out
+            .chunks_exact_mut(4)
+            .zip(words)
+            .for_each(|(o, w)| o.copy_from_slice(&w.to_le_bytes())),
+        Layout::Double => out
+            .chunks_exact_mut(8)
+            .zip(words)
+            .for_each(|(o, w)| o[4 * lane..4 * lane + 4].copy_from_slice(&w.to_le_bytes())),
     }
 }
 
