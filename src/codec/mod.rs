@@ -1,8 +1,32 @@
-//! Literal codecs. TEMPORARY raw-only implementation so the rest of the crate
-//! builds while the real coders are written; replaced before landing.
+//! Literal codecs: lossless encodings of a stream of `n` words of `width` bits.
+//!
+//! Every encoding starts with one tag byte naming its codec, followed by that
+//! codec's payload (see `CODEC_FORMAT.md`). Neither `n` nor `width` is stored:
+//! the caller knows both. Encodings are self-delimiting, so `decode` reports how
+//! many bytes it consumed.
+//!
+//! The caller typically tries many candidate streams and keeps the smallest, so
+//! `encoded_size` is exact yet computed from a `Stats` summary where possible
+//! instead of by encoding.
+
+mod bitpack;
+mod codelen;
+mod huffman;
+mod index;
+mod rans;
+mod raw;
+mod stats;
+mod symbols;
+#[cfg(test)]
+mod tests;
+
+pub use crate::wire::WireError;
+pub use stats::Stats;
 
 use crate::wire::Reader;
-pub use crate::wire::WireError;
+
+/// Largest alphabet Huffman and rANS accept; it bounds every decoding table.
+pub const MAX_SYMBOLS: usize = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Codec {
@@ -13,7 +37,9 @@ pub enum Codec {
 }
 
 impl Codec {
+    /// Every codec, in tie-breaking order for `best`.
     pub const ALL: [Codec; 4] = [Codec::Raw, Codec::BitPack, Codec::Huffman, Codec::Rans];
+
     pub fn name(self) -> &'static str {
         match self {
             Codec::Raw => "raw",
@@ -22,78 +48,142 @@ impl Codec {
             Codec::Rans => "rans",
         }
     }
-}
 
-pub struct Stats {
-    max: u32,
-}
-
-impl Stats {
-    pub fn new(words: &[u32], _width: u32) -> Stats {
-        Stats {
-            max: words.iter().copied().max().unwrap_or(0),
+    /// The tag byte that starts an encoding with this codec.
+    fn tag(self) -> u8 {
+        match self {
+            Codec::Raw => 0,
+            Codec::BitPack => 1,
+            Codec::Huffman => 2,
+            Codec::Rans => 3,
         }
     }
-    pub fn distinct(&self) -> Option<usize> {
-        None
-    }
-    pub fn max(&self) -> u32 {
-        self.max
+
+    fn from_tag(tag: u8) -> Option<Codec> {
+        Codec::ALL.into_iter().find(|c| c.tag() == tag)
     }
 }
 
-fn word_bytes(width: u32) -> usize {
-    width.div_ceil(8) as usize
+/// Panics on caller bugs (not on data): a width outside 1..=32.
+fn check_width(width: u32) {
+    assert!(
+        (1..=32).contains(&width),
+        "literal width {width} not in 1..=32"
+    );
 }
 
-pub fn encoded_size(codec: Codec, words: &[u32], width: u32, _stats: &Stats) -> Option<usize> {
-    (codec == Codec::Raw).then(|| 1 + words.len() * word_bytes(width))
+/// Exact size in bytes of `encode_with(codec, ..)`'s output, or None if the codec does not apply.
+pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> Option<usize> {
+    check_width(width);
+    let payload = match codec {
+        Codec::Raw => raw::size(words.len(), width),
+        Codec::BitPack => bitpack::size(words.len(), stats.max()),
+        Codec::Huffman => huffman::size(stats)?,
+        Codec::Rans => rans::size(words, stats)?,
+    };
+    Some(1 + payload)
 }
 
+/// The codec with the smallest exact encoding and that size (ties broken by the order of Codec::ALL).
 pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
-    (
-        Codec::Raw,
-        encoded_size(Codec::Raw, words, width, stats).unwrap(),
-    )
-}
-
-pub fn encode_with(codec: Codec, words: &[u32], width: u32, out: &mut Vec<u8>) -> bool {
-    if codec != Codec::Raw {
-        return false;
-    }
-    out.push(0);
-    let k = word_bytes(width);
-    for w in words {
-        out.extend_from_slice(&w.to_le_bytes()[..k]);
-    }
-    true
-}
-
-pub fn encode(words: &[u32], width: u32, out: &mut Vec<u8>) -> Codec {
-    encode_with(Codec::Raw, words, width, out);
-    Codec::Raw
-}
-
-pub fn peek_codec(input: &[u8]) -> Result<Codec, WireError> {
-    match Reader::new(input).u8()? {
-        0 => Ok(Codec::Raw),
-        _ => Err(Reader::new(input).error("unknown codec tag")),
-    }
-}
-
-pub fn decode(input: &[u8], width: u32, out: &mut [u32]) -> Result<usize, WireError> {
-    peek_codec(input)?;
-    let mut r = Reader::new(input);
-    r.u8()?;
-    let k = word_bytes(width);
-    let data = r.bytes(out.len().checked_mul(k).ok_or(r.error("too long"))?)?;
-    for (o, c) in out.iter_mut().zip(data.chunks_exact(k)) {
-        let mut b = [0u8; 4];
-        b[..k].copy_from_slice(c);
-        *o = u32::from_le_bytes(b);
-        if width < 32 && *o >> width != 0 {
-            return Err(r.error("word exceeds width"));
+    let mut best = (Codec::Raw, usize::MAX);
+    for codec in Codec::ALL {
+        if let Some(size) = encoded_size(codec, words, width, stats) {
+            if size < best.1 {
+                best = (codec, size);
+            }
         }
+    }
+    best
+}
+
+/// Appends the encoding with `codec` (tag byte, then payload). Returns false
+/// (and appends nothing) if the codec does not apply.
+pub fn encode_with(codec: Codec, words: &[u32], width: u32, out: &mut Vec<u8>) -> bool {
+    check_width(width);
+    match codec {
+        // These two need no histogram, so skip building one.
+        Codec::Raw | Codec::BitPack => {
+            let max = words.iter().copied().max().unwrap_or(0);
+            assert!(max <= word_mask(width), "word exceeds width {width}");
+            out.push(codec.tag());
+            if codec == Codec::Raw {
+                raw::encode(words, width, out);
+            } else {
+                bitpack::encode(words, max, out);
+            }
+            true
+        }
+        Codec::Huffman | Codec::Rans => {
+            encode_with_stats(codec, words, width, &Stats::new(words, width), out)
+        }
+    }
+}
+
+/// Appends the smallest encoding and returns which codec it used.
+pub fn encode(words: &[u32], width: u32, out: &mut Vec<u8>) -> Codec {
+    let stats = Stats::new(words, width);
+    let (codec, _) = best(words, width, &stats);
+    let applied = encode_with_stats(codec, words, width, &stats, out);
+    debug_assert!(applied, "best returned a codec that does not apply");
+    codec
+}
+
+fn encode_with_stats(
+    codec: Codec,
+    words: &[u32],
+    width: u32,
+    stats: &Stats,
+    out: &mut Vec<u8>,
+) -> bool {
+    let start = out.len();
+    out.push(codec.tag());
+    let applied = match codec {
+        Codec::Raw => {
+            raw::encode(words, width, out);
+            true
+        }
+        Codec::BitPack => {
+            bitpack::encode(words, stats.max(), out);
+            true
+        }
+        Codec::Huffman => huffman::encode(words, stats, out),
+        Codec::Rans => rans::encode(words, stats, out),
+    };
+    if !applied {
+        out.truncate(start);
+    }
+    applied
+}
+
+/// Decodes exactly `out.len()` words of `width` bits from the start of `input`
+/// and returns the number of bytes consumed. Never panics on any input.
+pub fn decode(input: &[u8], width: u32, out: &mut [u32]) -> Result<usize, WireError> {
+    let mut r = Reader::new(input);
+    if !(1..=32).contains(&width) {
+        return Err(r.error("literal width not in 1..=32"));
+    }
+    let codec = peek_codec(input)?;
+    r.u8()?;
+    match codec {
+        Codec::Raw => raw::decode(&mut r, width, out)?,
+        Codec::BitPack => bitpack::decode(&mut r, width, out)?,
+        Codec::Huffman => huffman::decode(&mut r, width, out)?,
+        Codec::Rans => rans::decode(&mut r, width, out)?,
     }
     Ok(r.pos())
+}
+
+/// Which codec an encoding starting at `input` uses (reads the tag only).
+pub fn peek_codec(input: &[u8]) -> Result<Codec, WireError> {
+    let tag = Reader::new(input).u8()?;
+    Codec::from_tag(tag).ok_or(WireError {
+        at: 0,
+        reason: "unknown literal codec tag",
+    })
+}
+
+/// All ones in the low `width` bits (1..=32).
+fn word_mask(width: u32) -> u32 {
+    u32::MAX >> (32 - width)
 }

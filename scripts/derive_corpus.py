@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Make the derived members of the Brevis benchmark corpus from the real F32 MiniLM checkpoint.
+
+usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
+  bf16    every F32 tensor rounded to BF16 (round to nearest, ties to even)
+  fp8     2-D F32 tensors quantised to F8_E4M3 (e4m3fn) with a scalar F32 '<name>_scale'
+          tensor (max|w| / 448) placed right after each; other F32 tensors become BF16
+  upcast  every F32 tensor rounded to BF16 and widened back to F32 (low 16 bits zero)
+
+Tensors that are not F32 are copied byte for byte. Output tensors are laid out in the
+order of the source's data offsets, the header is compact JSON padded with spaces to a
+multiple of 8 bytes, and "__metadata__" (last key) gains a "derived" note. Needs numpy only.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+
+def load(path):
+    """Return (metadata dict, [(name, dtype, shape, raw bytes)]) in data-offset order."""
+    with open(path, "rb") as fh:
+        blob = fh.read()
+    (hlen,) = struct.unpack_from("<Q", blob, 0)
+    header = json.loads(blob[8 : 8 + hlen])
+    meta = header.pop("__metadata__", {})
+    start = 8 + hlen
+    entries = sorted(header.items(), key=lambda item: item[1]["data_offsets"][0])
+    tensors = []
+    for name, info in entries:
+        lo, hi = info["data_offsets"]
+        tensors.append((name, info["dtype"], info["shape"], blob[start + lo : start + hi]))
+    return meta, tensors
+
+
+def save(path, meta, tensors):
+    header = {}
+    pos = 0
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [pos, pos + len(raw)]}
+        pos += len(raw)
+    header["__metadata__"] = meta
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    tmp = path + ".part"
+    with open(tmp, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)))
+        fh.write(text)
+        for tensor in tensors:
+            fh.write(tensor[3])
+    os.replace(tmp, path)
+
+
+def to_bf16(raw):
+    """F32 bytes -> BF16 bit patterns (uint16), round to nearest, ties to even."""
+    bits = np.frombuffer(raw, dtype="<u4").astype(np.uint64)
+    lsb = (bits >> np.uint64(16)) & np.uint64(1)
+    return ((bits + np.uint64(0x7FFF) + lsb) >> np.uint64(16)).astype("<u2")
+
+
+def to_e4m3fn(x):
+    """float32 array -> float8 e4m3fn bytes (bias 7, no infinities, max 448), round to
+    nearest even; out-of-range magnitudes become NaN (0x7F), as a non-saturating cast does."""
+    x = np.ascontiguousarray(x, dtype="<f4")
+    bits = x.view("<u4")
+    sign = ((bits >> 31).astype(np.uint8)) << 7
+    mag_bits = bits & np.uint32(0x7FFFFFFF)
+    # Normal range of e4m3 (|x| >= 2**-6): round the 23-bit mantissa to 3 bits on the raw
+    # pattern (a carry rolls into the exponent), then rebias the exponent from 127 to 7.
+    keep_lsb = (mag_bits >> 20) & np.uint32(1)
+    rounded = (mag_bits.astype(np.uint64) + np.uint64(0x7FFFF) + keep_lsb) >> np.uint64(20)
+    normal = rounded.astype(np.int64) - (120 << 3)
+    # Subnormal range: a multiple of 2**-9, rounded half to even by rint (exact scaling).
+    absx = np.abs(x)
+    sub = np.rint(absx * np.float32(512.0)).astype(np.int64)
+    code = np.where(absx < np.float32(2.0**-6), sub, normal)
+    nan = np.isnan(x) | (code > 0x7E)
+    code = np.where(nan, 0x7F, code).astype(np.uint8)
+    return (code | sign).astype(np.uint8)
+
+
+def derive(mode, tensors):
+    out = []
+    for name, dtype, shape, raw in tensors:
+        if dtype != "F32":
+            out.append((name, dtype, shape, raw))
+        elif mode == "bf16":
+            out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
+        elif mode == "upcast":
+            wide = to_bf16(raw).astype("<u4") << np.uint32(16)
+            out.append((name, "F32", shape, wide.astype("<u4").tobytes()))
+        elif mode == "fp8" and len(shape) == 2:
+            w = np.frombuffer(raw, dtype="<f4")
+            peak = max(float(np.max(np.abs(w))), 1e-12)
+            scale = np.float32(peak / 448.0)
+            out.append((name, "F8_E4M3", shape, to_e4m3fn(w / scale).tobytes()))
+            out.append((name + "_scale", "F32", [], np.array(scale, dtype="<f4").tobytes()))
+        elif mode == "fp8":
+            out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
+        else:
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast)")
+    return out
+
+
+def main(argv):
+    if len(argv) != 4:
+        raise SystemExit(__doc__)
+    mode, src, dst = argv[1:]
+    meta, tensors = load(src)
+    tensors = derive(mode, tensors)
+    meta = dict(meta)
+    meta["derived"] = f"{mode} of {os.path.basename(src)} (not an original release)"
+    save(dst, meta, tensors)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,70 @@
+//! BitPack: one byte `k` (the bit length of the largest word), then every word
+//! in `k` bits, packed LSB-first.
+
+use crate::wire::{Reader, WireError};
+
+/// Number of bits needed to write `v` (0 for 0).
+pub(super) fn bit_len(v: u32) -> u32 {
+    32 - v.leading_zeros()
+}
+
+fn packed_bytes(n: usize, k: u32) -> usize {
+    (n as u64 * k as u64).div_ceil(8) as usize
+}
+
+/// Payload size in bytes (without the tag).
+pub(super) fn size(n: usize, max: u32) -> usize {
+    1 + packed_bytes(n, bit_len(max))
+}
+
+pub(super) fn encode(words: &[u32], max: u32, out: &mut Vec<u8>) {
+    let k = bit_len(max);
+    out.push(k as u8);
+    out.reserve(packed_bytes(words.len(), k));
+    // `nbits` stays below 32 between words, so a 64-bit accumulator never overflows.
+    let (mut acc, mut nbits) = (0u64, 0u32);
+    for &w in words {
+        acc |= (w as u64) << nbits;
+        nbits += k;
+        if nbits >= 32 {
+            out.extend_from_slice(&(acc as u32).to_le_bytes());
+            acc >>= 32;
+            nbits -= 32;
+        }
+    }
+    let tail = nbits.div_ceil(8) as usize;
+    out.extend_from_slice(&acc.to_le_bytes()[..tail]);
+}
+
+/// The 8 bytes starting at `at`, with zeros past the end of `bytes`.
+fn load_u64(bytes: &[u8], at: usize) -> u64 {
+    match bytes.get(at..at + 8) {
+        Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        None => {
+            let mut le = [0u8; 8];
+            let rest = bytes.get(at..).unwrap_or(&[]);
+            le[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(le)
+        }
+    }
+}
+
+pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+    let k = r.u8()? as u32;
+    if k > width {
+        return Err(r.error("bitpack width exceeds the literal width"));
+    }
+    let bytes = r.bytes(packed_bytes(out.len(), k))?;
+    let mask = (1u64 << k) - 1;
+    for (i, o) in out.iter_mut().enumerate() {
+        let bit = i as u64 * k as u64;
+        // Starting at most 7 bits into a byte, a word of <= 32 bits fits in 64.
+        let word = load_u64(bytes, (bit / 8) as usize) >> (bit % 8);
+        *o = (word & mask) as u32;
+    }
+    let used = (out.len() as u64 * k as u64 % 8) as u32;
+    if used != 0 && bytes.last().is_some_and(|&b| b >> used != 0) {
+        return Err(r.error("bitpack padding bits are not zero"));
+    }
+    Ok(())
+}

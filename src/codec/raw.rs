@@ -1,0 +1,43 @@
+//! Raw: each word in `ceil(width / 8)` little-endian bytes.
+
+use super::word_mask;
+use crate::wire::{Reader, WireError};
+
+fn bytes_per_word(width: u32) -> usize {
+    width.div_ceil(8) as usize
+}
+
+/// Payload size in bytes (without the tag).
+pub(super) fn size(n: usize, width: u32) -> usize {
+    n * bytes_per_word(width)
+}
+
+pub(super) fn encode(words: &[u32], width: u32, out: &mut Vec<u8>) {
+    let b = bytes_per_word(width);
+    out.reserve(words.len() * b);
+    for &w in words {
+        out.extend_from_slice(&w.to_le_bytes()[..b]);
+    }
+}
+
+pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+    let b = bytes_per_word(width);
+    let start = r.pos();
+    // A slice of u32 holds at most isize::MAX / 4 words, so this cannot overflow.
+    let bytes = r.bytes(out.len() * b)?;
+    for (o, chunk) in out.iter_mut().zip(bytes.chunks_exact(b)) {
+        let mut le = [0u8; 4];
+        le[..b].copy_from_slice(chunk);
+        *o = u32::from_le_bytes(le);
+    }
+    // The last byte of a word may carry bits beyond the width; such a word is
+    // not something any encoder wrote.
+    let high = out.iter().fold(0, |acc, &w| acc | w) & !word_mask(width);
+    if high != 0 {
+        return Err(WireError {
+            at: start,
+            reason: "raw word exceeds the literal width",
+        });
+    }
+    Ok(())
+}

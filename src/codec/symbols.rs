@@ -1,0 +1,237 @@
+//! The symbol set shared by Huffman and rANS: the sorted distinct words of a
+//! stream, each with a positive value (a code length or a frequency).
+//!
+//! Two layouts; the encoder writes whichever is smaller (range on ties):
+//! - range: `[min, max]` with one entry per value in between, 0 for absent
+//!   words. Small when the alphabet is dense, e.g. the 256 mantissa bytes.
+//! - list: the first word, then each gap to the next word minus one, then the
+//!   values in order. Small when the words are sparse, e.g. 16-bit words.
+//!
+//! Values are stored as 4-bit nibbles (code lengths) or varints (frequencies).
+
+use super::{word_mask, MAX_SYMBOLS};
+use crate::wire::{put_varint, varint_len, Reader, WireError};
+
+/// How the per-word values are stored.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Values {
+    /// Two values (each 1..=15) per byte, low nibble first.
+    Nibbles,
+    /// One varint per value: the value itself in a range (0 = absent), the
+    /// value minus one in a list.
+    Varints,
+}
+
+const RANGE: u64 = 0;
+const LIST: u64 = 1;
+
+/// A decoded symbol set: `words` strictly increasing, every value >= 1.
+pub(super) struct SymbolSet {
+    pub(super) words: Vec<u32>,
+    pub(super) values: Vec<u32>,
+}
+
+/// Number of words between the first and last, inclusive.
+fn span(words: &[u32]) -> u64 {
+    (words[words.len() - 1] - words[0]) as u64 + 1
+}
+
+fn range_size(words: &[u32], values: &[u32], kind: Values) -> usize {
+    let span = span(words);
+    let header = varint_len((span - 1) << 1) + varint_len(words[0] as u64);
+    let entries = match kind {
+        Values::Nibbles => span.div_ceil(2) as usize,
+        Values::Varints => {
+            let absent = (span - words.len() as u64) as usize;
+            absent + values.iter().map(|&v| varint_len(v as u64)).sum::<usize>()
+        }
+    };
+    header + entries
+}
+
+fn list_size(words: &[u32], values: &[u32], kind: Values) -> usize {
+    let header = varint_len(((words.len() as u64 - 1) << 1) | LIST) + varint_len(words[0] as u64);
+    let gaps: usize = words
+        .windows(2)
+        .map(|p| varint_len((p[1] - p[0] - 1) as u64))
+        .sum();
+    let entries = match kind {
+        Values::Nibbles => words.len().div_ceil(2),
+        Values::Varints => values.iter().map(|&v| varint_len(v as u64 - 1)).sum(),
+    };
+    header + gaps + entries
+}
+
+/// Exact size of `write`'s output. `words` is non-empty and strictly increasing.
+pub(super) fn size(words: &[u32], values: &[u32], kind: Values) -> usize {
+    range_size(words, values, kind).min(list_size(words, values, kind))
+}
+
+pub(super) fn write(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u8>) {
+    if range_size(words, values, kind) <= list_size(words, values, kind) {
+        write_range(words, values, kind, out);
+    } else {
+        write_list(words, values, kind, out);
+    }
+}
+
+fn write_range(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u8>) {
+    put_varint(out, ((span(words) - 1) << 1) | RANGE);
+    put_varint(out, words[0] as u64);
+    // One entry per word of the range: its value, or 0 if absent.
+    let mut present = words.iter().zip(values).peekable();
+    let entries = (words[0]..=words[words.len() - 1]).map(|w| match present.peek() {
+        Some(&(&pw, &v)) if pw == w => {
+            present.next();
+            v
+        }
+        _ => 0,
+    });
+    match kind {
+        Values::Nibbles => put_nibbles(out, entries),
+        Values::Varints => entries.for_each(|v| put_varint(out, v as u64)),
+    }
+}
+
+fn write_list(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u8>) {
+    put_varint(out, ((words.len() as u64 - 1) << 1) | LIST);
+    put_varint(out, words[0] as u64);
+    for p in words.windows(2) {
+        put_varint(out, (p[1] - p[0] - 1) as u64);
+    }
+    match kind {
+        Values::Nibbles => put_nibbles(out, values.iter().copied()),
+        Values::Varints => values.iter().for_each(|&v| put_varint(out, v as u64 - 1)),
+    }
+}
+
+fn put_nibbles(out: &mut Vec<u8>, mut values: impl Iterator<Item = u32>) {
+    while let Some(low) = values.next() {
+        let high = values.next().unwrap_or(0);
+        debug_assert!(low < 16 && high < 16);
+        out.push((low | high << 4) as u8);
+    }
+}
+
+/// Reads a symbol set of words below 2^`width` and values in 1..=`max_value`.
+pub(super) fn read(
+    r: &mut Reader,
+    width: u32,
+    kind: Values,
+    max_value: u32,
+) -> Result<SymbolSet, WireError> {
+    let header = r.varint()?;
+    let count = header >> 1;
+    if header & 1 == LIST {
+        read_list(r, count + 1, width, kind, max_value)
+    } else {
+        read_range(r, count + 1, width, kind, max_value)
+    }
+}
+
+fn read_range(
+    r: &mut Reader,
+    span: u64,
+    width: u32,
+    kind: Values,
+    max_value: u32,
+) -> Result<SymbolSet, WireError> {
+    let min = r.varint()?;
+    if min.saturating_add(span - 1) > word_mask(width) as u64 {
+        return Err(r.error("symbol range exceeds the literal width"));
+    }
+    // Every entry takes at least half a byte, so a range longer than the
+    // remaining input is rejected before looping over it.
+    let min_bytes = match kind {
+        Values::Nibbles => span.div_ceil(2),
+        Values::Varints => span,
+    };
+    if min_bytes > r.remaining() as u64 {
+        return Err(r.error("symbol range runs past the end of data"));
+    }
+    let span = span as usize;
+    let entries = read_values(r, span, kind, max_value, 0)?;
+    if entries.first() == Some(&0) || entries.last() == Some(&0) {
+        return Err(r.error("symbol range endpoint is absent"));
+    }
+    let mut set = SymbolSet {
+        words: Vec::new(),
+        values: Vec::new(),
+    };
+    for (i, &v) in entries.iter().enumerate().filter(|(_, &v)| v != 0) {
+        if set.words.len() == MAX_SYMBOLS {
+            return Err(r.error("more than 4096 symbols"));
+        }
+        set.words.push((min + i as u64) as u32);
+        set.values.push(v);
+    }
+    Ok(set)
+}
+
+fn read_list(
+    r: &mut Reader,
+    count: u64,
+    width: u32,
+    kind: Values,
+    max_value: u32,
+) -> Result<SymbolSet, WireError> {
+    if count > MAX_SYMBOLS as u64 {
+        return Err(r.error("more than 4096 symbols"));
+    }
+    let count = count as usize;
+    let mask = word_mask(width) as u64;
+    let mut words = Vec::with_capacity(count);
+    let mut word = r.varint_max(mask, "symbol exceeds the literal width")?;
+    words.push(word as u32);
+    for _ in 1..count {
+        let gap = r.varint_max(mask, "symbol exceeds the literal width")?;
+        word += gap + 1;
+        if word > mask {
+            return Err(r.error("symbol exceeds the literal width"));
+        }
+        words.push(word as u32);
+    }
+    let values = read_values(r, count, kind, max_value, 1)?;
+    Ok(SymbolSet { words, values })
+}
+
+/// Reads `count` values; `min_value` is 0 in a range (absent words) and 1 in a list.
+fn read_values(
+    r: &mut Reader,
+    count: usize,
+    kind: Values,
+    max_value: u32,
+    min_value: u32,
+) -> Result<Vec<u32>, WireError> {
+    let at = r.pos();
+    let bad = WireError {
+        at,
+        reason: "symbol value out of range",
+    };
+    match kind {
+        Values::Nibbles => {
+            let bytes = r.bytes(count.div_ceil(2))?;
+            let values: Vec<u32> = (0..count)
+                .map(|i| (bytes[i / 2] >> (4 * (i % 2)) & 15) as u32)
+                .collect();
+            if count % 2 == 1 && bytes[count / 2] >> 4 != 0 {
+                return Err(WireError {
+                    at,
+                    reason: "symbol padding nibble is not zero",
+                });
+            }
+            if values.iter().any(|&v| v < min_value || v > max_value) {
+                return Err(bad);
+            }
+            Ok(values)
+        }
+        Values::Varints => {
+            let mut values = Vec::with_capacity(count.min(r.remaining()));
+            for _ in 0..count {
+                let stored = r.varint_max((max_value - min_value) as u64, bad.reason)?;
+                values.push(stored as u32 + min_value);
+            }
+            Ok(values)
+        }
+    }
+}

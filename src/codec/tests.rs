@@ -1,0 +1,263 @@
+//! Property tests over every codec: exact sizes, round trips, `best`'s choice,
+//! and decoding of corrupt or arbitrary bytes without panics.
+
+use super::*;
+use proptest::prelude::*;
+
+/// Shapes of streams the tests draw from.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    Uniform,
+    /// Geometric: word k has probability about 2^-(k+1): heavily skewed.
+    Geometric,
+    /// A handful of distinct, widely spread words.
+    Few(u32),
+    Single,
+    /// Thousands of distinct words, to cross the 4096-symbol boundary.
+    Many(u32),
+}
+
+/// A small deterministic generator, so streams are cheap to build and replay.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn stream(shape: Shape, width: u32, len: usize, seed: u64) -> Vec<u32> {
+    let mask = word_mask(width);
+    let mut rng = SplitMix(seed);
+    let pool: Vec<u32> = (0..4096).map(|_| rng.next() as u32 & mask).collect();
+    (0..len)
+        .map(|_| {
+            let r = rng.next();
+            match shape {
+                Shape::Uniform => r as u32 & mask,
+                Shape::Geometric => (r.trailing_zeros() + (r >> 60) as u32 % 2) & mask,
+                Shape::Few(k) => pool[(r % k as u64) as usize],
+                Shape::Single => pool[0],
+                Shape::Many(k) => (r % k as u64) as u32 & mask,
+            }
+        })
+        .collect()
+}
+
+fn shape_strategy() -> impl Strategy<Value = Shape> {
+    prop_oneof![
+        Just(Shape::Uniform),
+        Just(Shape::Geometric),
+        (2u32..40).prop_map(Shape::Few),
+        Just(Shape::Single),
+        (3000u32..5000).prop_map(Shape::Many),
+    ]
+}
+
+fn len_strategy() -> impl Strategy<Value = usize> {
+    prop_oneof![4 => 0usize..40, 4 => 40usize..3000, 1 => 3000usize..100_000]
+}
+
+/// Encodes with `codec`, checks the exact size, and decodes from a buffer
+/// followed by unrelated bytes.
+fn check_round_trip(codec: Codec, words: &[u32], width: u32, stats: &Stats) {
+    let size = encoded_size(codec, words, width, stats);
+    let mut buf = vec![0xAB];
+    let applied = encode_with(codec, words, width, &mut buf);
+    assert_eq!(applied, size.is_some(), "{codec:?} applicability");
+    let Some(size) = size else {
+        assert_eq!(
+            buf,
+            [0xAB],
+            "{codec:?} appended bytes although it does not apply"
+        );
+        return;
+    };
+    assert_eq!(buf.len() - 1, size, "{codec:?} encoded_size is not exact");
+    assert_eq!(peek_codec(&buf[1..]).unwrap(), codec);
+    buf.extend_from_slice(&[0x5A; 9]);
+    let mut out = vec![0; words.len()];
+    let used = decode(&buf[1..], width, &mut out).unwrap();
+    assert_eq!(used, size, "{codec:?} consumed the wrong number of bytes");
+    assert!(out == words, "{codec:?} round trip differs");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn every_codec_round_trips_with_exact_size(
+        width in 1u32..=32, shape in shape_strategy(), len in len_strategy(), seed: u64,
+    ) {
+        let words = stream(shape, width, len, seed);
+        let stats = Stats::new(&words, width);
+        for codec in Codec::ALL {
+            check_round_trip(codec, &words, width, &stats);
+        }
+    }
+
+    #[test]
+    fn best_is_the_true_minimum(
+        width in 1u32..=32, shape in shape_strategy(), len in 0usize..3000, seed: u64,
+    ) {
+        let words = stream(shape, width, len, seed);
+        let stats = Stats::new(&words, width);
+        let sizes: Vec<_> = Codec::ALL
+            .iter()
+            .filter_map(|&c| encoded_size(c, &words, width, &stats).map(|s| (c, s)))
+            .collect();
+        let min = sizes.iter().map(|&(_, s)| s).min().unwrap();
+        let (codec, size) = best(&words, width, &stats);
+        prop_assert_eq!(size, min);
+        prop_assert_eq!(Some(&(codec, size)), sizes.iter().find(|&&(_, s)| s == min));
+        let mut buf = Vec::new();
+        prop_assert_eq!(encode(&words, width, &mut buf), codec);
+        prop_assert_eq!(buf.len(), size);
+    }
+
+    #[test]
+    fn corrupt_encodings_never_panic(
+        width in 1u32..=32, shape in shape_strategy(), len in 0usize..2000, seed: u64,
+        codec_pick in 0usize..4, flips in prop::collection::vec(any::<(usize, u8)>(), 1..4),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let words = stream(shape, width, len, seed);
+        let mut buf = Vec::new();
+        if !encode_with(Codec::ALL[codec_pick], &words, width, &mut buf) {
+            return Ok(());
+        }
+        let mut out = vec![0; words.len()];
+        let mut flipped = buf.clone();
+        for &(at, bit) in &flips {
+            let at = at % flipped.len();
+            flipped[at] ^= 1 << (bit % 8);
+        }
+        let _ = decode(&flipped, width, &mut out);
+        let truncated = &buf[..cut.index(buf.len())];
+        prop_assert!(decode(truncated, width, &mut out).is_err());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        width in 1u32..=32, bytes in prop::collection::vec(any::<u8>(), 0..300), len in 0usize..500,
+    ) {
+        let mut out = vec![0; len];
+        if let Ok(used) = decode(&bytes, width, &mut out) {
+            prop_assert!(used <= bytes.len());
+            prop_assert!(out.iter().all(|&w| w <= word_mask(width)));
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_after_a_valid_tag_never_panic(
+        width in 1u32..=32, tag in 0u8..4, bytes in prop::collection::vec(any::<u8>(), 0..300),
+        len in 0usize..500,
+    ) {
+        let mut input = vec![tag];
+        input.extend_from_slice(&bytes);
+        let mut out = vec![0; len];
+        let _ = decode(&input, width, &mut out);
+    }
+}
+
+/// Long streams of the shapes the product meets (bf16 exponent and mantissa
+/// bytes, 16-bit words with thousands of values) at every width.
+#[test]
+fn long_streams_round_trip_at_every_width() {
+    for width in 1..=32 {
+        for shape in [
+            Shape::Geometric,
+            Shape::Few(30),
+            Shape::Uniform,
+            Shape::Many(4000),
+        ] {
+            let words = stream(shape, width, 100_000, width as u64);
+            let stats = Stats::new(&words, width);
+            for codec in Codec::ALL {
+                check_round_trip(codec, &words, width, &stats);
+            }
+        }
+    }
+}
+
+fn decode_err(input: &[u8], width: u32, n: usize) -> &'static str {
+    decode(input, width, &mut vec![0; n]).unwrap_err().reason
+}
+
+#[test]
+fn rejects_invalid_tables() {
+    // Huffman, range [0, 1] with lengths 1 and 2: Kraft sum 3/4, incomplete.
+    assert_eq!(
+        decode_err(&[2, 2, 0, 0x21, 0, 0, 0, 0], 8, 0),
+        "huffman code is not complete"
+    );
+    // Huffman lengths 1, 1, 1: over-subscribed.
+    assert_eq!(
+        decode_err(&[2, 4, 0, 0x11, 0x01], 8, 0),
+        "huffman code is not complete"
+    );
+    // Huffman length 13.
+    assert_eq!(
+        decode_err(&[2, 2, 0, 0xD1], 8, 0),
+        "symbol value out of range"
+    );
+    // Range [254, 256] does not fit 8 bits.
+    assert_eq!(
+        decode_err(&[2, 4, 0xFE, 0x01, 0x11], 8, 0),
+        "symbol range exceeds the literal width"
+    );
+    // rANS scale 1, symbols 0 and 1 with frequencies 1 and 2: sum 3 != 2.
+    assert_eq!(
+        decode_err(&[3, 1, 2, 0, 1, 2], 8, 0),
+        "rans frequencies do not sum to 2^scale"
+    );
+    // Raw byte 0x80 in a 7-bit literal.
+    assert_eq!(
+        decode_err(&[0, 0x80], 7, 1),
+        "raw word exceeds the literal width"
+    );
+    // BitPack k = 9 in an 8-bit literal.
+    assert_eq!(
+        decode_err(&[1, 9], 8, 0),
+        "bitpack width exceeds the literal width"
+    );
+    assert_eq!(decode_err(&[9], 8, 0), "unknown literal codec tag");
+}
+
+#[test]
+fn rejects_unconsumed_and_mismatched_streams() {
+    let words: Vec<u32> = (0..1000).map(|i| (i * i % 7) as u32).collect();
+    for codec in [Codec::Huffman, Codec::Rans] {
+        let mut buf = Vec::new();
+        assert!(encode_with(codec, &words, 8, &mut buf));
+        // Decoding fewer words than were encoded leaves data unread.
+        assert!(decode(&buf, 8, &mut vec![0; 999]).is_err(), "{codec:?}");
+    }
+}
+
+#[test]
+fn tiny_streams_use_every_applicable_codec() {
+    for words in [vec![], vec![5], vec![5, 5, 5], vec![1, 2]] {
+        let stats = Stats::new(&words, 3);
+        for codec in Codec::ALL {
+            check_round_trip(codec, &words, 3, &stats);
+        }
+    }
+    let stats = Stats::new(&[7], 3);
+    assert_eq!(encoded_size(Codec::Huffman, &[7], 3, &stats), None);
+    assert!(encoded_size(Codec::Rans, &[7], 3, &stats).is_some());
+}
+
+#[test]
+fn distinct_counts_up_to_the_limit() {
+    let words: Vec<u32> = (0..4096).collect();
+    assert_eq!(Stats::new(&words, 20).distinct(), Some(4096));
+    assert_eq!(Stats::new(&words, 12).distinct(), Some(4096));
+    let words: Vec<u32> = (0..4097).collect();
+    assert_eq!(Stats::new(&words, 20).distinct(), None);
+    assert_eq!(Stats::new(&words, 13).distinct(), None);
+}
