@@ -7,12 +7,19 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn brevis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_brevis")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn ok(args: &[&str]) -> String {
     let out = brevis(args);
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -31,8 +38,18 @@ fn model_dir(root: &Path) -> std::path::PathBuf {
     let model = root.join("model");
     std::fs::create_dir_all(model.join("shard")).unwrap();
     std::fs::write(model.join("config.json"), br#"{"hidden": 8}"#).unwrap();
-    std::fs::write(model.join("shard/a.safetensors"), build(&every_dtype(), &Extras::default())).unwrap();
-    let b = build(&[tensor("w", "BF16", &[64, 64], noise(4, 8192))], &Extras { pad: 3, ..Extras::default() });
+    std::fs::write(
+        model.join("shard/a.safetensors"),
+        build(&every_dtype(), &Extras::default()),
+    )
+    .unwrap();
+    let b = build(
+        &[tensor("w", "BF16", &[64, 64], noise(4, 8192))],
+        &Extras {
+            pad: 3,
+            ..Extras::default()
+        },
+    );
     std::fs::write(model.join("b.safetensors"), b).unwrap();
     model
 }
@@ -43,17 +60,33 @@ fn packs_and_unpacks_a_model_directory() {
     let model = model_dir(dir.path());
     let packed = dir.path().join("packed");
     let summary = ok(&["pack", s(&model), s(&packed)]);
-    assert!(summary.contains("packed 2 file(s) (+1 copied)"), "{summary}");
+    assert!(
+        summary.contains("packed 2 file(s) (+1 copied)"),
+        "{summary}"
+    );
     assert!(packed.join("shard/a.brv").is_file() && packed.join("b.brv").is_file());
-    assert_eq!(std::fs::read(packed.join("config.json")).unwrap(), br#"{"hidden": 8}"#);
-    let verified = ok(&["verify", s(&packed.join("b.brv")), "--against", s(&model.join("b.safetensors"))]);
+    assert_eq!(
+        std::fs::read(packed.join("config.json")).unwrap(),
+        br#"{"hidden": 8}"#
+    );
+    let verified = ok(&[
+        "verify",
+        s(&packed.join("b.brv")),
+        "--against",
+        s(&model.join("b.safetensors")),
+    ]);
     assert!(verified.contains("OK"), "{verified}");
     let restored = dir.path().join("restored");
     ok(&["unpack", s(&packed), s(&restored)]);
     for rel in ["config.json", "shard/a.safetensors", "b.safetensors"] {
-        assert_eq!(std::fs::read(restored.join(rel)).unwrap(), std::fs::read(model.join(rel)).unwrap(), "{rel}");
+        assert_eq!(
+            std::fs::read(restored.join(rel)).unwrap(),
+            std::fs::read(model.join(rel)).unwrap(),
+            "{rel}"
+        );
     }
-    let json: serde_json::Value = serde_json::from_str(&ok(&["inspect", "--json", s(&packed.join("b.brv"))])).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", s(&packed.join("b.brv"))])).unwrap();
     assert_eq!(json["tensors"][0]["name"], "w");
     assert_eq!(json["tensors"][0]["bytes_in"], 8192);
     assert!(ok(&["inspect", s(&packed.join("shard/a.brv"))]).contains("position_ids"));
@@ -82,16 +115,54 @@ fn refuses_overwrites_and_reports_errors() {
     fails(&["pack", s(&src), s(&dst)], "already exists (use --force");
     ok(&["pack", "--force", s(&src), s(&dst)]);
     assert_eq!(std::fs::read(&dst).unwrap(), before);
-    fails(&["pack", s(&model.join("config.json")), s(&dir.path().join("c.brv"))], "not a valid safetensors file");
-    fails(&["pack", s(&dir.path().join("missing")), s(&dir.path().join("m.brv"))], "missing");
-    fails(&["verify", s(&model.join("config.json"))], "not a brevis archive");
-    fails(&["verify", s(&dst), "--against", s(&model.join("shard/a.safetensors"))], "bytes, the archive holds");
+    fails(
+        &[
+            "pack",
+            s(&model.join("config.json")),
+            s(&dir.path().join("c.brv")),
+        ],
+        "not a valid safetensors file",
+    );
+    fails(
+        &[
+            "pack",
+            s(&dir.path().join("missing")),
+            s(&dir.path().join("m.brv")),
+        ],
+        "missing",
+    );
+    fails(
+        &["verify", s(&model.join("config.json"))],
+        "not a brevis archive",
+    );
+    fails(
+        &[
+            "verify",
+            s(&dst),
+            "--against",
+            s(&model.join("shard/a.safetensors")),
+        ],
+        "bytes, the archive holds",
+    );
     let mut bad = before.clone();
     bad[20] ^= 0xff;
     let bad_path = write_temp(dir.path(), "bad.brv", &bad);
-    fails(&["verify", s(&bad_path)], "bad.brv: corrupt archive at byte");
-    fails(&["unpack", s(&bad_path), s(&dir.path().join("bad.safetensors"))], "corrupt archive");
-    assert!(!dir.path().join("bad.safetensors").exists(), "a failed unpack left output");
+    fails(
+        &["verify", s(&bad_path)],
+        "bad.brv: corrupt archive at byte",
+    );
+    fails(
+        &[
+            "unpack",
+            s(&bad_path),
+            s(&dir.path().join("bad.safetensors")),
+        ],
+        "corrupt archive",
+    );
+    assert!(
+        !dir.path().join("bad.safetensors").exists(),
+        "a failed unpack left output"
+    );
     assert_eq!(brevis(&["pack"]).status.code(), Some(2));
     assert!(ok(&["--help"]).contains("unpack"));
 }

@@ -9,15 +9,27 @@ use brevis::archive::{self, Archive, PackOptions};
 fn corpus_checkpoints_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     for src in common::corpus_files() {
-        let name = src.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+        let name = src
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let brv = dir.path().join(format!("{name}.brv"));
         let summary = archive::pack_file(&src, &brv, &PackOptions::default(), &|_| {}).unwrap();
         let a = Archive::open(&brv).unwrap();
         archive::verify(&a, Some(&src), &|_| {}).unwrap();
         let out = dir.path().join(format!("{name}.safetensors"));
         archive::unpack_file(&a, &out, &|_| {}).unwrap();
-        assert!(std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(), "{name} differs");
-        eprintln!("{name}: {} -> {} bytes", summary.bytes_in, summary.bytes_out);
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(),
+            "{name} differs"
+        );
+        eprintln!(
+            "{name}: {} -> {} bytes",
+            summary.bytes_in, summary.bytes_out
+        );
         std::fs::remove_file(out).unwrap();
     }
 }
