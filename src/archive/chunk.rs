@@ -1,7 +1,7 @@
 //! One segment's record: a program per lane of its layout, and the conversion
 //! between source bytes and lane words.
 
-use crate::dsl::{self, decode_program, encode_program, Limits, Type};
+use crate::dsl::{self, decode_program, encode_program, with_scratch, Limits, Type};
 use crate::safetensors::Layout;
 use crate::synth::{self, Hint};
 use crate::wire::WireError;
@@ -66,21 +66,21 @@ pub fn decode_chunk(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(),
         width: layout.lane_width(),
         len: out.len() / layout.element_bytes(),
     };
-    let mut words = vec![0u32; ty.len];
     let mut pos = 0;
-    for lane in 0..layout.lanes() {
-        let (program, used) =
-            decode_program(&record[pos..], ty, Limits::default()).map_err(|e| WireError {
+    with_scratch(ty.len, |words| {
+        for lane in 0..layout.lanes() {
+            let at = |e: WireError| WireError {
                 at: pos + e.at,
                 reason: e.reason,
-            })?;
-        dsl::execute(&program, &mut words).map_err(|e| WireError {
-            at: pos + e.at,
-            reason: e.reason,
-        })?;
-        from_lane(&words, lane, layout, out);
-        pos += used;
-    }
+            };
+            let (program, used) =
+                decode_program(&record[pos..], ty, Limits::default()).map_err(at)?;
+            dsl::execute(&program, words).map_err(at)?;
+            from_lane(words, lane, layout, out);
+            pos += used;
+        }
+        Ok(())
+    })?;
     if pos != record.len() {
         return Err(WireError {
             at: pos,

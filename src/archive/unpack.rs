@@ -1,7 +1,8 @@
 //! Whole-archive decoding: unpack to a file, and verify.
 //!
-//! Both decode segments in parallel batches and feed them, in order, to a SHA-256
-//! of the whole source, which must match the digest the archive recorded.
+//! Both decode segments in parallel batches, each checked against its chunk
+//! checksum; verify also recomputes the SHA-256 of the whole source and compares
+//! it with the digest the archive recorded.
 
 use super::Archive;
 use crate::error::{Error, IoContext, Result};
@@ -14,33 +15,35 @@ use std::path::Path;
 /// Segments decoded per parallel batch, per thread.
 const BATCH_PER_THREAD: usize = 4;
 
-/// Decodes every segment in order, passing each verified chunk to `sink`, and
-/// checks the whole-file SHA-256. `progress` receives source bytes done.
+/// Decodes every segment in order, passing checksum-verified runs of source bytes
+/// (with their offset) to `sink`. `progress` receives source bytes done.
 pub fn for_each_chunk(
     archive: &Archive,
     progress: &(dyn Fn(u64) + Sync),
     mut sink: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let mut sha = Sha256::new();
     let n = archive.segments().len();
     let batch = BATCH_PER_THREAD * rayon::current_num_threads();
+    // One buffer for a whole batch, reused: fresh allocations per chunk would
+    // page-fault on every decoded byte.
+    let mut buf = Vec::new();
     for first in (0..n).step_by(batch) {
-        let decoded: Vec<Vec<u8>> = (first..n.min(first + batch))
-            .into_par_iter()
-            .map(|i| archive.decode_segment(i))
-            .collect::<Result<_>>()?;
-        for (i, bytes) in (first..).zip(&decoded) {
-            sha.update(bytes);
-            sink(archive.segment_range(i).start, bytes)?;
+        let last = n.min(first + batch);
+        let start = archive.segment_range(first).start;
+        let end = archive.segment_range(last - 1).end;
+        buf.resize((end - start) as usize, 0);
+        let mut slices = Vec::with_capacity(last - first);
+        let mut rest = buf.as_mut_slice();
+        for i in first..last {
+            let (head, tail) = rest.split_at_mut(archive.segments()[i].src_len as usize);
+            slices.push((i, head));
+            rest = tail;
         }
-        progress(archive.segment_range(n.min(first + batch) - 1).end);
-    }
-    if <[u8; 32]>::from(sha.finalize()) != archive.sha256() {
-        return Err(Error::corrupt(
-            archive.path(),
-            0,
-            "decoded bytes do not match the recorded SHA-256 of the original",
-        ));
+        slices
+            .into_par_iter()
+            .try_for_each(|(i, out)| archive.decode_segment_into(i, out))?;
+        sink(start, &buf)?;
+        progress(end);
     }
     Ok(())
 }
@@ -63,34 +66,64 @@ pub fn unpack_file(archive: &Archive, dst: &Path, progress: &(dyn Fn(u64) + Sync
     result
 }
 
-/// Decodes everything and checks every chunk checksum and the SHA-256; with
-/// `original`, also compares every byte with that file.
+/// Decodes everything and checks every chunk checksum and the SHA-256 of the
+/// whole source; with `original`, also compares every byte with that file.
 pub fn verify(
     archive: &Archive,
     original: Option<&Path>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<()> {
-    let Some(path) = original else {
-        return for_each_chunk(archive, progress, |_, _| Ok(()));
-    };
-    let mut file = File::open(path).at(path)?;
-    let len = file.metadata().at(path)?.len();
-    if len != archive.len() {
-        return Err(Error::invalid(
-            path,
-            format!("is {len} bytes, the archive holds {} bytes", archive.len()),
+    let mut compare = original
+        .map(|p| Comparison::open(p, archive.len()))
+        .transpose()?;
+    let mut sha = Sha256::new();
+    for_each_chunk(archive, progress, |offset, bytes| {
+        sha.update(bytes);
+        compare.as_mut().map_or(Ok(()), |c| c.check(offset, bytes))
+    })?;
+    if <[u8; 32]>::from(sha.finalize()) != archive.sha256() {
+        return Err(Error::corrupt(
+            archive.path(),
+            0,
+            "decoded bytes do not match the recorded SHA-256 of the original",
         ));
     }
-    let mut expected = Vec::new();
-    for_each_chunk(archive, progress, |offset, bytes| {
-        expected.resize(bytes.len(), 0);
-        file.read_exact(&mut expected).at(path)?;
-        match bytes.iter().zip(&expected).position(|(a, b)| a != b) {
+    Ok(())
+}
+
+/// Byte-for-byte comparison with an original file read alongside.
+struct Comparison<'a> {
+    path: &'a Path,
+    file: File,
+    expected: Vec<u8>,
+}
+
+impl<'a> Comparison<'a> {
+    fn open(path: &'a Path, len: u64) -> Result<Self> {
+        let file = File::open(path).at(path)?;
+        let actual = file.metadata().at(path)?.len();
+        if actual != len {
+            return Err(Error::invalid(
+                path,
+                format!("is {actual} bytes, the archive holds {len} bytes"),
+            ));
+        }
+        Ok(Comparison {
+            path,
+            file,
+            expected: Vec::new(),
+        })
+    }
+
+    fn check(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.expected.resize(bytes.len(), 0);
+        self.file.read_exact(&mut self.expected).at(self.path)?;
+        match bytes.iter().zip(&self.expected).position(|(a, b)| a != b) {
             None => Ok(()),
             Some(k) => Err(Error::invalid(
-                path,
+                self.path,
                 format!("differs from the archive at byte {}", offset + k as u64),
             )),
         }
-    })
+    }
 }

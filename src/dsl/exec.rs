@@ -4,6 +4,24 @@
 //! only Merge needs scratch space, one buffer per call reused across its parts.
 
 use super::{Literal, Op, Program};
+use std::cell::RefCell;
+
+thread_local! {
+    /// Word buffers reused across calls on this thread (one per nesting level in use).
+    static SCRATCH: RefCell<Vec<Vec<u32>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a scratch buffer of `len` words (contents unspecified). Reusing
+/// buffers keeps decoding from page-faulting fresh memory for every chunk.
+pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
+    let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let result = f(&mut buf[..len]);
+    SCRATCH.with(|s| s.borrow_mut().push(buf));
+    result
+}
 
 /// Where a literal's words come from.
 pub trait LiteralSource {
@@ -62,14 +80,16 @@ pub fn execute<L: LiteralSource>(p: &Program<L>, out: &mut [u32]) -> Result<(), 
         }
         Op::Merge { fields, parts } => {
             let shifts = fields.shifts(width);
-            let mut scratch = vec![0u32; out.len()];
             out.fill(0);
-            for (part, shift) in parts.iter().zip(shifts) {
-                execute(part, &mut scratch)?;
-                for (o, s) in out.iter_mut().zip(&scratch) {
-                    *o |= s << shift;
+            with_scratch(out.len(), |scratch| {
+                for (part, shift) in parts.iter().zip(shifts) {
+                    execute(part, scratch)?;
+                    for (o, s) in out.iter_mut().zip(scratch.iter()) {
+                        *o |= s << shift;
+                    }
                 }
-            }
+                Ok(())
+            })?;
         }
     }
     Ok(())

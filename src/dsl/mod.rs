@@ -9,7 +9,7 @@ mod exec;
 mod ops;
 
 pub use encoding::{decode_program, encode_program, encoded_len, EncodedLit, Limits};
-pub use exec::{execute, LiteralSource};
+pub use exec::{execute, with_scratch, LiteralSource};
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
 
 use crate::codec::Codec;
