@@ -135,7 +135,7 @@ fi
 
 # Run a private copy, so that a rebuild during the run cannot mix two binaries in one table.
 cp "$brevis" "$work/brevis"
-brevis_src=$brevis
+brevis_src="$brevis, built $(date -r "$brevis" '+%F %T')"
 brevis=$work/brevis
 
 # ---------------------------------------------------------------- 3. measuring helpers
@@ -277,7 +277,7 @@ if [[ $zipnn_status == ok ]]; then
   zipnn_version=$("$py" -c 'import importlib.metadata as m; print(m.version("zipnn"))' 2>/dev/null || echo "?")
 fi
 echo "Median of $runs run(s); ${N}T = $N threads (nproc). MB = 1e6 bytes of the original file. Total ${total} s."
-echo "brevis: $("$brevis" --version 2>/dev/null) ($brevis_src, $(date -r "$brevis_src" '+%F %T')); zstd $(zstd -V 2>&1 | grep -o 'v[0-9][0-9.]*' | head -n 1); zipnn: $zipnn_version; CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || uname -m)"
+echo "brevis: $("$brevis" --version 2>/dev/null) ($brevis_src); zstd $(zstd -V 2>&1 | grep -o 'v[0-9][0-9.]*' | head -n 1); zipnn: $zipnn_version; CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || uname -m)"
 echo "brevis and zstd: CLI, file to file in $( [[ -n ${BENCH_TMP:-} ]] && echo "$work" || echo "${TMPDIR:-/tmp}" ), output fsync'd (zstd: 'sync FILE' inside the timing, as brevis fsyncs); zstd -T1 / -T0."
 echo "zipnn-tensor: per-tensor HUFFMAN with each tensor's dtype (ZipNN's safetensors recipe); zipnn-file: whole file in one call, dtype of most bytes."
 echo "ZipNN times are in-memory compress()/decompress() calls only (no file read/write), which favours ZipNN."
