@@ -1,6 +1,7 @@
 //! Throughput of the literal codecs on synthetic streams shaped like bf16
 //! checkpoint data: the exponent byte (~30 values, ~2.6 bits of entropy), the
-//! low byte of mantissa (near-uniform over 256 values) and whole 16-bit words
+//! low byte of mantissa (near-uniform over 256 values), the 7-bit mantissa
+//! (near-uniform over 128 values) and whole 16-bit words
 //! (thousands of distinct values). Counters are in words.
 
 use brevis::codec::{self, Codec, Stats};
@@ -33,7 +34,7 @@ fn print_sizes() {
 }
 
 const N: usize = 131_072;
-const KINDS: [&str; 3] = ["exponent", "mantissa", "bf16"];
+const KINDS: [&str; 4] = ["exponent", "mantissa", "mantissa7", "bf16"];
 
 /// bf16 bit patterns of roughly normal weights (sum of uniforms, sd ~0.02).
 fn bf16_words() -> Vec<u32> {
@@ -58,6 +59,7 @@ fn stream(kind: &str) -> (Vec<u32>, u32) {
     match kind {
         "exponent" => (words.iter().map(|w| (w >> 7) & 0xff).collect(), 8),
         "mantissa" => (words.iter().map(|w| w & 0xff).collect(), 8),
+        "mantissa7" => (words.iter().map(|w| w & 0x7f).collect(), 7),
         _ => (words, 16),
     }
 }

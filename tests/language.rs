@@ -3,9 +3,14 @@
 //! the decoder survives arbitrary bytes.
 
 use brevis::dsl::*;
-use brevis::synth::{expansions, leaf, synthesize, Hint};
+use brevis::synth::{expansions, synthesize, Hint, SynthOptions};
 use proptest::prelude::*;
 use std::sync::Arc;
+
+/// The best leaf for a stream.
+fn leaf(words: Arc<[u32]>, width: u32) -> Program<Literal> {
+    brevis::synth::leaf(words, width).0
+}
 
 fn stream() -> impl Strategy<Value = (u32, Vec<u32>)> {
     (1u32..=32).prop_flat_map(|width| {
@@ -107,7 +112,7 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
         }
     }
     out.extend(
-        expansions(&target, width, Hint { float: None })
+        expansions(&target, width, Hint { float: None }, None)
             .iter()
             .map(|e| e.complete_with(leaf)),
     );
@@ -122,14 +127,14 @@ proptest! {
         for p in constructions(width, &t) {
             prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
         }
-        let best = synthesize(&t, width, Hint { float: None });
+        let best = synthesize(&t, width, Hint { float: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&best), t);
     }
 
     #[test]
     fn repeat_yields_its_target((width, base) in stream(), times in 2usize..6) {
         let t: Vec<u32> = base.iter().copied().cycle().take(base.len() * times).collect();
-        let p = synthesize(&t, width, Hint { float: None });
+        let p = synthesize(&t, width, Hint { float: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&p), t);
     }
 

@@ -10,7 +10,11 @@ use std::path::Path;
 
 fn pack(src: &Path, chunk_bytes: usize) -> std::path::PathBuf {
     let dst = src.with_extension("brv");
-    archive::pack_file(src, &dst, &PackOptions { chunk_bytes }, &|_| {}).unwrap();
+    let opts = PackOptions {
+        chunk_bytes,
+        ..PackOptions::default()
+    };
+    archive::pack_file(src, &dst, &opts, &|_| {}).unwrap();
     dst
 }
 

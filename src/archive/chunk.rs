@@ -3,11 +3,11 @@
 
 use crate::dsl::{self, decode_program, encode_program, with_scratch, Limits, Type};
 use crate::safetensors::Layout;
-use crate::synth::{self, Hint};
+use crate::synth::{self, Hint, SynthOptions};
 use crate::wire::WireError;
 
 /// Splits little-endian source bytes into the layout's lanes of words.
-fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Vec<u32>> {
+pub(super) fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Vec<u32>> {
     match layout {
         Layout::Bytes => vec![bytes.iter().map(|&b| b as u32).collect()],
         Layout::Half => vec![bytes
@@ -49,11 +49,24 @@ fn from_lane(words: &[u32], lane: usize, layout: Layout, out: &mut [u8]) {
     }
 }
 
-/// Synthesizes and encodes the record of one segment.
-pub fn encode_chunk(bytes: &[u8], layout: Layout, hint: Hint) -> Vec<u8> {
+/// Synthesizes and encodes the record of one segment, then decodes it again: a
+/// record that would not reproduce `bytes` is never written (it is replaced by
+/// plain literals and the bug is logged).
+pub fn encode_chunk(bytes: &[u8], layout: Layout, hint: Hint, opts: &SynthOptions) -> Vec<u8> {
+    let lanes = to_lanes(bytes, layout);
     let mut record = Vec::new();
-    for lane in to_lanes(bytes, layout) {
-        let program = synth::synthesize(&lane, layout.lane_width(), hint);
+    for lane in &lanes {
+        let program = synth::synthesize(lane, layout.lane_width(), hint, opts);
+        encode_program(&program, &mut record);
+    }
+    let mut check = vec![0u8; bytes.len()];
+    if decode_chunk(&record, layout, &mut check).is_ok() && check == bytes {
+        return record;
+    }
+    log::error!("a synthesized record did not decode to its source; storing literals");
+    record.clear();
+    for lane in lanes {
+        let (program, _) = synth::leaf(lane.into(), layout.lane_width());
         encode_program(&program, &mut record);
     }
     record

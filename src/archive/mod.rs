@@ -11,4 +11,6 @@ pub use chunk::{decode_chunk, encode_chunk};
 pub use format::{Index, Segment, HEAD_MAGIC, MAX_SEGMENT_BYTES, TRAILER_LEN};
 pub use reader::Archive;
 pub use unpack::{for_each_chunk, unpack_file, verify};
-pub use writer::{pack_file, PackOptions, PackSummary, DEFAULT_CHUNK_BYTES};
+pub use writer::{
+    calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,
+};

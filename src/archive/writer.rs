@@ -4,17 +4,19 @@
 //! synthesized in parallel and their records written in source order, so memory is
 //! bounded by threads x chunk size and the bytes do not depend on the thread count.
 
-use super::chunk::encode_chunk;
+use super::chunk::{encode_chunk, to_lanes};
 use super::format::{encode_trailer, Index, Segment, HEAD_MAGIC};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
-use crate::synth::Hint;
+use crate::synth::{learn_prior, Hint, Prior, SynthOptions};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Default source bytes per chunk; see `docs/FORMAT.md` for the measured trade-off.
 pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
@@ -23,15 +25,29 @@ pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
 pub struct PackOptions {
     /// Source bytes per chunk (rounded down to whole elements).
     pub chunk_bytes: usize,
+    pub synth: SynthOptions,
+    /// Learn a prior from a sample of the file before packing (unless the search
+    /// is root-only or `synth.prior` was already given).
+    pub learn_prior: bool,
 }
 
 impl Default for PackOptions {
     fn default() -> Self {
         PackOptions {
             chunk_bytes: DEFAULT_CHUNK_BYTES,
+            synth: SynthOptions::default(),
+            learn_prior: true,
         }
     }
 }
+
+/// Chunks searched to learn a prior: at most this many per stratum, and in all.
+const SAMPLE_PER_STRATUM: usize = 2;
+const SAMPLE_TOTAL: usize = 12;
+/// One sampled chunk per this many chunks of a stratum.
+const SAMPLE_EVERY: usize = 48;
+/// Expansions per sampled chunk when learning a prior.
+pub const CALIBRATION_BUDGET: usize = 64;
 
 /// Sizes of a finished pack.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,6 +77,35 @@ fn push_region(plan: &mut Vec<Planned>, start: u64, end: u64, element: Element, 
             element,
         });
         at += len;
+    }
+}
+
+/// An open source file and the segments planned for it.
+struct Source<'a> {
+    path: &'a Path,
+    file: File,
+    size: u64,
+    chunk: u64,
+    plan: Vec<Planned>,
+}
+
+impl<'a> Source<'a> {
+    fn open(path: &'a Path, chunk_bytes: usize) -> Result<Self> {
+        let file = File::open(path).at(path)?;
+        let size = file.metadata().at(path)?.len();
+        let chunk = chunk_bytes.clamp(64, super::MAX_SEGMENT_BYTES as usize) as u64;
+        let plan = plan(path, &file, size, chunk)?;
+        Ok(Source {
+            path,
+            file,
+            size,
+            chunk,
+            plan,
+        })
+    }
+
+    fn read(&self, start: u64, buf: &mut [u8]) -> Result<()> {
+        self.file.read_exact_at(buf, start).at(self.path)
     }
 }
 
@@ -100,14 +145,13 @@ pub fn pack_file(
     opts: &PackOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
-    let file = File::open(src).at(src)?;
-    let size = file.metadata().at(src)?.len();
-    let chunk = opts
-        .chunk_bytes
-        .clamp(64, super::MAX_SEGMENT_BYTES as usize) as u64;
-    let plan = plan(src, &file, size, chunk)?;
+    let source = Source::open(src, opts.chunk_bytes)?;
+    let mut synth = opts.synth.clone();
+    if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
+        synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
+    }
     let tmp = temp_path(dst);
-    let result = write_archive(src, &file, &plan, &tmp, size, chunk, progress);
+    let result = write_archive(&source, &tmp, &synth, progress);
     let finished = result.and_then(|summary| {
         std::fs::rename(&tmp, dst).at(dst)?;
         Ok(summary)
@@ -126,14 +170,12 @@ pub(super) fn temp_path(dst: &Path) -> PathBuf {
 }
 
 fn write_archive(
-    src: &Path,
-    file: &File,
-    plan: &[Planned],
+    source: &Source,
     tmp: &Path,
-    size: u64,
-    chunk: u64,
+    synth: &SynthOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
+    let (plan, chunk, size) = (&source.plan, source.chunk, source.size);
     let out_file = File::create(tmp).at(tmp)?;
     let mut out = BufWriter::with_capacity(1 << 20, &out_file);
     out.write_all(&HEAD_MAGIC).at(tmp)?;
@@ -147,13 +189,13 @@ fn write_archive(
         let start = batch[0].start;
         let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
         buf.resize((end - start) as usize, 0);
-        file.read_exact_at(&mut buf, start).at(src)?;
+        source.read(start, &mut buf)?;
         sha.update(&buf);
         let records: Vec<(Segment, Vec<u8>)> = batch
             .par_iter()
             .map(|p| {
                 let bytes = &buf[(p.start - start) as usize..(p.start - start + p.len) as usize];
-                encode_segment(bytes, p)
+                encode_segment(bytes, p, synth)
             })
             .collect();
         for (segment, record) in records {
@@ -206,15 +248,12 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = &[Planned]> {
     })
 }
 
-fn encode_segment(bytes: &[u8], p: &Planned) -> (Segment, Vec<u8>) {
+fn encode_segment(bytes: &[u8], p: &Planned, synth: &SynthOptions) -> (Segment, Vec<u8>) {
     let layout: Layout = p.element.layout;
-    let record = encode_chunk(
-        bytes,
-        layout,
-        Hint {
-            float: p.element.float,
-        },
-    );
+    let hint = Hint {
+        float: p.element.float,
+    };
+    let record = encode_chunk(bytes, layout, hint, synth);
     let segment = Segment {
         layout,
         src_len: p.len,
@@ -222,4 +261,45 @@ fn encode_segment(bytes: &[u8], p: &Planned) -> (Segment, Vec<u8>) {
         checksum: xxhash_rust::xxh3::xxh3_64(bytes),
     };
     (segment, record)
+}
+
+/// A deterministic sample of the file's tensor chunks, stratified by dtype and
+/// size: every `SAMPLE_EVERY`-th chunk of each stratum (at least one, at most
+/// `SAMPLE_PER_STRATUM`), `SAMPLE_TOTAL` in all, as lane streams.
+fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
+    let mut strata: BTreeMap<(usize, u32, Option<usize>), Vec<&Planned>> = BTreeMap::new();
+    for p in source.plan.iter().filter(|p| p.element.known) {
+        let layout = p.element.layout;
+        let float = p.element.float.map(|f| f as usize);
+        let size = 64 - p.len.leading_zeros();
+        strata
+            .entry((layout.element_bytes(), size, float))
+            .or_default()
+            .push(p);
+    }
+    let mut picked: Vec<&Planned> = Vec::new();
+    for members in strata.values() {
+        let take = members.len().div_ceil(SAMPLE_EVERY).min(SAMPLE_PER_STRATUM);
+        picked.extend((0..take).map(|i| members[i * members.len() / take]));
+    }
+    picked.truncate(SAMPLE_TOTAL);
+    let mut samples = Vec::new();
+    for p in picked {
+        let mut bytes = vec![0u8; p.len as usize];
+        source.read(p.start, &mut bytes)?;
+        let hint = Hint {
+            float: p.element.float,
+        };
+        let width = p.element.layout.lane_width();
+        for lane in to_lanes(&bytes, p.element.layout) {
+            samples.push((lane, width, hint));
+        }
+    }
+    Ok(samples)
+}
+
+/// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
+pub fn calibrate(src: &Path, chunk_bytes: usize) -> Result<Prior> {
+    let source = Source::open(src, chunk_bytes)?;
+    Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
 }

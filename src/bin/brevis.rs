@@ -1,13 +1,15 @@
 //! `brevis`: pack safetensors checkpoints into `.brv` archives and back.
 
 use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
-use brevis::error::{IoContext, Result};
+use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
+use brevis::synth::{Order, Prior, SynthOptions, DEFAULT_BUDGET};
 use brevis::tree::{self, Action, Job};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Lossless, random-access compression of safetensors checkpoints.
@@ -44,6 +46,22 @@ enum Command {
         /// Source bytes per independently decodable chunk.
         #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
         chunk_size: usize,
+        #[command(flatten)]
+        search: SearchArgs,
+    },
+    /// Learn a production prior from a sample of a checkpoint and write it to PRIOR
+    /// (JSON), for `pack --prior PRIOR` to reuse on similar checkpoints.
+    Calibrate {
+        /// A .safetensors file.
+        src: PathBuf,
+        /// The prior file to write.
+        prior: PathBuf,
+        /// Overwrite PRIOR if it exists.
+        #[arg(long)]
+        force: bool,
+        /// Source bytes per chunk, as for pack.
+        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
+        chunk_size: usize,
     },
     /// Restore the original files from a .brv archive or a directory of them.
     Unpack {
@@ -70,6 +88,54 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// How pack searches for each chunk's program.
+#[derive(clap::Args)]
+struct SearchArgs {
+    /// States the search expands per chunk after the root's expansion (0: try
+    /// every operator at the root only, fastest).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BUDGET)]
+    budget: usize,
+    /// Expand states best-first by estimated size instead of the A* order.
+    #[arg(long)]
+    no_astar: bool,
+    /// Use uniform production costs instead of a prior learned from the file.
+    #[arg(long, conflicts_with = "prior")]
+    no_prior: bool,
+    /// Use this prior (from `brevis calibrate`) instead of learning one.
+    #[arg(long, value_name = "FILE")]
+    prior: Option<PathBuf>,
+}
+
+impl SearchArgs {
+    fn options(&self, chunk_bytes: usize) -> Result<PackOptions> {
+        let prior = match &self.prior {
+            Some(path) => Arc::new(read_prior(path)?),
+            None => Arc::new(Prior::uniform()),
+        };
+        Ok(PackOptions {
+            chunk_bytes,
+            synth: SynthOptions {
+                budget: self.budget,
+                order: if self.no_astar {
+                    Order::EstimatedSize
+                } else {
+                    Order::AStar
+                },
+                prior,
+                ..SynthOptions::default()
+            },
+            learn_prior: !self.no_prior && self.prior.is_none(),
+        })
+    }
+}
+
+fn read_prior(path: &Path) -> Result<Prior> {
+    let text = std::fs::read_to_string(path).at(path)?;
+    let json = serde_json::from_str(&text)
+        .map_err(|e| Error::invalid(path, format!("not a prior file: {e}")))?;
+    Prior::from_json(&json).map_err(|e| Error::invalid(path, format!("not a prior file: {e}")))
 }
 
 fn main() -> ExitCode {
@@ -100,15 +166,44 @@ fn run(cli: &Cli) -> Result<()> {
             dst,
             force,
             chunk_size,
+            search,
         } => {
-            let opts = PackOptions {
-                chunk_bytes: *chunk_size,
-            };
+            let opts = search.options(*chunk_size)?;
             let jobs = tree::plan(src, dst, "safetensors", "brv", *force)?;
             run_jobs(cli, "packed", &jobs, |job, progress| {
                 let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
                 Ok(summary.bytes_out)
             })
+        }
+        Command::Calibrate {
+            src,
+            prior,
+            force,
+            chunk_size,
+        } => {
+            if !force && prior.exists() {
+                return Err(Error::invalid(
+                    prior,
+                    "already exists (use --force to overwrite)",
+                ));
+            }
+            let learned = archive::calibrate(src, *chunk_size)?;
+            let text = format!("{:#}\n", learned.to_json());
+            std::fs::write(prior, text).at(prior)?;
+            if !cli.quiet {
+                let counts: Vec<String> = learned
+                    .totals()
+                    .iter()
+                    .map(|(p, n)| format!("{p}:{n}"))
+                    .collect();
+                println!(
+                    "{}: learned from {}: {}",
+                    prior.display(),
+                    src.display(),
+                    counts.join(" ")
+                );
+            }
+            Ok(())
         }
         Command::Unpack { src, dst, force } => {
             let jobs = tree::plan(src, dst, "brv", "safetensors", *force)?;

@@ -1,10 +1,13 @@
 //! rANS: static range asymmetric numeral systems over the stream's distinct
-//! words, with eight interleaved 32-bit states so the decoder has eight
-//! independent dependency chains.
+//! words, with 32 interleaved 32-bit states so the decoder has many
+//! independent dependency chains (four AVX2 vectors of eight lanes, or
+//! plenty of scalar work to overlap).
 //!
-//! Word `i` is coded by lane `i % 8`. States live in `[2^16, 2^32)` and
+//! Word `i` is coded by lane `i % 32`. States live in `[2^16, 2^32)` and
 //! renormalise by whole 16-bit words, which all lanes share in one stream.
 //! The encoder runs backwards, so the decoder reads that stream forwards.
+//! The encoder divides by multiplying with exact reciprocals, and sizing runs
+//! the same branch-free loop without storing output.
 
 use super::index::SymbolIndex;
 use super::stats::Alphabet;
@@ -12,7 +15,8 @@ use super::symbols::{self, SymbolSet, Values};
 use super::Stats;
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
-const LANES: usize = 8;
+/// Interleaved states; changing it changes the byte format.
+const LANES: usize = 32;
 /// Lower bound of a normalised state; also every lane's initial state.
 const STATE_LOW: u32 = 1 << 16;
 /// Frequencies sum to 2^scale with scale <= 14, so `2^(32 - scale) * freq`
@@ -78,12 +82,51 @@ fn normalize(counts: &[u64], total: u64, scale: u32) -> Vec<u32> {
     freqs.into_iter().map(|f| f as u32).collect()
 }
 
-/// What the encoder needs per symbol.
+/// What the encoder needs per symbol. Division by the frequency is replaced
+/// by an exact multiplication with a reciprocal (see `EncSymbol::put`).
+#[derive(Clone, Copy)]
 struct EncSymbol {
-    freq: u32,
-    start: u32,
+    /// `ceil(2^63 / freq)`.
+    rcp: u64,
     /// States at or above this must renormalise before coding the symbol.
     limit: u64,
+    start: u32,
+    /// `2^scale - freq`.
+    cmpl: u32,
+}
+
+/// Shift of the reciprocal: `floor(x * ceil(2^63 / f) / 2^63) == floor(x / f)`
+/// for every `x < 2^32` and `1 <= f <= 2^31`. With `e = ceil(2^63/f) - 2^63/f`
+/// in `[0, 1)`, the product is `x/f + x*e/2^63` and `x*e/2^63 < 2^-31 <= 1/f`;
+/// since `x/f` is at most `(f-1)/f` above `floor(x/f)`, the sum stays below
+/// `floor(x/f) + 1`.
+const RCP_SHIFT: u32 = 63;
+
+impl EncSymbol {
+    fn new(freq: u32, start: u32, scale: u32) -> EncSymbol {
+        debug_assert!(freq >= 1 && freq <= 1 << scale);
+        EncSymbol {
+            rcp: (1u64 << RCP_SHIFT).div_ceil(freq as u64),
+            limit: (1u64 << (32 - scale)) * freq as u64,
+            start,
+            cmpl: (1 << scale) - freq,
+        }
+    }
+
+    /// `floor(x / freq)` for any `x < 2^32`.
+    #[inline(always)]
+    fn quotient(&self, x: u32) -> u32 {
+        ((x as u128 * self.rcp as u128) >> RCP_SHIFT) as u32
+    }
+
+    /// Codes the symbol into a state below `limit`:
+    /// `(x / freq) * 2^scale + x % freq + start`, computed as
+    /// `x + start + q * (2^scale - freq)` with `q = x / freq`. The result is
+    /// below 2^32 and so is every partial sum.
+    #[inline(always)]
+    fn put(&self, x: u32) -> u32 {
+        x + self.start + self.quotient(x) * self.cmpl
+    }
 }
 
 fn enc_symbols(model: &Model) -> Vec<EncSymbol> {
@@ -92,34 +135,31 @@ fn enc_symbols(model: &Model) -> Vec<EncSymbol> {
         .freqs
         .iter()
         .map(|&freq| {
-            let s = EncSymbol {
-                freq,
-                start,
-                limit: (1u64 << (32 - model.scale)) * freq as u64,
-            };
+            let s = EncSymbol::new(freq, start, model.scale);
             start += freq;
             s
         })
         .collect()
 }
 
-/// Encodes `words` backwards, handing each renormalisation word to `emit`, and
-/// returns the final states. Used both to size and to encode.
+/// Encodes `words` backwards and returns the final states. Before coding
+/// each word it calls `emit(renorm, low)`: `renorm` tells whether the state
+/// renormalises, emitting its low 16 bits `low` (passing both keeps the
+/// loop free of unpredictable branches). Used both to size and to encode.
+#[inline(always)]
 fn run(
     words: &[u32],
     index: &SymbolIndex,
     symbols: &[EncSymbol],
-    scale: u32,
-    mut emit: impl FnMut(u16),
+    mut emit: impl FnMut(bool, u16),
 ) -> [u32; LANES] {
     let mut states = [STATE_LOW; LANES];
     let mut put = |x: &mut u32, w: u32| {
         let s = &symbols[index.rank(w)];
-        if *x as u64 >= s.limit {
-            emit(*x as u16);
-            *x >>= 16;
-        }
-        *x = ((*x / s.freq) << scale) + *x % s.freq + s.start;
+        let renorm = *x as u64 >= s.limit;
+        emit(renorm, *x as u16);
+        let y = if renorm { *x >> 16 } else { *x };
+        *x = s.put(y);
     };
     let whole = words.len() - words.len() % LANES;
     for (lane, &w) in words[whole..].iter().enumerate().rev() {
@@ -133,16 +173,22 @@ fn run(
     states
 }
 
+/// Number of renormalisation words `run` emits, without storing them.
+fn count_emitted(words: &[u32], index: &SymbolIndex, symbols: &[EncSymbol]) -> usize {
+    let mut emitted = 0usize;
+    run(words, index, symbols, |renorm, _| {
+        emitted += renorm as usize
+    });
+    emitted
+}
+
 /// Payload size in bytes (without the tag): runs the coder without output,
 /// since the renormalisation count depends on the exact state sequence.
 pub(super) fn size(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
     let model = Model::new(alphabet, words.len());
-    let mut emitted = 0usize;
     let symbols = enc_symbols(&model);
-    run(words, alphabet.index(), &symbols, model.scale, |_| {
-        emitted += 1
-    });
+    let emitted = count_emitted(words, alphabet.index(), &symbols);
     let table = symbols::size(&alphabet.words, &model.freqs, Values::Varints);
     Some(1 + table + 4 * used_lanes(words.len()) + varint_len(emitted as u64) + 2 * emitted)
 }
@@ -154,28 +200,30 @@ pub(super) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     let model = Model::new(alphabet, words.len());
     out.push(model.scale as u8);
     symbols::write(&alphabet.words, &model.freqs, Values::Varints, out);
-    let mut emitted = Vec::new();
+    // Each word emits at most one renormalisation word; every word writes
+    // its low bits at `count`, kept only if it did emit, so `count <= n`.
+    let mut emitted = vec![0u16; words.len() + 1];
+    let mut count = 0usize;
     let symbols = enc_symbols(&model);
-    let states = run(words, alphabet.index(), &symbols, model.scale, |w| {
-        emitted.push(w)
+    let states = run(words, alphabet.index(), &symbols, |renorm, low| {
+        emitted[count] = low;
+        count += renorm as usize;
     });
     for state in &states[..used_lanes(words.len())] {
         out.extend_from_slice(&state.to_le_bytes());
     }
-    put_varint(out, emitted.len() as u64);
-    out.reserve(2 * emitted.len());
-    for w in emitted.iter().rev() {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
+    put_varint(out, count as u64);
+    out.extend(emitted[..count].iter().rev().flat_map(|w| w.to_le_bytes()));
     true
 }
 
-/// Slot -> symbol tables for a validated model.
+/// Slot -> symbol tables for a validated model, both of exactly `2^scale`
+/// entries.
 struct DecodeTable {
     scale: u32,
-    mask: u32,
-    /// `freq << 16 | (slot - start)` of the symbol owning each slot.
-    entries: Vec<u32>,
+    /// `freq << 16 | (slot - start)` of the symbol owning each slot
+    /// (`freq <= 2^14` and `slot - start < 2^14` each fit 16 bits).
+    packed: Vec<u32>,
     /// The word owning each slot.
     words: Vec<u32>,
 }
@@ -187,65 +235,77 @@ impl DecodeTable {
         if set.values.iter().map(|&f| f as u64).sum::<u64>() != size as u64 {
             return None;
         }
-        let mut entries = Vec::with_capacity(size);
+        let mut packed = Vec::with_capacity(size);
         let mut words = Vec::with_capacity(size);
         for (&word, &freq) in set.words.iter().zip(&set.values) {
-            entries.extend((0..freq).map(|offset| freq << 16 | offset));
+            packed.extend((0..freq).map(|offset| freq << 16 | offset));
             words.extend(std::iter::repeat_n(word, freq as usize));
         }
+        assert!(packed.len() == size && words.len() == size);
         Some(DecodeTable {
             scale,
-            mask: size as u32 - 1,
-            entries,
+            packed,
             words,
         })
     }
+}
 
-    /// Decodes one word from state `x`, leaving the state un-renormalised.
-    /// For a state in `[2^16, 2^32)` no overflow is possible:
-    /// `freq * (x >> scale) + offset < freq * ((x >> scale) + 1) <= 2^32`.
-    #[inline(always)]
-    fn step(&self, x: &mut u32) -> u32 {
-        let slot = (*x & self.mask) as usize;
-        let entry = self.entries[slot];
-        *x = (entry >> 16) * (*x >> self.scale) + (entry & 0xffff);
-        self.words[slot]
-    }
+/// Decodes one word from state `x` with tables of exactly `2^SCALE` entries,
+/// leaving the state un-renormalised. For a state in `[2^16, 2^32)` no
+/// overflow is possible:
+/// `freq * (x >> SCALE) + offset < freq * ((x >> SCALE) + 1) <= 2^32`.
+#[inline(always)]
+fn step<const SCALE: u32>(packed: &[u32], words: &[u32], x: &mut u32) -> u32 {
+    let slot = (*x & ((1 << SCALE) - 1)) as usize;
+    let entry = packed[slot];
+    *x = (entry >> 16) * (*x >> SCALE) + (entry & 0xffff);
+    words[slot]
 }
 
 /// Renormalises the lanes in lane order, each taking the next word if its
 /// state fell below 2^16 (then it is >= 4, so one word restores the range).
-/// Branch-free, and the word positions form a short add chain instead of
-/// each load waiting for the previous lane's.
+/// `window` holds the next `LANES` words, so no lane can read past it: lane
+/// `k` reads window word `j <= k` (the number of earlier lanes that read).
+/// Branch-free; returns how many words were taken.
 #[inline(always)]
-fn renormalise(states: &mut [u32], src: &mut Source) {
-    let mut pos = src.pos;
-    for x in states {
+fn renormalise_fast(states: &mut [u32; LANES], window: &[u8; 2 * LANES]) -> usize {
+    let mut j = 0usize;
+    for x in states.iter_mut() {
+        // `j < LANES` already; the mask only lets the compiler see it.
+        let at = 2 * (j & (LANES - 1));
+        const _: () = assert!(LANES.is_power_of_two());
+        let next = *x << 16 | u16::from_le_bytes([window[at], window[at + 1]]) as u32;
         let renorm = *x < STATE_LOW;
-        let next = *x << 16 | src.word_at(pos);
         *x = if renorm { next } else { *x };
-        pos += renorm as usize;
+        j += renorm as usize;
     }
-    src.pos = pos;
+    j
 }
 
-/// The shared renormalisation words; past the end it yields zeros while the
-/// position keeps counting, so an overrun is detected afterwards.
-struct Source<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl Source<'_> {
-    /// The word at `pos`, or 0 past the end.
-    #[inline(always)]
-    fn word_at(&self, pos: usize) -> u32 {
-        let at = 2 * pos;
-        match self.data.get(at..at + 2) {
-            Some(b) => u16::from_le_bytes([b[0], b[1]]) as u32,
-            None => 0,
+/// As `renormalise_fast` for the last few words of the input, and for lanes
+/// `..lanes` only: past the end it yields zeros while the position keeps
+/// counting, so an overrun is detected afterwards. Takes and returns the
+/// states by value so that the hot loop can keep them in registers.
+#[cold]
+#[inline(never)]
+fn renormalise_slow(
+    mut states: [u32; LANES],
+    lanes: usize,
+    data: &[u8],
+    mut pos: usize,
+) -> ([u32; LANES], usize) {
+    for x in &mut states[..lanes] {
+        if *x < STATE_LOW {
+            let at = 2 * pos;
+            let word = match data.get(at..at + 2) {
+                Some(b) => u16::from_le_bytes([b[0], b[1]]) as u32,
+                None => 0,
+            };
+            *x = *x << 16 | word;
+            pos += 1;
         }
     }
+    (states, pos)
 }
 
 pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
@@ -270,12 +330,8 @@ pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), 
     let max_words = r.remaining() as u64 / 2;
     let count = r.varint_max(max_words, "rans data runs past the end of data")? as usize;
     let at = r.pos();
-    let mut src = Source {
-        data: r.bytes(2 * count)?,
-        pos: 0,
-    };
-    decode_lanes(&mut states, &table, &mut src, out);
-    if src.pos != count {
+    let data = r.bytes(2 * count)?;
+    if decode_any_scale(&mut states, &table, data, out) != count {
         return Err(WireError {
             at,
             reason: "rans data not consumed exactly",
@@ -287,17 +343,315 @@ pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), 
     Ok(())
 }
 
-fn decode_lanes(states: &mut [u32; LANES], table: &DecodeTable, src: &mut Source, out: &mut [u32]) {
+/// Decodes `out.len()` words and returns how many renormalisation words it
+/// read (possibly more than `data` holds, when the input is corrupt). Uses
+/// the AVX2 decoder for the bulk when the CPU has it, then the portable one
+/// specialised for the table's scale, so that the shift and mask are
+/// constants and the table index needs no bounds check.
+fn decode_any_scale(
+    states: &mut [u32; LANES],
+    table: &DecodeTable,
+    data: &[u8],
+    out: &mut [u32],
+) -> usize {
+    let (done, pos) = decode_bulk_simd(states, table, data, out);
+    let out = &mut out[done..];
+    macro_rules! dispatch {
+        ($($scale:literal)*) => {
+            match table.scale {
+                $($scale => decode_lanes::<$scale>(states, table, data, pos, out),)*
+                _ => unreachable!("rans scale is validated to be at most 14"),
+            }
+        };
+    }
+    const _: () = assert!(MAX_SCALE == 14);
+    dispatch!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+}
+
+/// Decodes whole groups of `LANES` words with AVX2 while a full window of
+/// renormalisation words remains; returns the words decoded (a multiple of
+/// `LANES`) and the words read. Does nothing without AVX2.
+#[inline]
+fn decode_bulk_simd(
+    states: &mut [u32; LANES],
+    table: &DecodeTable,
+    data: &[u8],
+    out: &mut [u32],
+) -> (usize, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if simd_allowed()
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+    {
+        // SAFETY: the CPU supports AVX2 and POPCNT, as checked just above.
+        return unsafe { avx2::decode(states, table, data, out) };
+    }
+    let _ = (states, table, data, out);
+    (0, 0)
+}
+
+/// Whether `decode_bulk_simd` may use SIMD; tests switch it off to check the
+/// portable decoder gives the same results.
+#[cfg(test)]
+fn simd_allowed() -> bool {
+    !tests::FORCE_PORTABLE.with(|f| f.get())
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn simd_allowed() -> bool {
+    true
+}
+
+/// Decodes `out.len()` words with tables of `2^SCALE` entries, starting at
+/// renormalisation word `pos`, and returns how many words were read in all.
+fn decode_lanes<const SCALE: u32>(
+    states: &mut [u32; LANES],
+    table: &DecodeTable,
+    data: &[u8],
+    mut pos: usize,
+    out: &mut [u32],
+) -> usize {
+    // Their lengths are now a known constant, so indexing by `x mod 2^SCALE`
+    // compiles without bounds checks.
+    let packed = &table.packed[..1 << SCALE];
+    let words = &table.words[..1 << SCALE];
+    // A local copy whose address never escapes stays in registers.
+    let mut st = *states;
     let mut chunks = out.chunks_exact_mut(LANES);
     for chunk in &mut chunks {
-        for (o, x) in chunk.iter_mut().zip(states.iter_mut()) {
-            *o = table.step(x);
+        for (o, x) in chunk.iter_mut().zip(st.iter_mut()) {
+            *o = step::<SCALE>(packed, words, x);
         }
-        renormalise(states, src);
+        let window = data
+            .get(2 * pos..2 * pos + 2 * LANES)
+            .and_then(|w| <&[u8; 2 * LANES]>::try_from(w).ok());
+        match window {
+            Some(window) => pos += renormalise_fast(&mut st, window),
+            None => (st, pos) = renormalise_slow(st, LANES, data, pos),
+        }
     }
     let tail = chunks.into_remainder();
-    for (o, x) in tail.iter_mut().zip(states.iter_mut()) {
-        *o = table.step(x);
+    for (o, x) in tail.iter_mut().zip(st.iter_mut()) {
+        *o = step::<SCALE>(packed, words, x);
     }
-    renormalise(&mut states[..tail.len()], src);
+    (st, pos) = renormalise_slow(st, tail.len(), data, pos);
+    *states = st;
+    pos
+}
+
+/// The decoder of `decode_lanes` with AVX2: each run of 8 lanes lives in one
+/// vector, so four vectors give four independent dependency chains (one
+/// would wait on its gather latency). Table lookups are gathers, and the
+/// renormalisation words for the lanes that need one are spread to them by a
+/// permutation chosen by the mask of those lanes.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{DecodeTable, LANES, STATE_LOW};
+    use std::arch::x86_64::*;
+
+    const _: () = assert!(LANES == 32 && STATE_LOW == 1 << 16);
+
+    /// `PERM[mask][lane]`: for a lane whose bit is set in `mask`, the number
+    /// of set bits below it, i.e. which of the next words it takes.
+    static PERM: [[u32; 8]; 256] = {
+        let mut table = [[0u32; 8]; 256];
+        let mut mask = 0;
+        while mask < 256 {
+            let (mut lane, mut taken) = (0, 0);
+            while lane < 8 {
+                if mask >> lane & 1 == 1 {
+                    table[mask][lane] = taken;
+                    taken += 1;
+                }
+                lane += 1;
+            }
+            mask += 1;
+        }
+        table
+    };
+
+    /// As `super::decode_lanes` for whole groups while `data` holds at least
+    /// `LANES` more words; returns the words decoded and the words read.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and POPCNT.
+    #[target_feature(enable = "avx2,popcnt")]
+    pub(super) unsafe fn decode(
+        states: &mut [u32; LANES],
+        table: &DecodeTable,
+        data: &[u8],
+        out: &mut [u32],
+    ) -> (usize, usize) {
+        let size = 1usize << table.scale;
+        // Gathers index the tables by `x & mask`, so they stay inside them.
+        assert!(table.packed.len() == size && table.words.len() == size);
+        let packed = table.packed.as_ptr() as *const i32;
+        let words = table.words.as_ptr() as *const i32;
+        let mask = _mm256_set1_epi32(size as i32 - 1);
+        let low16 = _mm256_set1_epi32(0xffff);
+        let zero = _mm256_setzero_si256();
+        let shift = _mm_cvtsi32_si128(table.scale as i32);
+        // SAFETY (loads/stores of `states`): 32 u32 are four 32-byte quarters.
+        let st = states.as_mut_ptr() as *mut __m256i;
+        let mut x: [__m256i; 4] = std::array::from_fn(|i| _mm256_loadu_si256(st.add(i)));
+        let mut pos = 0usize;
+        let mut done = 0usize;
+        for chunk in out.chunks_exact_mut(LANES) {
+            // Each quarter reads at most 8 words from its start, which is at
+            // most 8 words after the previous quarter's.
+            if 2 * (pos + LANES) > data.len() {
+                break;
+            }
+            for (quarter, x) in x.iter_mut().enumerate() {
+                let slot = _mm256_and_si256(*x, mask);
+                // SAFETY: every index is at most `size - 1`.
+                let entry = _mm256_i32gather_epi32::<4>(packed, slot);
+                let word = _mm256_i32gather_epi32::<4>(words, slot);
+                // SAFETY: `chunk` holds 32 words; this writes 8 at `8 * quarter`.
+                _mm256_storeu_si256(chunk.as_mut_ptr().add(8 * quarter) as *mut __m256i, word);
+                let freq = _mm256_srli_epi32::<16>(entry);
+                let offset = _mm256_and_si256(entry, low16);
+                let quotient = _mm256_srl_epi32(*x, shift);
+                *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
+                // Renormalise the lanes below 2^16, in lane order.
+                let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), zero);
+                let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
+                // SAFETY: `2 * pos + 16 <= data.len()` by the check above,
+                // since the earlier quarters advanced `pos` by at most 24.
+                let raw = _mm_loadu_si128(data.as_ptr().add(2 * pos) as *const __m128i);
+                let next = _mm256_permutevar8x32_epi32(
+                    _mm256_cvtepu16_epi32(raw),
+                    // SAFETY: `bits < 256` and each row holds 8 u32.
+                    _mm256_loadu_si256(PERM[bits & 255].as_ptr() as *const __m256i),
+                );
+                let renormed = _mm256_or_si256(_mm256_slli_epi32::<16>(*x), next);
+                *x = _mm256_blendv_epi8(*x, renormed, need);
+                pos += bits.count_ones() as usize;
+            }
+            done += LANES;
+        }
+        for (i, x) in x.iter().enumerate() {
+            _mm256_storeu_si256(st.add(i), *x);
+        }
+        (done, pos)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::codec::{decode, encode_with, Codec};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Makes this thread's decoder skip SIMD (see `simd_allowed`).
+        pub(super) static FORCE_PORTABLE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn xorshift(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    /// The reciprocal quotient equals true division for every frequency a
+    /// model can hold, at the edges of every quotient step and of the range.
+    #[test]
+    fn reciprocal_division_is_exact() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for freq in 1..=1u32 << MAX_SCALE {
+            let s = EncSymbol::new(freq, 0, MAX_SCALE);
+            let check = |x: u32| assert_eq!(s.quotient(x), x / freq, "{x} / {freq}");
+            for x in [0, 1, freq - 1, freq, freq + 1, u32::MAX, u32::MAX - 1] {
+                check(x);
+            }
+            // Both sides of the largest multiples, where rounding up would show.
+            let top = u32::MAX / freq * freq;
+            for x in [
+                top,
+                top - 1,
+                top.wrapping_sub(freq),
+                top - freq.min(top) + 1,
+            ] {
+                check(x);
+            }
+            for _ in 0..8 {
+                let x = xorshift(&mut seed) as u32;
+                check(x);
+                check(x / freq * freq);
+                check((x / freq * freq).wrapping_sub(1));
+            }
+        }
+    }
+
+    #[test]
+    fn put_matches_the_division_formula() {
+        for scale in [1u32, 8, 14] {
+            let freqs = [1u32, 2, 3, (1 << scale) - 1, 1 << scale];
+            for freq in freqs.into_iter().filter(|&f| f <= 1 << scale) {
+                let s = EncSymbol::new(freq, (1 << scale) - freq, scale);
+                for x in [STATE_LOW, 12345, (s.limit - 1).min(u32::MAX as u64) as u32] {
+                    let want = ((x / freq) << scale) + x % freq + ((1 << scale) - freq);
+                    assert_eq!(s.put(x), want, "scale {scale} freq {freq} x {x}");
+                }
+            }
+        }
+    }
+
+    /// Decodes `buf` with the SIMD bulk decoder allowed or not.
+    fn decode_with(
+        buf: &[u8],
+        width: u32,
+        n: usize,
+        portable: bool,
+    ) -> Result<Vec<u32>, &'static str> {
+        FORCE_PORTABLE.with(|f| f.set(portable));
+        let mut out = vec![0; n];
+        let result = decode(buf, width, &mut out);
+        FORCE_PORTABLE.with(|f| f.set(false));
+        result.map(|_| out).map_err(|e| e.reason)
+    }
+
+    /// The SIMD and portable decoders agree on valid streams of every
+    /// length around the group size and every scale, and on corrupt ones
+    /// (same words or same error), including truncated renormalisation data.
+    #[test]
+    fn simd_and_portable_decoders_agree() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut lens: Vec<usize> = (0..70).collect();
+        lens.extend([255, 256, 257, 1000, 4099, 70_000]);
+        for &n in &lens {
+            for alphabet in [1u64, 2, 21, 256, 3000] {
+                let words: Vec<u32> = (0..n)
+                    .map(|_| {
+                        let r = xorshift(&mut seed);
+                        // Skewed, so some lanes renormalise and others not.
+                        ((r % alphabet) * (r >> 40 & 3) / 3) as u32
+                    })
+                    .collect();
+                let mut buf = Vec::new();
+                if !encode_with(Codec::Rans, &words, 16, &mut buf) {
+                    assert_eq!(n, 0, "rans applies to every non-empty stream");
+                    continue;
+                }
+                assert_eq!(decode_with(&buf, 16, n, false).as_ref(), Ok(&words));
+                assert_eq!(decode_with(&buf, 16, n, true).as_ref(), Ok(&words));
+                for _ in 0..4 {
+                    let mut bad = buf.clone();
+                    let at = (xorshift(&mut seed) as usize) % bad.len();
+                    bad[at] ^= 1 << (xorshift(&mut seed) % 8);
+                    let cut = bad.len() - (xorshift(&mut seed) as usize % 3);
+                    for input in [&bad[..], &bad[..cut]] {
+                        assert_eq!(
+                            decode_with(input, 16, n, false),
+                            decode_with(input, 16, n, true),
+                            "n {n} alphabet {alphabet}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

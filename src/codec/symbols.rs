@@ -149,21 +149,35 @@ fn read_range(
     if min_bytes > r.remaining() as u64 {
         return Err(r.error("symbol range runs past the end of data"));
     }
-    let span = span as usize;
-    let entries = read_values(r, span, kind, max_value, 0)?;
-    if entries.first() == Some(&0) || entries.last() == Some(&0) {
-        return Err(r.error("symbol range endpoint is absent"));
-    }
+    // Entries are streamed: only present words are kept, and there are at
+    // most MAX_SYMBOLS of them, so memory does not grow with the span.
+    let at = r.pos();
     let mut set = SymbolSet {
         words: Vec::new(),
         values: Vec::new(),
     };
-    for (i, &v) in entries.iter().enumerate().filter(|(_, &v)| v != 0) {
-        if set.words.len() == MAX_SYMBOLS {
-            return Err(r.error("more than 4096 symbols"));
+    let mut last = 0;
+    let mut offset = 0u64;
+    read_values(r, span as usize, kind, max_value, 0, |v| {
+        if offset == 0 && v == 0 {
+            return Err("symbol range endpoint is absent");
         }
-        set.words.push((min + i as u64) as u32);
-        set.values.push(v);
+        if v != 0 {
+            if set.words.len() == MAX_SYMBOLS {
+                return Err("more than 4096 symbols");
+            }
+            set.words.push((min + offset) as u32);
+            set.values.push(v);
+        }
+        last = v;
+        offset += 1;
+        Ok(())
+    })?;
+    if last == 0 {
+        return Err(WireError {
+            at,
+            reason: "symbol range endpoint is absent",
+        });
     }
     Ok(set)
 }
@@ -191,47 +205,128 @@ fn read_list(
         }
         words.push(word as u32);
     }
-    let values = read_values(r, count, kind, max_value, 1)?;
+    let mut values = Vec::with_capacity(count);
+    read_values(r, count, kind, max_value, 1, |v| {
+        values.push(v);
+        Ok(())
+    })?;
     Ok(SymbolSet { words, values })
 }
 
-/// Reads `count` values; `min_value` is 0 in a range (absent words) and 1 in a list.
+/// Reads `count` values, each in `min_value..=max_value`, handing them in
+/// order to `take`; `min_value` is 0 in a range (absent words) and 1 in a
+/// list. An error from `take` is reported at the start of the values.
 fn read_values(
     r: &mut Reader,
     count: usize,
     kind: Values,
     max_value: u32,
     min_value: u32,
-) -> Result<Vec<u32>, WireError> {
+    mut take: impl FnMut(u32) -> Result<(), &'static str>,
+) -> Result<(), WireError> {
     let at = r.pos();
-    let bad = WireError {
-        at,
-        reason: "symbol value out of range",
-    };
+    let fail = |reason| WireError { at, reason };
+    const BAD: &str = "symbol value out of range";
     match kind {
         Values::Nibbles => {
             let bytes = r.bytes(count.div_ceil(2))?;
-            let values: Vec<u32> = (0..count)
-                .map(|i| (bytes[i / 2] >> (4 * (i % 2)) & 15) as u32)
-                .collect();
             if count % 2 == 1 && bytes[count / 2] >> 4 != 0 {
-                return Err(WireError {
-                    at,
-                    reason: "symbol padding nibble is not zero",
-                });
+                return Err(fail("symbol padding nibble is not zero"));
             }
-            if values.iter().any(|&v| v < min_value || v > max_value) {
-                return Err(bad);
+            let nibbles = bytes.iter().flat_map(|&b| [b & 15, b >> 4]);
+            for v in nibbles.take(count).map(u32::from) {
+                if v < min_value || v > max_value {
+                    return Err(fail(BAD));
+                }
+                take(v).map_err(fail)?;
             }
-            Ok(values)
         }
         Values::Varints => {
-            let mut values = Vec::with_capacity(count.min(r.remaining()));
             for _ in 0..count {
-                let stored = r.varint_max((max_value - min_value) as u64, bad.reason)?;
-                values.push(stored as u32 + min_value);
+                let stored = r.varint_max((max_value - min_value) as u64, BAD)?;
+                take(stored as u32 + min_value).map_err(fail)?;
             }
-            Ok(values)
         }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range_of_varints(min: u64, entries: &[u32]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_varint(&mut out, (entries.len() as u64 - 1) << 1 | RANGE);
+        put_varint(&mut out, min);
+        for &v in entries {
+            put_varint(&mut out, v as u64);
+        }
+        out
+    }
+
+    fn read_all(bytes: &[u8], width: u32, kind: Values) -> Result<SymbolSet, &'static str> {
+        let mut r = Reader::new(bytes);
+        let set = read(&mut r, width, kind, 1 << 14).map_err(|e| e.reason)?;
+        assert!(r.is_empty());
+        Ok(set)
+    }
+
+    #[test]
+    fn round_trips_both_layouts_and_kinds() {
+        let dense: Vec<u32> = (10..300).filter(|w| w % 7 != 0).collect();
+        let sparse: Vec<u32> = (0..50).map(|i| i * 1000 + 3).collect();
+        for words in [dense, sparse, vec![5]] {
+            let values: Vec<u32> = (0..words.len() as u32).map(|i| 1 + i % 12).collect();
+            for kind in [Values::Nibbles, Values::Varints] {
+                let mut out = Vec::new();
+                write(&words, &values, kind, &mut out);
+                assert_eq!(out.len(), size(&words, &values, kind));
+                let mut r = Reader::new(&out);
+                let set = read(&mut r, 20, kind, 15).unwrap();
+                assert!(r.is_empty());
+                assert_eq!((set.words, set.values), (words.clone(), values.clone()));
+            }
+        }
+    }
+
+    /// A long, valid range with few present words: streamed, it keeps only
+    /// the present words.
+    #[test]
+    fn long_sparse_range_is_read() {
+        let mut entries = vec![0u32; 100_000];
+        entries[0] = 3;
+        entries[50_000] = 1;
+        entries[99_999] = 2;
+        let set = read_all(&range_of_varints(7, &entries), 20, Values::Varints).unwrap();
+        assert_eq!(set.words, [7, 50_007, 100_006]);
+        assert_eq!(set.values, [3, 1, 2]);
+    }
+
+    #[test]
+    fn range_rejects_too_many_symbols_and_absent_endpoints() {
+        let full = vec![1u32; MAX_SYMBOLS];
+        assert!(read_all(&range_of_varints(0, &full), 16, Values::Varints).is_ok());
+        let over = vec![1u32; MAX_SYMBOLS + 1];
+        assert_eq!(
+            read_all(&range_of_varints(0, &over), 16, Values::Varints).err(),
+            Some("more than 4096 symbols")
+        );
+        for entries in [[0, 1, 1], [1, 1, 0]] {
+            assert_eq!(
+                read_all(&range_of_varints(0, &entries), 16, Values::Varints).err(),
+                Some("symbol range endpoint is absent")
+            );
+        }
+        // Nibbles: span 3, entries 1, 0, 0 (padding nibble 0).
+        assert_eq!(
+            read_all(&[4, 0, 0x01, 0x00], 16, Values::Nibbles).err(),
+            Some("symbol range endpoint is absent")
+        );
+        // Nibbles: a non-zero padding nibble.
+        assert_eq!(
+            read_all(&[4, 0, 0x01, 0x11], 16, Values::Nibbles).err(),
+            Some("symbol padding nibble is not zero")
+        );
     }
 }

@@ -1,7 +1,8 @@
-//! Target-directed expansions: each picks an operator and derives its children's
-//! streams from the target, under the contract that children yielding those
-//! streams make the parent yield the target.
+//! Target-directed expansions: each picks an operator and derives, from the
+//! target, the exact streams its children must yield, under the contract that
+//! children yielding those streams make the parent yield the target.
 
+use super::production::Production;
 use super::Hint;
 use crate::dsl::{mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type};
 use std::sync::Arc;
@@ -13,17 +14,110 @@ pub struct Expansion {
     pub children: Vec<(Type, Arc<[u32]>)>,
 }
 
-/// The operator of an expansion with its parameters (children not yet built).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An operator with the parameters derived from a target (children not yet built).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
-    Repeat { times: usize },
+    /// Parts end at these offsets (the last is the stream's length).
+    Concat(Arc<[usize]>),
+    Repeat {
+        times: usize,
+    },
     Map(MapOp),
-    Scan { op: ScanOp, init: u32 },
+    Scan {
+        op: ScanOp,
+        init: u32,
+    },
     Merge(Fields),
 }
 
 /// Longest period a Repeat looks for.
 const MAX_PERIOD: usize = 1 << 16;
+/// Most parts a Concat splits a stream into.
+const MAX_CONCAT_PARTS: usize = 16;
+
+impl Shape {
+    pub fn production(&self) -> Production {
+        match self {
+            Shape::Concat(_) => Production::Concat,
+            Shape::Repeat { .. } => Production::Repeat,
+            Shape::Map(op) => Production::of_map(*op),
+            Shape::Scan { op, .. } => Production::of_scan(*op),
+            Shape::Merge(fields) => Production::of_fields(*fields),
+        }
+    }
+
+    /// How many children the node has at `width`.
+    pub fn arity(&self, width: u32) -> usize {
+        match self {
+            Shape::Concat(ends) => ends.len(),
+            Shape::Merge(fields) => fields.widths(width).len(),
+            _ => 1,
+        }
+    }
+
+    /// The streams the children must yield for the node to yield `t`.
+    pub fn children(&self, t: &[u32], width: u32) -> Vec<(Type, Arc<[u32]>)> {
+        match self {
+            Shape::Concat(ends) => {
+                let mut start = 0;
+                (ends.iter())
+                    .map(|&end| {
+                        let part = child(width, t[start..end].to_vec());
+                        start = end;
+                        part
+                    })
+                    .collect()
+            }
+            Shape::Repeat { times } => vec![child(width, t[..t.len() / times].to_vec())],
+            Shape::Map(op) => vec![child(
+                width,
+                t.iter().map(|&y| op.invert(y, width)).collect(),
+            )],
+            Shape::Scan { op, init } => {
+                let mut prev = *init;
+                let updates = t
+                    .iter()
+                    .map(|&x| {
+                        let d = op.delta(prev, x, width);
+                        prev = x;
+                        d
+                    })
+                    .collect();
+                vec![child(width, updates)]
+            }
+            Shape::Merge(fields) => (fields.widths(width).into_iter())
+                .zip(fields.shifts(width))
+                .map(|(w, shift)| child(w, t.iter().map(|x| (x >> shift) & mask(w)).collect()))
+                .collect(),
+        }
+    }
+
+    /// The node with these parameters over already-built children.
+    pub fn build<L>(&self, ty: Type, mut kids: Vec<Program<L>>) -> Program<L> {
+        let mut one = || Box::new(kids.pop().expect("one child"));
+        let op = match self {
+            Shape::Concat(_) => Op::Concat(kids),
+            Shape::Repeat { times } => Op::Repeat {
+                times: *times,
+                body: one(),
+            },
+            Shape::Map(op) => Op::Map {
+                op: *op,
+                body: one(),
+            },
+            Shape::Scan { op, init } => Op::Scan {
+                op: *op,
+                init: *init,
+                updates: one(),
+            },
+            Shape::Merge(fields) => Op::Merge {
+                fields: *fields,
+                parts: kids,
+            },
+        };
+        Program { ty, op }
+    }
+}
 
 impl Expansion {
     /// Builds the program with each child completed by `complete(stream, width)`.
@@ -31,72 +125,68 @@ impl Expansion {
         &self,
         mut complete: impl FnMut(Arc<[u32]>, u32) -> Program<Literal>,
     ) -> Program<Literal> {
-        let mut kids = self
-            .children
-            .iter()
-            .map(|(ty, s)| complete(s.clone(), ty.width));
-        let parent_len = |k: &Program<Literal>| k.ty.len;
-        match self.shape {
-            Shape::Repeat { times } => {
-                let body = kids.next().expect("repeat has a body");
-                let ty = Type {
-                    width: body.ty.width,
-                    len: parent_len(&body) * times,
-                };
-                Program {
-                    ty,
-                    op: Op::Repeat {
-                        times,
-                        body: Box::new(body),
-                    },
-                }
-            }
-            Shape::Map(op) => {
-                let body = kids.next().expect("map has a body");
-                Program {
-                    ty: body.ty,
-                    op: Op::Map {
-                        op,
-                        body: Box::new(body),
-                    },
-                }
-            }
-            Shape::Scan { op, init } => {
-                let updates = kids.next().expect("scan has updates");
-                Program {
-                    ty: updates.ty,
-                    op: Op::Scan {
-                        op,
-                        init,
-                        updates: Box::new(updates),
-                    },
-                }
-            }
-            Shape::Merge(fields) => {
-                let parts: Vec<_> = kids.collect();
-                let ty = Type {
-                    width: parts.iter().map(|p| p.ty.width).sum(),
-                    len: parts[0].ty.len,
-                };
-                Program {
-                    ty,
-                    op: Op::Merge { fields, parts },
-                }
-            }
-        }
+        let kids: Vec<_> = (self.children.iter())
+            .map(|(ty, s)| complete(s.clone(), ty.width))
+            .collect();
+        let len = match self.shape {
+            Shape::Concat(_) => self.children.iter().map(|(t, _)| t.len).sum(),
+            Shape::Repeat { times } => self.children[0].0.len * times,
+            _ => self.children[0].0.len,
+        };
+        let width = match self.shape {
+            Shape::Merge(_) => self.children.iter().map(|(t, _)| t.width).sum(),
+            _ => self.children[0].0.width,
+        };
+        self.shape.build(Type { width, len }, kids)
     }
 }
 
-/// Every expansion of a hole whose target is `t` (of `width`-bit words).
-pub fn expansions(t: &Arc<[u32]>, width: u32, hint: Hint) -> Vec<Expansion> {
-    let mut out = Vec::new();
-    out.extend(repeat(t, width));
-    out.extend(scans(t, width));
-    out.extend(offset_map(t, width));
-    for fields in merge_fields(width, hint.float) {
-        out.push(merge(t, width, fields));
+/// Every canonical shape for a hole whose target is `t` (of `width`-bit words)
+/// under a parent made by `parent`, with parameters derived from `t`. A uniform
+/// stream has none: Const is final. Only cheap scans of `t` happen here; child
+/// streams are derived by [`Shape::children`] when a search needs them.
+pub fn shapes(t: &[u32], width: u32, hint: Hint, parent: Option<Production>) -> Vec<Shape> {
+    if t.iter().all(|&w| w == t[0]) {
+        return Vec::new();
     }
+    // Most often useful first: searches that cannot rank shapes before deriving
+    // their children take them in this order.
+    let mut out = Vec::new();
+    if parent != Some(Production::Concat) {
+        out.extend(concat_ends(t).map(|ends| Shape::Concat(ends.into())));
+    }
+    if parent != Some(Production::Repeat) {
+        out.extend(period(t).map(|p| Shape::Repeat { times: t.len() / p }));
+    }
+    out.extend(
+        merge_fields(width, hint.float)
+            .into_iter()
+            .map(Shape::Merge),
+    );
+    out.extend([ScanOp::Add, ScanOp::Xor].map(|op| Shape::Scan { op, init: t[0] }));
+    out.extend(
+        map_ops(t, width)
+            .into_iter()
+            .filter(|op| parent != Some(Production::of_map(*op)))
+            .map(Shape::Map),
+    );
     out
+}
+
+/// Every canonical expansion of a hole, with its children's streams.
+pub fn expansions(
+    t: &Arc<[u32]>,
+    width: u32,
+    hint: Hint,
+    parent: Option<Production>,
+) -> Vec<Expansion> {
+    shapes(t, width, hint, parent)
+        .into_iter()
+        .map(|shape| Expansion {
+            children: shape.children(t, width),
+            shape,
+        })
+        .collect()
 }
 
 fn child(width: u32, words: Vec<u32>) -> (Type, Arc<[u32]>) {
@@ -109,87 +199,125 @@ fn child(width: u32, words: Vec<u32>) -> (Type, Arc<[u32]>) {
     )
 }
 
-/// Repeat of the shortest exact period, if the stream has one.
-fn repeat(t: &[u32], width: u32) -> Option<Expansion> {
-    let n = t.len();
-    let period = (1..=(n / 2).min(MAX_PERIOD))
-        .filter(|p| n.is_multiple_of(*p))
-        .find(|&p| t[p..] == t[..n - p])?;
-    Some(Expansion {
-        shape: Shape::Repeat { times: n / period },
-        children: vec![child(width, t[..period].to_vec())],
-    })
+/// Ends of Concat parts at boundaries where the stream's character changes: the
+/// edges of long runs of one word (zero padding, constant regions) and the edges of
+/// blocks whose magnitude (bit length of the largest word) shifts.
+fn concat_ends(t: &[u32]) -> Option<Vec<usize>> {
+    let mut cuts = run_edges(t);
+    if cuts.is_empty() {
+        cuts = magnitude_edges(t);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.retain(|&c| c > 0 && c < t.len());
+    if cuts.is_empty() {
+        return None;
+    }
+    if cuts.len() >= MAX_CONCAT_PARTS {
+        // Keep evenly spread cuts; the search can split parts further.
+        let step = cuts.len().div_ceil(MAX_CONCAT_PARTS - 1);
+        cuts = cuts.into_iter().step_by(step).collect();
+    }
+    cuts.push(t.len());
+    Some(cuts)
 }
 
-/// Scans whose updates are the differences between neighbours; starting from the
-/// first word makes the first update zero.
-fn scans(t: &[u32], width: u32) -> Vec<Expansion> {
-    if t.len() < 2 {
-        return Vec::new();
-    }
-    [ScanOp::Add, ScanOp::Xor]
-        .into_iter()
-        .map(|op| {
-            let mut prev = t[0];
-            let updates = t
-                .iter()
-                .map(|&x| {
-                    let d = op.delta(prev, x, width);
-                    prev = x;
-                    d
-                })
-                .collect();
-            Expansion {
-                shape: Shape::Scan { op, init: t[0] },
-                children: vec![child(width, updates)],
+/// Start and end of every run of one word at least max(16, n/32) long.
+fn run_edges(t: &[u32]) -> Vec<usize> {
+    let min_run = (t.len() / 32).max(16);
+    let mut edges = Vec::new();
+    let mut start = 0;
+    for i in 1..=t.len() {
+        if i == t.len() || t[i] != t[start] {
+            if i - start >= min_run {
+                edges.extend([start, i]);
             }
-        })
+            start = i;
+        }
+    }
+    edges
+}
+
+/// Edges between blocks (n/16 words, at least 64) whose largest words differ in
+/// bit length by at least 2.
+fn magnitude_edges(t: &[u32]) -> Vec<usize> {
+    let block = (t.len() / 16).max(64);
+    let bits: Vec<u32> = t
+        .chunks(block)
+        .map(|c| 32 - c.iter().max().copied().unwrap_or(0).leading_zeros())
+        .collect();
+    (1..bits.len())
+        .filter(|&i| bits[i].abs_diff(bits[i - 1]) >= 2)
+        .map(|i| i * block)
         .collect()
 }
 
-/// Map add(min) that brings the words down to start at zero, when that shortens
-/// their bit length (entropy coders do not care; bit packing does).
-fn offset_map(t: &[u32], width: u32) -> Option<Expansion> {
-    let (min, max) = (t.iter().min()?, t.iter().max()?);
-    let bits = |x: u32| 32 - x.leading_zeros();
-    if *min == 0 || bits(max - min) == bits(*max) {
-        return None;
-    }
-    let op = MapOp::Add(*min);
-    let body = t.iter().map(|&y| op.invert(y, width)).collect();
-    Some(Expansion {
-        shape: Shape::Map(op),
-        children: vec![child(width, body)],
-    })
+/// The shortest exact period that divides the length (longer periods would be
+/// Repeats of Repeats, which are not canonical).
+fn period(t: &[u32]) -> Option<usize> {
+    let n = t.len();
+    (1..=(n / 2).min(MAX_PERIOD))
+        .filter(|p| n.is_multiple_of(*p))
+        .find(|&p| t[p..] == t[..n - p])
 }
 
-/// The Merge layouts worth trying at `width`.
+/// Maps worth trying, with constants taken from the target: xor with the most
+/// frequent word (it becomes zero), add that brings the smallest word to zero,
+/// zigzag (small signed values), gray, rotations (sign bit to the bottom, halves
+/// swapped, top bit to the bottom) and bit reversal.
+fn map_ops(t: &[u32], width: u32) -> Vec<MapOp> {
+    let min = *t.iter().min().expect("non-empty");
+    let mut ops = vec![
+        MapOp::Xor(most_frequent(t)),
+        MapOp::Add(min),
+        MapOp::Zigzag,
+        MapOp::Gray,
+        MapOp::Rotate(1),
+        MapOp::Rotate(width / 2),
+        MapOp::Rotate(width.saturating_sub(1)),
+        MapOp::BitReverse,
+    ];
+    ops.dedup();
+    ops.retain(|op| op.is_valid(width));
+    ops
+}
+
+/// The most frequent word among the first 4096 (ties: the smallest word).
+fn most_frequent(t: &[u32]) -> u32 {
+    let mut sample: Vec<u32> = t.iter().take(4096).copied().collect();
+    sample.sort_unstable();
+    let mut best = (0usize, sample[0]);
+    for run in sample.chunk_by(|a, b| a == b) {
+        if run.len() > best.0 {
+            best = (run.len(), run[0]);
+        }
+    }
+    best.1
+}
+
+/// The Merge layouts worth trying at `width`: the tensor's float format (or bf16
+/// for the high half of an f32), byte planes, splits at byte and nibble
+/// boundaries that differ from byte planes, and bit planes for narrow words.
 fn merge_fields(width: u32, float: Option<FloatFormat>) -> Vec<Fields> {
     let mut out = Vec::new();
-    if let Some(f) = float.filter(|f| f.width() == width) {
-        out.push(Fields::Float(f));
-    }
-    if width >= 16 && width.is_multiple_of(8) {
-        out.push(Fields::BytePlanes);
-    }
-    if width == 32 {
-        out.push(Fields::Split { low: 16 });
-    }
-    if (2..=8).contains(&width) {
+    let upcast_half = (float == Some(FloatFormat::F32)).then_some(FloatFormat::Bf16);
+    out.extend(
+        [float, upcast_half]
+            .into_iter()
+            .flatten()
+            .filter(|f| f.width() == width)
+            .map(Fields::Float),
+    );
+    out.push(Fields::BytePlanes);
+    out.extend(
+        [8, 16, 24, 4]
+            .into_iter()
+            .filter(|&low| !(width == 16 && low == 8))
+            .map(|low| Fields::Split { low }),
+    );
+    if width <= 8 {
         out.push(Fields::BitPlanes);
     }
+    out.retain(|f| f.is_valid(width));
     out
-}
-
-fn merge(t: &[u32], width: u32, fields: Fields) -> Expansion {
-    let children = fields
-        .widths(width)
-        .into_iter()
-        .zip(fields.shifts(width))
-        .map(|(w, shift)| child(w, t.iter().map(|x| (x >> shift) & mask(w)).collect()))
-        .collect();
-    Expansion {
-        shape: Shape::Merge(fields),
-        children,
-    }
 }

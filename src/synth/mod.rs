@@ -2,16 +2,25 @@
 //!
 //! Synthesis is target-directed: an *expansion* picks an operator and derives, from
 //! the target, the exact streams its children must yield, so any completion of the
-//! children yields the target by construction. The search completes each child with
-//! its best *leaf* (a constant or the smallest literal encoding) and keeps the
-//! smallest complete program.
+//! children yields the target by construction. A bounded A* ([`search`]) explores
+//! partial programs in the order of a production prior learned from the checkpoint
+//! itself ([`prior`]); open holes are completed by their best *leaf* (a constant or
+//! the smallest literal encoding), and the smallest complete program wins.
 
+mod context;
 mod expand;
+pub mod prior;
+mod production;
+mod search;
 
-pub use expand::{expansions, Expansion};
+pub use context::{Context, Position};
+pub use expand::{expansions, shapes, Expansion, Shape};
+pub use prior::Prior;
+pub use production::Production;
+pub use search::{Found, Limits, Order, Setup};
 
 use crate::codec::{self, Stats};
-use crate::dsl::{self, encoded_len, FloatFormat, Literal, Op, Program, Type};
+use crate::dsl::{self, FloatFormat, Literal, Op, Program, Type};
 use std::sync::Arc;
 
 /// What the synthesizer knows about a stream besides its words.
@@ -21,43 +30,68 @@ pub struct Hint {
     pub float: Option<FloatFormat>,
 }
 
+/// Expansions per chunk after the root's (see the README's measurements).
+pub const DEFAULT_BUDGET: usize = 8;
+
+/// How hard and in what order to search.
+#[derive(Clone, Debug)]
+pub struct SynthOptions {
+    /// States expanded after the root's own expansion; 0 is the root-only search.
+    pub budget: usize,
+    pub order: Order,
+    /// Production costs; uniform when nothing was learned.
+    pub prior: Arc<Prior>,
+    /// Below the root, productions the prior gives less probability are skipped.
+    pub min_q: f64,
+    pub limits: Limits,
+}
+
+impl Default for SynthOptions {
+    fn default() -> Self {
+        SynthOptions {
+            budget: DEFAULT_BUDGET,
+            order: Order::AStar,
+            prior: Arc::new(Prior::uniform()),
+            min_q: 0.02,
+            limits: Limits::default(),
+        }
+    }
+}
+
 /// The cheapest program that stores `words` directly: a constant if they are all
-/// equal, otherwise the literal with the smallest exact encoding.
-pub fn leaf(words: Arc<[u32]>, width: u32) -> Program<Literal> {
+/// equal, otherwise the literal with the smallest exact encoding. Also returns the
+/// number of distinct words when at most 4096.
+pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) {
     let ty = Type {
         width,
         len: words.len(),
     };
     if words.iter().all(|w| *w == words[0]) {
-        return Program {
-            ty,
-            op: Op::Const(words[0]),
-        };
+        let op = Op::Const(words[0]);
+        return (Program { ty, op }, Some(1));
     }
     let stats = Stats::new(&words, width);
     let (codec, size) = codec::best(&words, width, &stats);
-    Program {
-        ty,
-        op: Op::Lit(Literal { codec, size, words }),
-    }
+    let op = Op::Lit(Literal { codec, size, words });
+    (Program { ty, op }, stats.distinct())
 }
 
-/// The smallest program among the leaf and every expansion at the root with its
-/// children completed by leaves.
-pub fn synthesize(words: &[u32], width: u32, hint: Hint) -> Program<Literal> {
-    let target: Arc<[u32]> = words.into();
-    let mut best = leaf(target.clone(), width);
-    let mut best_len = encoded_len(&best);
-    for expansion in expansions(&target, width, hint) {
-        let candidate = expansion.complete_with(leaf);
-        let len = encoded_len(&candidate);
-        if len < best_len {
-            best = candidate;
-            best_len = len;
-        }
-    }
-    debug_assert!(runs_to(&best, words));
-    best
+/// Searches for the smallest program yielding `words`.
+pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Found {
+    let setup = Setup {
+        hint,
+        prior: &opts.prior,
+        order: opts.order,
+        budget: opts.budget,
+        min_q: opts.min_q,
+        limits: opts.limits,
+    };
+    search::search(words, width, &setup)
+}
+
+/// The program [`search`] finds.
+pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
+    search(words, width, hint, opts).program
 }
 
 /// Whether `p` executes to exactly `target`.
@@ -65,4 +99,27 @@ pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
     let mut out = vec![0u32; p.ty.len];
     let Ok(()) = dsl::execute(p, &mut out);
     out == target
+}
+
+/// Learns a prior from sample streams: each is searched without production costs
+/// (best-first by size, `budget` expansions), and the productions of the programs
+/// found are counted in their contexts.
+pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
+    use rayon::prelude::*;
+    let opts = SynthOptions {
+        budget,
+        order: Order::EstimatedSize,
+        ..SynthOptions::default()
+    };
+    let found: Vec<Found> = samples
+        .par_iter()
+        .map(|(words, width, hint)| search(words, *width, *hint, &opts))
+        .collect();
+    let mut prior = Prior::uniform();
+    for f in &found {
+        for (ctx, p) in &f.productions {
+            prior.observe(*ctx, *p);
+        }
+    }
+    prior
 }

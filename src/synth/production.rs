@@ -1,0 +1,126 @@
+//! Productions: the grammar's choices at a hole, as the prior counts them.
+
+use crate::dsl::{Fields, MapOp, Op, ScanOp};
+use std::fmt;
+
+/// One choice of operator (with the kind of its parameters, not their values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Production {
+    Lit,
+    Const,
+    Concat,
+    Repeat,
+    MapXor,
+    MapAdd,
+    MapZigzag,
+    MapGray,
+    MapRotate,
+    MapBitReverse,
+    ScanXor,
+    ScanAdd,
+    MergeFloat,
+    MergeSplit,
+    MergeBitPlanes,
+    MergeBytePlanes,
+}
+
+impl Production {
+    pub const ALL: [Production; 16] = [
+        Production::Lit,
+        Production::Const,
+        Production::Concat,
+        Production::Repeat,
+        Production::MapXor,
+        Production::MapAdd,
+        Production::MapZigzag,
+        Production::MapGray,
+        Production::MapRotate,
+        Production::MapBitReverse,
+        Production::ScanXor,
+        Production::ScanAdd,
+        Production::MergeFloat,
+        Production::MergeSplit,
+        Production::MergeBitPlanes,
+        Production::MergeBytePlanes,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn of_map(op: MapOp) -> Production {
+        match op {
+            MapOp::Xor(_) => Production::MapXor,
+            MapOp::Add(_) => Production::MapAdd,
+            MapOp::Zigzag => Production::MapZigzag,
+            MapOp::Gray => Production::MapGray,
+            MapOp::Rotate(_) => Production::MapRotate,
+            MapOp::BitReverse => Production::MapBitReverse,
+        }
+    }
+
+    pub fn of_scan(op: ScanOp) -> Production {
+        match op {
+            ScanOp::Xor => Production::ScanXor,
+            ScanOp::Add => Production::ScanAdd,
+        }
+    }
+
+    pub fn of_fields(fields: Fields) -> Production {
+        match fields {
+            Fields::Float(_) => Production::MergeFloat,
+            Fields::Split { .. } => Production::MergeSplit,
+            Fields::BitPlanes => Production::MergeBitPlanes,
+            Fields::BytePlanes => Production::MergeBytePlanes,
+        }
+    }
+
+    /// The production a program node was made by.
+    pub fn of_op<L>(op: &Op<L>) -> Production {
+        match op {
+            Op::Lit(_) => Production::Lit,
+            Op::Const(_) => Production::Const,
+            Op::Concat(_) => Production::Concat,
+            Op::Repeat { .. } => Production::Repeat,
+            Op::Map { op, .. } => Production::of_map(*op),
+            Op::Scan { op, .. } => Production::of_scan(*op),
+            Op::Merge { fields, .. } => Production::of_fields(*fields),
+        }
+    }
+
+    /// Whether this production ends a branch (no children).
+    pub fn is_leaf(self) -> bool {
+        matches!(self, Production::Lit | Production::Const)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Production::Lit => "lit",
+            Production::Const => "const",
+            Production::Concat => "concat",
+            Production::Repeat => "repeat",
+            Production::MapXor => "map-xor",
+            Production::MapAdd => "map-add",
+            Production::MapZigzag => "map-zigzag",
+            Production::MapGray => "map-gray",
+            Production::MapRotate => "map-rotate",
+            Production::MapBitReverse => "map-bitrev",
+            Production::ScanXor => "scan-xor",
+            Production::ScanAdd => "scan-add",
+            Production::MergeFloat => "merge-float",
+            Production::MergeSplit => "merge-split",
+            Production::MergeBitPlanes => "merge-bits",
+            Production::MergeBytePlanes => "merge-bytes",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Production> {
+        Production::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl fmt::Display for Production {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

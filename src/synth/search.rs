@@ -1,0 +1,498 @@
+//! Bounded A* over partial programs.
+//!
+//! A state is a partial program: the holes expanded so far, each with the shape
+//! chosen for it, and the holes still open. Holes live in one arena per search and
+//! keep their target stream, leaf completion and candidate shapes, so states share
+//! them and no pop replays a decomposition from the root.
+//!
+//! Successors are generated lazily: expanding a state's preferred hole pushes one
+//! *pending* state per candidate shape, ordered by `g + h` (`g` sums the prior's
+//! costs of the chosen productions, `h` the cheapest production cost of each open
+//! hole, which is admissible as each open hole needs at least one production).
+//! Popping a pending state *materializes* it (derives the children's streams and
+//! their leaves) and spends one unit of budget. Every materialized state has an
+//! exact size, `est`, the encoded length of its program with open holes completed
+//! by leaves; the smallest is the incumbent. A byte lower bound prunes states that
+//! cannot beat it. The root's own expansion is always materialized in full: with
+//! budget 0 the search is the root-only search.
+
+use super::context::{Context, Position};
+use super::expand::{shapes, Shape};
+use super::prior::Prior;
+use super::production::Production;
+use super::{leaf, runs_to, Hint};
+use crate::dsl::{encoded_len, Literal, Program, Type};
+use std::cell::OnceCell;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// How the open list is ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// `g + h` with the prior's production costs.
+    AStar,
+    /// Smallest size first (best-first without the A* order): a pending state is
+    /// ranked by its parent's size until materialized.
+    EstimatedSize,
+}
+
+/// Bounds that keep one search finite.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Holes created per search.
+    pub max_holes: usize,
+    /// Nesting depth of expanded holes.
+    pub max_depth: usize,
+    /// Words held by all holes' streams, as a multiple of the target's length.
+    pub max_words_factor: usize,
+    /// Entries in the open list.
+    pub max_open: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_holes: 4096,
+            max_depth: 6,
+            max_words_factor: 48,
+            max_open: 1 << 16,
+        }
+    }
+}
+
+/// The result of a search: the program and the productions it is made of, each
+/// with the context of its hole (what the prior counts).
+pub struct Found {
+    pub program: Program<Literal>,
+    pub productions: Vec<(Context, Production)>,
+}
+
+/// Smallest possible encoded program (a Const with a one-byte word).
+const MIN_PROGRAM_LEN: usize = 2;
+
+struct Hole {
+    stream: Arc<[u32]>,
+    ty: Type,
+    pos: Position,
+    distinct: Option<usize>,
+    /// Computed only when needed: for a learned prior, or to report productions.
+    ctx: OnceCell<Context>,
+    costs: [f64; Production::ALL.len()],
+    /// Cheapest production cost here: the relaxed grammar's completion cost.
+    h: f64,
+    leaf: Program<Literal>,
+    leaf_len: usize,
+    /// Candidate shapes, derived on first expansion.
+    shapes: OnceCell<Vec<Shape>>,
+}
+
+/// A shape applied to a hole, with its children's holes.
+struct Branch {
+    children: Vec<usize>,
+    /// Encoded bytes of the node itself, without its children.
+    header_len: usize,
+}
+
+/// A persistent list of expansion choices, shared between states.
+struct Choice {
+    hole: usize,
+    shape: usize,
+    next: Option<Rc<Choice>>,
+}
+
+#[derive(Clone)]
+struct State {
+    choices: Option<Rc<Choice>>,
+    open: Vec<usize>,
+    g: f64,
+    est: usize,
+    /// No completion encodes in fewer bytes.
+    lb: usize,
+}
+
+/// An open-list entry: a materialized state, or one shape applied to a hole of
+/// a materialized state, not yet materialized.
+enum Node {
+    Ready(State),
+    Pending {
+        parent: Rc<State>,
+        hole: usize,
+        shape: usize,
+    },
+}
+
+struct Entry {
+    key: f64,
+    seq: u64,
+    node: Node,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    /// Reversed, so the max-heap pops the smallest key; ties go to the older entry.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.key.total_cmp(&self.key)).then(other.seq.cmp(&self.seq))
+    }
+}
+
+/// What the search is configured with.
+pub struct Setup<'a> {
+    pub hint: Hint,
+    pub prior: &'a Prior,
+    pub order: Order,
+    pub budget: usize,
+    pub min_q: f64,
+    pub limits: Limits,
+}
+
+struct Search<'a> {
+    setup: &'a Setup<'a>,
+    holes: Vec<Hole>,
+    branches: HashMap<(usize, usize), Rc<Branch>>,
+    words: usize,
+    max_words: usize,
+    heap: BinaryHeap<Entry>,
+    seq: u64,
+    best: State,
+}
+
+/// Searches for the smallest program yielding `target`.
+pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
+    let mut s = Search {
+        setup,
+        holes: Vec::new(),
+        branches: HashMap::new(),
+        words: 0,
+        max_words: target.len().saturating_mul(setup.limits.max_words_factor),
+        heap: BinaryHeap::new(),
+        seq: 0,
+        best: State {
+            choices: None,
+            open: Vec::new(),
+            g: 0.0,
+            est: usize::MAX,
+            lb: 0,
+        },
+    };
+    let root = s.add_hole(target.into(), width, Position::ROOT);
+    let start = s.close_or_keep(State {
+        choices: None,
+        open: vec![root],
+        g: 0.0,
+        est: s.holes[root].leaf_len,
+        lb: 0,
+    });
+    s.best = start.clone();
+    let start = Rc::new(start);
+    for shape in 0..s.shapes(root).len() {
+        if let Some(state) = s.materialize(&start, root, shape) {
+            s.consider(state);
+        }
+    }
+    let mut left = setup.budget;
+    while left > 0 {
+        let Some(entry) = s.heap.pop() else { break };
+        match entry.node {
+            Node::Ready(state) => s.expand(state),
+            Node::Pending {
+                parent,
+                hole,
+                shape,
+            } => {
+                if parent.lb >= s.best.est {
+                    continue;
+                }
+                left -= 1;
+                if let Some(state) = s.materialize(&parent, hole, shape) {
+                    s.consider(state);
+                }
+            }
+        }
+    }
+    s.finish(target)
+}
+
+impl Search<'_> {
+    fn add_hole(&mut self, stream: Arc<[u32]>, width: u32, pos: Position) -> usize {
+        let (leaf, distinct) = leaf(stream.clone(), width);
+        let ctx = OnceCell::new();
+        let prior = self.setup.prior;
+        let costs = if prior.is_uniform() {
+            Prior::UNIFORM_COSTS
+        } else {
+            let c = Context::new(&stream, width, distinct, pos, self.setup.hint);
+            ctx.get_or_init(|| c);
+            prior.costs(c)
+        };
+        self.words += stream.len();
+        self.holes.push(Hole {
+            ty: Type {
+                width,
+                len: stream.len(),
+            },
+            stream,
+            pos,
+            distinct,
+            ctx,
+            h: costs.iter().copied().fold(f64::INFINITY, f64::min),
+            costs,
+            leaf_len: encoded_len(&leaf),
+            leaf,
+            shapes: OnceCell::new(),
+        });
+        self.holes.len() - 1
+    }
+
+    fn context(&self, hole: usize) -> Context {
+        let h = &self.holes[hole];
+        *h.ctx
+            .get_or_init(|| Context::new(&h.stream, h.ty.width, h.distinct, h.pos, self.setup.hint))
+    }
+
+    /// Candidate shapes of `hole`: those the prior gives at least `min_q`, and
+    /// Repeat and Concat whenever the target has the structure they need (they
+    /// are rare, decisive and cheap to detect, so a sample may never show them).
+    fn shapes(&self, hole: usize) -> &[Shape] {
+        let h = &self.holes[hole];
+        h.shapes.get_or_init(|| {
+            if h.pos.depth >= self.setup.limits.max_depth {
+                return Vec::new();
+            }
+            let mut all = shapes(&h.stream, h.ty.width, self.setup.hint, h.pos.parent);
+            all.retain(|s| {
+                let p = s.production();
+                matches!(p, Production::Repeat | Production::Concat)
+                    || (-h.costs[p.index()]).exp2() >= self.setup.min_q
+            });
+            all
+        })
+    }
+
+    /// The branch of `shape` at `hole`, deriving its children's holes once; None
+    /// when the limits forbid more holes.
+    fn branch(&mut self, hole: usize, shape: usize) -> Option<Rc<Branch>> {
+        if let Some(b) = self.branches.get(&(hole, shape)) {
+            return Some(b.clone());
+        }
+        let h = &self.holes[hole];
+        let (ty, pos, stream) = (h.ty, h.pos, h.stream.clone());
+        let sh = self.shapes(hole)[shape].clone();
+        let limits = self.setup.limits;
+        let arity = sh.arity(ty.width);
+        let words = stream.len()
+            * if matches!(sh, Shape::Repeat { .. }) {
+                0
+            } else {
+                1
+            };
+        if self.holes.len() + arity > limits.max_holes || self.words + words > self.max_words {
+            return None;
+        }
+        let parent = Some(sh.production());
+        let children: Vec<usize> = (sh.children(&stream, ty.width).into_iter().enumerate())
+            .map(|(child, (t, s))| {
+                let depth = pos.depth + 1;
+                self.add_hole(
+                    s,
+                    t.width,
+                    Position {
+                        parent,
+                        child,
+                        depth,
+                    },
+                )
+            })
+            .collect();
+        let leaves: Vec<_> = children
+            .iter()
+            .map(|&c| self.holes[c].leaf.clone())
+            .collect();
+        let kids_len: usize = children.iter().map(|&c| self.holes[c].leaf_len).sum();
+        let header_len = encoded_len(&sh.build(ty, leaves)) - kids_len;
+        let b = Rc::new(Branch {
+            children,
+            header_len,
+        });
+        self.branches.insert((hole, shape), b.clone());
+        Some(b)
+    }
+
+    /// `parent` with `hole` expanded by its `shape`-th candidate.
+    fn materialize(&mut self, parent: &State, hole: usize, shape: usize) -> Option<State> {
+        let b = self.branch(hole, shape)?;
+        let h = &self.holes[hole];
+        let production = self.shapes(hole)[shape].production();
+        let mut open: Vec<usize> = parent.open.iter().copied().filter(|&k| k != hole).collect();
+        open.extend(&b.children);
+        let kids: usize = b.children.iter().map(|&c| self.holes[c].leaf_len).sum();
+        let state = State {
+            choices: Some(Rc::new(Choice {
+                hole,
+                shape,
+                next: parent.choices.clone(),
+            })),
+            open,
+            g: parent.g + h.costs[production.index()],
+            est: parent.est - h.leaf_len + b.header_len + kids,
+            lb: 0,
+        };
+        Some(self.close_or_keep(state))
+    }
+
+    /// Closes holes that cannot be expanded (constants, depth limit) and sets the
+    /// lower bound.
+    fn close_or_keep(&self, mut state: State) -> State {
+        state.open.retain(|&k| !self.shapes(k).is_empty());
+        let open: usize = (state.open.iter())
+            .map(|&k| self.holes[k].leaf_len - MIN_PROGRAM_LEN)
+            .sum();
+        state.lb = state.est - open;
+        state
+    }
+
+    fn h(&self, state: &State) -> f64 {
+        state.open.iter().map(|&k| self.holes[k].h).sum()
+    }
+
+    fn push(&mut self, key: f64, node: Node) {
+        if self.heap.len() < self.setup.limits.max_open {
+            self.seq += 1;
+            self.heap.push(Entry {
+                key,
+                seq: self.seq,
+                node,
+            });
+        }
+    }
+
+    /// Takes `state` as the incumbent if smaller, and keeps it if it has holes
+    /// left and could still beat the incumbent.
+    fn consider(&mut self, state: State) {
+        if state.est < self.best.est {
+            self.best = state.clone();
+        }
+        if !state.open.is_empty() && state.lb < self.best.est {
+            let key = match self.setup.order {
+                Order::AStar => state.g + self.h(&state),
+                Order::EstimatedSize => state.est as f64,
+            };
+            self.push(key, Node::Ready(state));
+        }
+    }
+
+    /// Pushes the pending expansions of the preferred hole of `state`, and the
+    /// state with that hole closed by its leaf.
+    fn expand(&mut self, state: State) {
+        if state.lb >= self.best.est {
+            return;
+        }
+        let hole = self.preferred_hole(&state);
+        let rest: Vec<usize> = state.open.iter().copied().filter(|&k| k != hole).collect();
+        let h = &self.holes[hole];
+        let (costs, hole_h, width) = (h.costs, h.h, h.ty.width);
+        let shapes: Vec<(f64, usize)> = (self.shapes(hole).iter())
+            .map(|s| (costs[s.production().index()], s.arity(width)))
+            .collect();
+        let base_h = self.h(&state) - hole_h;
+        let parent = Rc::new(state);
+        for (shape, (cost, arity)) in shapes.into_iter().enumerate() {
+            // Children's own h is unknown until materialized; the smallest cost
+            // any production has anywhere keeps the estimate admissible.
+            let key = match self.setup.order {
+                Order::AStar => parent.g + cost + base_h + arity as f64 * self.min_cost(),
+                Order::EstimatedSize => parent.est as f64,
+            };
+            let node = Node::Pending {
+                parent: parent.clone(),
+                hole,
+                shape,
+            };
+            self.push(key, node);
+        }
+        if !rest.is_empty() {
+            let leaf = Production::of_op(&self.holes[hole].leaf.op);
+            let closed = self.close_or_keep(State {
+                choices: parent.choices.clone(),
+                open: rest,
+                g: parent.g + costs[leaf.index()],
+                est: parent.est,
+                lb: 0,
+            });
+            self.consider(closed);
+        }
+    }
+
+    fn min_cost(&self) -> f64 {
+        if self.setup.prior.is_uniform() {
+            Prior::UNIFORM_COSTS[0]
+        } else {
+            0.0
+        }
+    }
+
+    /// The open hole holding the most bytes (ties: the oldest).
+    fn preferred_hole(&self, state: &State) -> usize {
+        *state
+            .open
+            .iter()
+            .max_by_key(|&&k| (self.holes[k].leaf_len, std::cmp::Reverse(k)))
+            .expect("open states have holes")
+    }
+
+    /// Builds the incumbent's program (open holes completed by leaves), checks
+    /// that it yields the target, and lists its productions.
+    fn finish(&self, target: &[u32]) -> Found {
+        let mut chosen = HashMap::new();
+        let mut c = self.best.choices.as_deref();
+        while let Some(choice) = c {
+            chosen.insert(choice.hole, choice.shape);
+            c = choice.next.as_deref();
+        }
+        let mut productions = Vec::new();
+        let program = self.build(0, &chosen, &mut productions);
+        if runs_to(&program, target) {
+            return Found {
+                program,
+                productions,
+            };
+        }
+        log::error!("synthesized program does not reproduce its target; storing a literal");
+        let root = &self.holes[0];
+        Found {
+            program: root.leaf.clone(),
+            productions: vec![(self.context(0), Production::of_op(&root.leaf.op))],
+        }
+    }
+
+    fn build(
+        &self,
+        hole: usize,
+        chosen: &HashMap<usize, usize>,
+        productions: &mut Vec<(Context, Production)>,
+    ) -> Program<Literal> {
+        let h = &self.holes[hole];
+        let Some(&shape) = chosen.get(&hole) else {
+            productions.push((self.context(hole), Production::of_op(&h.leaf.op)));
+            return h.leaf.clone();
+        };
+        let sh = &self.shapes(hole)[shape];
+        productions.push((self.context(hole), sh.production()));
+        let branch = &self.branches[&(hole, shape)];
+        let kids = (branch.children.iter())
+            .map(|&c| self.build(c, chosen, productions))
+            .collect();
+        sh.build(h.ty, kids)
+    }
+}

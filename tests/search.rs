@@ -1,0 +1,261 @@
+//! The search: its programs always reproduce their targets, budget 0 is the
+//! root-only search, results do not depend on threads, and real structure
+//! (constant regions, periodic rows, zero padding, upcast floats, ranges, position
+//! ids) yields programs far smaller than the root-only search finds.
+
+mod common;
+
+use brevis::dsl::{encoded_len, mask, Literal, Program};
+use brevis::synth::{self, runs_to, shapes, Hint, Limits, Order, Production, SynthOptions};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+fn opts(budget: usize) -> SynthOptions {
+    SynthOptions {
+        budget,
+        ..SynthOptions::default()
+    }
+}
+
+fn size(p: &Program<Literal>) -> usize {
+    encoded_len(p)
+}
+
+/// Bits of f32 weights drawn from a normal distribution (sigma 0.02), as in a
+/// trained layer: about 20 exponents in use, mantissas uniform.
+fn weights(seed: u64, n: usize) -> Vec<u32> {
+    let bytes = common::noise(seed, n * 8);
+    bytes
+        .chunks(8)
+        .map(|b| {
+            let u1 = (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64 + 1.0) / 4294967297.0;
+            let u2 = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as f64 / 4294967296.0;
+            let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+            ((z * 0.02) as f32).to_bits()
+        })
+        .collect()
+}
+
+struct Case {
+    name: &'static str,
+    words: Vec<u32>,
+    width: u32,
+    hint: Hint,
+}
+
+const F32: Hint = Hint {
+    float: Some(brevis::dsl::FloatFormat::F32),
+};
+const INT: Hint = Hint { float: None };
+
+fn structured_cases() -> Vec<Case> {
+    let n = 16384;
+    let w = weights(1, n);
+    let mut constant_regions = w.clone();
+    constant_regions[2000..6000].fill(0x3f80_0000);
+    constant_regions[9000..14000].fill(0);
+    let row: Vec<u32> = weights(2, 256);
+    let periodic_rows: Vec<u32> = row.iter().copied().cycle().take(n).collect();
+    let mut zero_padding = w.clone();
+    zero_padding[n * 5 / 8..].fill(0);
+    let upcast: Vec<u32> = w.iter().map(|x| x & 0xffff_0000).collect();
+    let arange_f32: Vec<u32> = (0..n).map(|i| (i as f32).to_bits()).collect();
+    let position_ids: Vec<u32> = (0..n as u32).map(|i| i % 512).collect();
+    vec![
+        Case {
+            name: "constant regions",
+            words: constant_regions,
+            width: 32,
+            hint: F32,
+        },
+        Case {
+            name: "periodic rows",
+            words: periodic_rows,
+            width: 32,
+            hint: F32,
+        },
+        Case {
+            name: "zero padding",
+            words: zero_padding,
+            width: 32,
+            hint: F32,
+        },
+        Case {
+            name: "upcast floats",
+            words: upcast,
+            width: 32,
+            hint: F32,
+        },
+        Case {
+            name: "arange (f32)",
+            words: arange_f32,
+            width: 32,
+            hint: F32,
+        },
+        Case {
+            name: "position ids",
+            words: position_ids,
+            width: 32,
+            hint: INT,
+        },
+    ]
+}
+
+/// The search as `pack` runs it: a prior learned from the data, then A*.
+fn packed(case: &Case, budget: usize) -> Program<Literal> {
+    let sample = [(case.words.clone(), case.width, case.hint)];
+    let prior = synth::learn_prior(&sample, brevis::archive::CALIBRATION_BUDGET);
+    let opts = SynthOptions {
+        budget,
+        prior: Arc::new(prior),
+        ..SynthOptions::default()
+    };
+    synth::synthesize(&case.words, case.width, case.hint, &opts)
+}
+
+#[test]
+fn structure_is_found_beyond_the_root() {
+    let mut report = Vec::new();
+    for case in structured_cases() {
+        let root = synth::synthesize(&case.words, case.width, case.hint, &opts(0));
+        let deep = packed(&case, synth::DEFAULT_BUDGET);
+        let best_first = synth::synthesize(
+            &case.words,
+            case.width,
+            case.hint,
+            &SynthOptions {
+                order: Order::EstimatedSize,
+                ..opts(256)
+            },
+        );
+        let bytes = case.words.len() * 4;
+        report.push(format!(
+            "{:<18} {bytes:>7} bytes: root-only {:>6}, default {:>6}, best-first 256 {:>6}  {}",
+            case.name,
+            size(&root),
+            size(&deep),
+            size(&best_first),
+            deep
+        ));
+        assert!(runs_to(&deep, &case.words));
+        assert!(size(&deep) <= size(&root), "{}", case.name);
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+/// Encodes, decodes and runs `p`: what an archive reader would get.
+fn decoded(p: &Program<Literal>) -> Vec<u32> {
+    let mut bytes = Vec::new();
+    brevis::dsl::encode_program(p, &mut bytes);
+    let (q, _) = brevis::dsl::decode_program(&bytes, p.ty, Default::default()).unwrap();
+    let mut out = vec![0u32; p.ty.len];
+    brevis::dsl::execute(&q, &mut out).unwrap();
+    out
+}
+
+fn leaf_len(words: &[u32], width: u32) -> usize {
+    encoded_len(&synth::leaf(words.into(), width).0)
+}
+
+/// The root-only search written out: the best of the leaf and every expansion of
+/// the root with its children completed by leaves.
+fn root_only(t: &[u32], width: u32, hint: Hint) -> usize {
+    let target: Arc<[u32]> = t.into();
+    synth::expansions(&target, width, hint, None)
+        .iter()
+        .map(|e| encoded_len(&e.complete_with(|s, w| synth::leaf(s, w).0)))
+        .fold(leaf_len(t, width), usize::min)
+}
+
+/// The smallest program over the whole space of canonical expansions down to
+/// `depth`, by exhaustive recursion (subprograms are independent, so each hole's
+/// best is the best of its leaf and of each shape over its children's bests).
+fn brute_force(
+    t: &[u32],
+    width: u32,
+    hint: Hint,
+    parent: Option<Production>,
+    depth: usize,
+) -> usize {
+    let mut best = leaf_len(t, width);
+    if depth == 0 {
+        return best;
+    }
+    for shape in shapes(t, width, hint, parent) {
+        let kids = shape.children(t, width);
+        let leaves: Vec<_> = kids
+            .iter()
+            .map(|(ty, s)| synth::leaf(s.clone(), ty.width).0)
+            .collect();
+        let ty = brevis::dsl::Type {
+            width,
+            len: t.len(),
+        };
+        let header = encoded_len(&shape.build(ty, leaves.clone()))
+            - leaves.iter().map(encoded_len).sum::<usize>();
+        let kids_best: usize = kids
+            .iter()
+            .map(|(ty, s)| brute_force(s, ty.width, hint, Some(shape.production()), depth - 1))
+            .sum();
+        best = best.min(header + kids_best);
+    }
+    best
+}
+
+fn small_stream() -> impl Strategy<Value = (u32, Vec<u32>)> {
+    (1u32..=32).prop_flat_map(|width| {
+        let word = prop_oneof![
+            2 => any::<u32>().prop_map(move |w| w & mask(width)),
+            3 => (0u32..3).prop_map(move |w| w & mask(width)),
+        ];
+        (Just(width), prop::collection::vec(word, 1..400))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    #[test]
+    fn every_search_result_reproduces_its_target(
+        (width, t) in small_stream(),
+        budget in 0usize..40,
+        best_first: bool,
+        float in prop::option::of(0usize..5),
+    ) {
+        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]) };
+        let order = if best_first { Order::EstimatedSize } else { Order::AStar };
+        let sample = [(t.clone(), width, hint)];
+        let prior = Arc::new(synth::learn_prior(&sample, 8));
+        for prior in [Arc::new(synth::Prior::uniform()), prior] {
+            let opts = SynthOptions { budget, order, prior, ..SynthOptions::default() };
+            let found = synth::search(&t, width, hint, &opts);
+            prop_assert!(runs_to(&found.program, &t));
+            prop_assert_eq!(decoded(&found.program), t.clone());
+            prop_assert_eq!(found.productions.len(), found.program.node_count());
+        }
+    }
+
+    #[test]
+    fn budget_zero_is_the_root_only_search((width, t) in small_stream(), float in prop::option::of(0usize..5)) {
+        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]) };
+        let found = synth::synthesize(&t, width, hint, &opts(0));
+        prop_assert_eq!(size(&found), root_only(&t, width, hint));
+    }
+
+    #[test]
+    fn unbounded_search_matches_brute_force(
+        width in 1u32..=8,
+        t in prop::collection::vec(0u32..6, 1..10),
+    ) {
+        let t: Vec<u32> = t.into_iter().map(|w| w & mask(width)).collect();
+        let hint = Hint { float: None };
+        let depth = 2;
+        let opts = SynthOptions {
+            budget: 1 << 20,
+            limits: Limits { max_depth: depth, ..Limits::default() },
+            ..opts(0)
+        };
+        let found = synth::synthesize(&t, width, hint, &opts);
+        prop_assert_eq!(size(&found), brute_force(&t, width, hint, None, depth));
+    }
+}
