@@ -6,6 +6,7 @@ use crate::codec;
 use crate::dsl::{decode_program, describe, EncodedLit, Limits, Op, Program, Type};
 use crate::error::{Error, Result};
 use crate::safetensors::{self, TensorInfo};
+use crate::synth::Production;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -22,8 +23,8 @@ pub struct Row {
     pub program: String,
     /// How many literals use each codec, over all chunks.
     pub codecs: BTreeMap<&'static str, usize>,
-    /// How many chunk programs have each root operator.
-    pub roots: BTreeMap<String, usize>,
+    /// How many program nodes each production made, over all chunks.
+    pub productions: BTreeMap<&'static str, usize>,
 }
 
 pub struct Report {
@@ -81,7 +82,7 @@ impl Row {
             chunks: 0,
             program: String::new(),
             codecs: BTreeMap::new(),
-            roots: BTreeMap::new(),
+            productions: BTreeMap::new(),
         }
     }
 
@@ -103,7 +104,6 @@ impl Row {
                 Error::corrupt(archive.path(), at, e.reason)
             })?;
             self.count(&p);
-            *self.roots.entry(root_name(&p)).or_default() += 1;
             lanes.push(describe(&p, &|l: &EncodedLit| literal_name(l).to_string()));
             pos += used;
         }
@@ -114,6 +114,10 @@ impl Row {
     }
 
     fn count(&mut self, p: &Program<EncodedLit>) {
+        *self
+            .productions
+            .entry(Production::of_op(&p.op).name())
+            .or_default() += 1;
         if let Op::Lit(l) = &p.op {
             *self.codecs.entry(literal_name(l)).or_default() += 1;
         }
@@ -129,7 +133,7 @@ impl Row {
             "name": self.name, "dtype": self.dtype, "shape": self.shape,
             "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "ratio": self.ratio(),
             "chunks": self.chunks, "program": self.program,
-            "codecs": self.codecs, "roots": self.roots,
+            "codecs": self.codecs, "productions": self.productions,
         })
     }
 }
@@ -138,18 +142,24 @@ fn literal_name(l: &EncodedLit) -> &'static str {
     codec::peek_codec(l.bytes).map_or("invalid", |c| c.name())
 }
 
-/// The root operator with its parameters, e.g. `merge[bf16]` or `lit`.
-fn root_name(p: &Program<EncodedLit>) -> String {
-    let full = describe(p, &|l: &EncodedLit| literal_name(l).to_string());
-    full.split(['(', ' ']).next().unwrap_or("").to_string()
-}
-
 impl Report {
+    /// How many program nodes each production made, over the whole archive.
+    pub fn productions(&self) -> BTreeMap<&'static str, usize> {
+        let mut all = BTreeMap::new();
+        for row in &self.rows {
+            for (p, n) in &row.productions {
+                *all.entry(*p).or_default() += n;
+            }
+        }
+        all
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "source_bytes": self.source_len,
             "archive_bytes": self.archive_len,
             "ratio": self.source_len as f64 / self.archive_len.max(1) as f64,
+            "productions": self.productions(),
             "tensors": self.rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         })
     }

@@ -166,3 +166,61 @@ fn refuses_overwrites_and_reports_errors() {
     assert_eq!(brevis(&["pack"]).status.code(), Some(2));
     assert!(ok(&["--help"]).contains("unpack"));
 }
+
+#[test]
+fn search_knobs_and_a_reused_prior_give_valid_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    let src = model.join("shard/a.safetensors");
+    let prior = dir.path().join("a.prior.json");
+    let learned = ok(&["calibrate", s(&src), s(&prior)]);
+    assert!(learned.contains("learned from"), "{learned}");
+    fails(&["calibrate", s(&src), s(&prior)], "already exists");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&prior).unwrap()).unwrap();
+    assert_eq!(json["brevis_prior"], 1);
+    let runs: [&[&str]; 5] = [
+        &["--budget", "0"],
+        &["--budget", "32"],
+        &["--no-astar"],
+        &["--no-prior"],
+        &["--prior", s(&prior)],
+    ];
+    for (k, flags) in runs.iter().enumerate() {
+        let out = dir.path().join(format!("a{k}.brv"));
+        let mut args = vec!["pack"];
+        args.extend_from_slice(flags);
+        args.extend([s(&src), s(&out)]);
+        ok(&args);
+        ok(&["verify", s(&out), "--against", s(&src)]);
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", s(&dir.path().join("a1.brv"))])).unwrap();
+    assert!(
+        report["productions"]["lit"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    std::fs::write(&prior, b"{\"not\": \"a prior\"}").unwrap();
+    fails(
+        &[
+            "pack",
+            "--prior",
+            s(&prior),
+            s(&src),
+            s(&dir.path().join("x.brv")),
+        ],
+        "not a prior file",
+    );
+    let both = brevis(&[
+        "pack",
+        "--prior",
+        s(&prior),
+        "--no-prior",
+        s(&src),
+        s(&dir.path().join("x.brv")),
+    ]);
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "conflicting flags are a usage error"
+    );
+}

@@ -334,6 +334,12 @@ fn print_report(report: &inspect::Report) {
             codecs.join(" ")
         );
     }
+    let productions: Vec<String> = report
+        .productions()
+        .iter()
+        .map(|(p, n)| format!("{p}:{n}"))
+        .collect();
+    println!("productions: {}", productions.join(" "));
     println!(
         "total: {} -> {} bytes, ratio {:.4}",
         report.source_len,
