@@ -49,19 +49,61 @@ fn load_u64(bytes: &[u8], at: usize) -> u64 {
     }
 }
 
+/// Window a group of 8 words is read from: 8 words of up to 32 bits span at most
+/// 32 bytes, and the last 8-byte load starts at most 28 bytes in.
+const WINDOW: usize = 40;
+
+/// Unpacks whole groups of 8 words (8 words of `K` bits are exactly `K` bytes)
+/// while a full window stays inside `bytes`; returns how many words it wrote.
+/// `K` is a constant so the shifts and offsets compile to immediates.
+fn unpack_const<const K: usize>(bytes: &[u8], out: &mut [u32]) -> usize {
+    let mask = (1u64 << K) - 1;
+    let groups = (bytes.len().saturating_sub(WINDOW) / K + 1).min(out.len() / 8);
+    let groups = if bytes.len() >= WINDOW { groups } else { 0 };
+    for (g, words) in out.chunks_exact_mut(8).take(groups).enumerate() {
+        let window: &[u8; WINDOW] = bytes[g * K..g * K + WINDOW].try_into().expect("window");
+        for (j, w) in words.iter_mut().enumerate() {
+            let bit = j * K;
+            let at = bit / 8;
+            let le: [u8; 8] = window[at..at + 8].try_into().expect("8 bytes");
+            *w = ((u64::from_le_bytes(le) >> (bit % 8)) & mask) as u32;
+        }
+    }
+    groups * 8
+}
+
+fn unpack_groups(k: u32, bytes: &[u8], out: &mut [u32]) -> usize {
+    macro_rules! dispatch {
+        ($($k:literal)*) => {
+            match k {
+                0 => { out.fill(0); out.len() }
+                $($k => unpack_const::<$k>(bytes, out),)*
+                _ => 0,
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
+}
+
+/// Unpacks words from index `from` on, one at a time.
+fn unpack_tail(k: u32, bytes: &[u8], from: usize, out: &mut [u32]) {
+    let mask = (1u64 << k) - 1;
+    for (i, o) in out.iter_mut().enumerate().skip(from) {
+        let bit = i as u64 * k as u64;
+        // Starting at most 7 bits into a byte, a word of <= 32 bits fits in 64.
+        let word = load_u64(bytes, (bit / 8) as usize) >> (bit % 8);
+        *o = (word & mask) as u32;
+    }
+}
+
 pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
     let k = r.u8()? as u32;
     if k > width {
         return Err(r.error("bitpack width exceeds the literal width"));
     }
     let bytes = r.bytes(packed_bytes(out.len(), k))?;
-    let mask = (1u64 << k) - 1;
-    for (i, o) in out.iter_mut().enumerate() {
-        let bit = i as u64 * k as u64;
-        // Starting at most 7 bits into a byte, a word of <= 32 bits fits in 64.
-        let word = load_u64(bytes, (bit / 8) as usize) >> (bit % 8);
-        *o = (word & mask) as u32;
-    }
+    let done = unpack_groups(k, bytes, out);
+    unpack_tail(k, bytes, done, out);
     let used = (out.len() as u64 * k as u64 % 8) as u32;
     if used != 0 && bytes.last().is_some_and(|&b| b >> used != 0) {
         return Err(r.error("bitpack padding bits are not zero"));

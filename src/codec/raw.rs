@@ -25,10 +25,12 @@ pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), 
     let start = r.pos();
     // A slice of u32 holds at most isize::MAX / 4 words, so this cannot overflow.
     let bytes = r.bytes(out.len() * b)?;
-    for (o, chunk) in out.iter_mut().zip(bytes.chunks_exact(b)) {
-        let mut le = [0u8; 4];
-        le[..b].copy_from_slice(chunk);
-        *o = u32::from_le_bytes(le);
+    // One loop per word size, so each compiles to fixed-size loads.
+    match b {
+        1 => widen::<1>(bytes, out),
+        2 => widen::<2>(bytes, out),
+        3 => widen::<3>(bytes, out),
+        _ => widen::<4>(bytes, out),
     }
     // The last byte of a word may carry bits beyond the width; such a word is
     // not something any encoder wrote.
@@ -40,4 +42,13 @@ pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), 
         });
     }
     Ok(())
+}
+
+/// Reads `B`-byte little-endian words into `out`.
+fn widen<const B: usize>(bytes: &[u8], out: &mut [u32]) {
+    for (o, chunk) in out.iter_mut().zip(bytes.chunks_exact(B)) {
+        let mut le = [0u8; 4];
+        le[..B].copy_from_slice(chunk);
+        *o = u32::from_le_bytes(le);
+    }
 }
