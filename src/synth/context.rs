@@ -30,6 +30,9 @@ impl Position {
     };
 }
 
+/// Neighbour pairs sampled for the stream statistics.
+const SAMPLE_PAIRS: usize = 4096;
+
 /// Value used for a field a back-off level forgets.
 const ANY: u8 = u8::MAX;
 
@@ -44,17 +47,19 @@ impl Context {
         pos: Position,
         hint: Hint,
     ) -> Context {
-        let n = words.len().max(1);
-        let (mut zeros, mut repeats) = (0usize, 0usize);
+        // Buckets are coarse, so a strided sample of neighbour pairs is enough.
+        let stride = (words.len() / SAMPLE_PAIRS).max(1);
+        let (mut zeros, mut repeats, mut pairs) = (0usize, 0usize, 0usize);
         let mut deltas = [0u32; 256];
-        let mut prev = words.first().copied().unwrap_or(0);
-        for &w in words {
+        for i in (1..words.len()).step_by(stride) {
+            let (prev, w) = (words[i - 1], words[i]);
             zeros += (w == 0) as usize;
             repeats += (w == prev) as usize;
             deltas[(w.wrapping_sub(prev) & 0xff) as usize] += 1;
-            prev = w;
+            pairs += 1;
         }
-        let fraction = |k: usize| k as f64 / n as f64;
+        let n = words.len().max(1);
+        let fraction = |k: usize| k as f64 / pairs.max(1) as f64;
         Context([
             width_class(width),
             pos.parent.map_or(ANY - 1, |p| p.index() as u8),
@@ -65,7 +70,7 @@ impl Context {
             pos.depth.min(3) as u8,
             bucket(fraction(zeros), &[0.0, 0.5, 0.99]),
             bucket(fraction(repeats), &[0.05, 0.5, 0.99]),
-            bucket(entropy(&deltas, n), &[1.0, 4.0, 7.0]),
+            bucket(entropy(&deltas, pairs.max(1)), &[1.0, 4.0, 7.0]),
         ])
     }
 
@@ -77,8 +82,7 @@ impl Context {
     }
 }
 
-/// Index of the first threshold `x` does not exceed... i.e. the count of
-/// thresholds strictly below `x`.
+/// The number of thresholds strictly below `x`.
 fn bucket(x: f64, thresholds: &[f64]) -> u8 {
     thresholds.iter().filter(|&&t| x > t).count() as u8
 }

@@ -227,13 +227,11 @@ fn run_edges(t: &[u32]) -> Vec<usize> {
     let min_run = (t.len() / 32).max(16);
     let mut edges = Vec::new();
     let mut start = 0;
-    for i in 1..=t.len() {
-        if i == t.len() || t[i] != t[start] {
-            if i - start >= min_run {
-                edges.extend([start, i]);
-            }
-            start = i;
+    for run in t.chunk_by(|a, b| a == b) {
+        if run.len() >= min_run {
+            edges.extend([start, start + run.len()]);
         }
+        start += run.len();
     }
     edges
 }
@@ -256,9 +254,27 @@ fn magnitude_edges(t: &[u32]) -> Vec<usize> {
 /// Repeats of Repeats, which are not canonical).
 fn period(t: &[u32]) -> Option<usize> {
     let n = t.len();
-    (1..=(n / 2).min(MAX_PERIOD))
-        .filter(|p| n.is_multiple_of(*p))
+    divisors(n)
+        .into_iter()
+        .filter(|&p| p <= (n / 2).min(MAX_PERIOD))
         .find(|&p| t[p..] == t[..n - p])
+}
+
+/// The divisors of `n` in increasing order, in O(sqrt n).
+fn divisors(n: usize) -> Vec<usize> {
+    let (mut low, mut high) = (Vec::new(), Vec::new());
+    let mut d = 1;
+    while d * d <= n {
+        if n.is_multiple_of(d) {
+            low.push(d);
+            if d * d != n {
+                high.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    low.extend(high.into_iter().rev());
+    low
 }
 
 /// Maps worth trying, with constants taken from the target: xor with the most

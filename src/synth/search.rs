@@ -10,7 +10,8 @@
 //! costs of the chosen productions, `h` the cheapest production cost of each open
 //! hole, which is admissible as each open hole needs at least one production).
 //! Popping a pending state *materializes* it (derives the children's streams and
-//! their leaves) and spends one unit of budget. Every materialized state has an
+//! their leaves); each pop of either kind spends one unit of budget. Every
+//! materialized state has an
 //! exact size, `est`, the encoded length of its program with open holes completed
 //! by leaves; the smallest is the incumbent. A byte lower bound prunes states that
 //! cannot beat it. The root's own expansion is always materialized in full: with
@@ -204,21 +205,24 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     let mut left = setup.budget;
     while left > 0 {
         let Some(entry) = s.heap.pop() else { break };
+        // Both kinds of pop cost work (deriving a hole's shapes, or its children's
+        // streams and leaves), so both spend budget; pruned entries do not.
         match entry.node {
-            Node::Ready(state) => s.expand(state),
+            Node::Ready(state) if state.lb < s.best.est => {
+                left -= 1;
+                s.expand(state);
+            }
             Node::Pending {
                 parent,
                 hole,
                 shape,
-            } => {
-                if parent.lb >= s.best.est {
-                    continue;
-                }
+            } if parent.lb < s.best.est => {
                 left -= 1;
                 if let Some(state) = s.materialize(&parent, hole, shape) {
                     s.consider(state);
                 }
             }
+            _ => {}
         }
     }
     s.finish(target)
@@ -354,12 +358,18 @@ impl Search<'_> {
     /// Closes holes that cannot be expanded (constants, depth limit) and sets the
     /// lower bound.
     fn close_or_keep(&self, mut state: State) -> State {
-        state.open.retain(|&k| !self.shapes(k).is_empty());
+        state.open.retain(|&k| self.expandable(k));
         let open: usize = (state.open.iter())
             .map(|&k| self.holes[k].leaf_len - MIN_PROGRAM_LEN)
             .sum();
         state.lb = state.est - open;
         state
+    }
+
+    /// Whether a hole may have shapes (without deriving them).
+    fn expandable(&self, hole: usize) -> bool {
+        let h = &self.holes[hole];
+        h.pos.depth < self.setup.limits.max_depth && !matches!(h.leaf.op, crate::dsl::Op::Const(_))
     }
 
     fn h(&self, state: &State) -> f64 {
@@ -395,9 +405,6 @@ impl Search<'_> {
     /// Pushes the pending expansions of the preferred hole of `state`, and the
     /// state with that hole closed by its leaf.
     fn expand(&mut self, state: State) {
-        if state.lb >= self.best.est {
-            return;
-        }
         let hole = self.preferred_hole(&state);
         let rest: Vec<usize> = state.open.iter().copied().filter(|&k| k != hole).collect();
         let h = &self.holes[hole];
