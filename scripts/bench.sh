@@ -20,6 +20,8 @@
 #
 # Env:
 #   BENCH_RUNS=3         runs per measurement (median is reported)
+#   BENCH_SEARCH=1       0 skips the second table (search budgets and ablations)
+#   BENCH_SEARCH_RUNS=1  runs per search-table measurement (median is reported)
 #   BENCH_FILES="a b"    corpus names to run (space or comma separated; default all)
 #   BENCH_ZIPNN=1        0 skips ZipNN (no install attempted)
 #   BENCH_BUILD=1        run `cargo build --release` first; 0 only builds if the binary is missing
@@ -230,27 +232,34 @@ bench_zipnn() {
   done
 }
 
-# ---------------------------------------------------------------- 4. run
-start=$(now)
-for name in $names; do
-  src=$corpus/$name/model.safetensors
-  log "$name ($(fsize "$src") bytes): brevis"
-  bench_cli "$name" "$src" brevis brevis_pack brevis_unpack
-  log "$name: zstd -3"
-  bench_cli "$name" "$src" "zstd -3" zstd3_pack zstd_unpack
-  log "$name: zstd -9"
-  bench_cli "$name" "$src" "zstd -9" zstd9_pack zstd_unpack
-  if [[ $zipnn_status == ok ]]; then log "$name: zipnn"; fi
-  bench_zipnn "$name" "$src"
-done
-total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
+# bench_search NAME SRC: archive size and pack time (all threads) for each search setting.
+search_rows=()
+bench_search() {
+  local name=$1 src=$2 orig label flags size secs base="" i
+  orig=$(fsize "$src")
+  local -a settings=("budget 0 (root only)|--budget 0" "budget 1|--budget 1" "budget 8 (default)|--budget 8"
+    "budget 32|--budget 32" "budget 256|--budget 256" "default, no A* order|--no-astar" "default, no prior|--no-prior")
+  for setting in "${settings[@]}"; do
+    label=${setting%%|*} flags=${setting#*|}
+    local -a pt=()
+    for ((i = 0; i < ${BENCH_SEARCH_RUNS:-1}; i++)); do
+      rm -f "$work/search.brv"
+      # shellcheck disable=SC2086
+      pt+=("$(elapsed "$brevis" pack $flags -q "$src" "$work/search.brv")") || die "brevis pack $flags failed on $name"
+    done
+    "$brevis" verify -q "$work/search.brv" >&2 || die "brevis verify failed on $name ($label)"
+    size=$(fsize "$work/search.brv")
+    secs=$(median "${pt[@]}")
+    [[ -n $base ]] || base=$secs
+    search_rows+=("$(printf '%s\t' "$name" "$label" "$size" "$(ratio "$orig" "$size")" "$(printf '%.2f' "$secs")" \
+      "$(mbps "$orig" "$secs")" "$(awk -v b="$base" -v s="$secs" 'BEGIN { printf "%.0f%%", 100 * b / s }')")")
+  done
+  rm -f "$work/search.brv"
+}
 
-# ---------------------------------------------------------------- 5. table
-N=$all_threads
-{
-  printf 'file\ttool\tsize (B)\tratio\tpack MB/s 1T\tunpack MB/s 1T\tpack MB/s %sT\tunpack MB/s %sT\t\n' "$N" "$N"
-  printf '%s\n' "${rows[@]}"
-} | awk -F'\t' '
+# print_table HEADER ROWS...: tab-separated rows as an aligned markdown table
+print_table() {
+  printf '%s\n' "$@" | awk -F'\t' '
   { for (i = 1; i < NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } n = NR; nf = NF - 1 }
   END {
     for (r = 1; r <= n; r++) {
@@ -271,6 +280,33 @@ N=$all_threads
       }
     }
   }'
+}
+
+# ---------------------------------------------------------------- 4. run
+start=$(now)
+for name in $names; do
+  src=$corpus/$name/model.safetensors
+  log "$name ($(fsize "$src") bytes): brevis"
+  bench_cli "$name" "$src" brevis brevis_pack brevis_unpack
+  log "$name: zstd -3"
+  bench_cli "$name" "$src" "zstd -3" zstd3_pack zstd_unpack
+  log "$name: zstd -9"
+  bench_cli "$name" "$src" "zstd -9" zstd9_pack zstd_unpack
+  if [[ $zipnn_status == ok ]]; then log "$name: zipnn"; fi
+  bench_zipnn "$name" "$src"
+  if [[ ${BENCH_SEARCH:-1} != 0 ]]; then log "$name: search settings"; bench_search "$name" "$src"; fi
+done
+total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
+
+# ---------------------------------------------------------------- 5. table
+N=$all_threads
+print_table "$(printf 'file\ttool\tsize (B)\tratio\tpack MB/s 1T\tunpack MB/s 1T\tpack MB/s %sT\tunpack MB/s %sT\t' "$N" "$N")" "${rows[@]}"
+if (( ${#search_rows[@]} )); then
+  echo
+  echo "Search settings (brevis pack, $N threads; 'vs root' = pack throughput relative to budget 0):"
+  echo
+  print_table "$(printf 'file\tsetting\tsize (B)\tratio\tpack s\tpack MB/s\tvs root\t')" "${search_rows[@]}"
+fi
 echo
 zipnn_version=n/a
 if [[ $zipnn_status == ok ]]; then
