@@ -85,6 +85,9 @@ impl Element {
     }
 }
 
+/// Largest JSON header accepted (the limit the reference implementation sets).
+pub const MAX_HEADER: u64 = 100 << 20;
+
 /// One tensor as the header describes it, with absolute file offsets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
@@ -120,6 +123,11 @@ pub fn parse(
     if n == 0 || n > file_size - 8 {
         return Err(format!(
             "header size {n} does not fit in a file of {file_size} bytes"
+        ));
+    }
+    if n > MAX_HEADER {
+        return Err(format!(
+            "header size {n} exceeds the limit of {MAX_HEADER} bytes"
         ));
     }
     let header = read_header(8 + n).map_err(|e| e.to_string())?;

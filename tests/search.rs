@@ -17,8 +17,9 @@ fn opts(budget: usize) -> SynthOptions {
     }
 }
 
+/// What the search minimizes (encoded bytes plus decode penalties).
 fn size(p: &Program<Literal>) -> usize {
-    encoded_len(p)
+    synth::cost(p)
 }
 
 /// Bits of f32 weights drawn from a normal distribution (sigma 0.02), as in a
@@ -163,7 +164,7 @@ fn root_only(t: &[u32], width: u32, hint: Hint) -> usize {
     let target: Arc<[u32]> = t.into();
     synth::expansions(&target, width, hint, None)
         .iter()
-        .map(|e| encoded_len(&e.complete_with(|s, w| synth::leaf(s, w).0)))
+        .map(|e| synth::cost(&e.complete_with(|s, w| synth::leaf(s, w).0)))
         .fold(leaf_len(t, width), usize::min)
 }
 
@@ -191,8 +192,8 @@ fn brute_force(
             width,
             len: t.len(),
         };
-        let header = encoded_len(&shape.build(ty, leaves.clone()))
-            - leaves.iter().map(encoded_len).sum::<usize>();
+        let header = synth::cost(&shape.build(ty, leaves.clone()))
+            - leaves.iter().map(synth::cost).sum::<usize>();
         let kids_best: usize = kids
             .iter()
             .map(|(ty, s)| brute_force(s, ty.width, hint, Some(shape.production()), depth - 1))

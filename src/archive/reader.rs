@@ -77,10 +77,6 @@ impl Archive {
         self.map.len() as u64
     }
 
-    pub fn index(&self) -> &Index {
-        &self.index
-    }
-
     pub fn segments(&self) -> &[Segment] {
         &self.index.segments
     }

@@ -258,11 +258,13 @@ impl<'a> Decoder<'a> {
         if ty.len < 2 {
             return self.fail(at, "concat of fewer than two words");
         }
-        let arity = self
-            .r
-            .varint_max(ty.len as u64 - 2, "concat has more parts than words")?
-            as usize
-            + 2;
+        // Each part but the last stores a length of at least one byte, which
+        // bounds the arity (and what is allocated for it) by the data left.
+        let most = (ty.len as u64 - 2).min(self.r.remaining() as u64);
+        let arity =
+            self.r
+                .varint_max(most, "concat has more parts than words or data")? as usize
+                + 2;
         let mut lens = Vec::with_capacity(arity);
         let mut left = ty.len;
         for _ in 0..arity - 1 {

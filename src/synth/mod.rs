@@ -94,6 +94,31 @@ pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) ->
     search(words, width, hint, opts).program
 }
 
+/// One in this many raw bytes of its stream is what a Map or Scan must save to be
+/// chosen: each costs a full pass over its words when decoding, and a bijection
+/// that only reshuffles a literal's symbol table is not worth that.
+const PASS_PENALTY_DIVISOR: usize = 512;
+
+/// Bytes a node of `production` over `ty` is charged for its decode work.
+pub fn decode_penalty(production: Production, ty: Type) -> usize {
+    use Production::*;
+    match production {
+        MapXor | MapAdd | MapZigzag | MapGray | MapRotate | MapBitReverse | ScanXor | ScanAdd => {
+            (ty.len * ty.width as usize).div_ceil(8 * PASS_PENALTY_DIVISOR)
+        }
+        _ => 0,
+    }
+}
+
+/// What the search minimizes: encoded bytes plus every node's decode penalty.
+pub fn cost(p: &Program<Literal>) -> usize {
+    fn penalties(p: &Program<Literal>) -> usize {
+        let own = decode_penalty(Production::of_op(&p.op), p.ty);
+        own + p.children().map(penalties).sum::<usize>()
+    }
+    dsl::encoded_len(p) + penalties(p)
+}
+
 /// Whether `p` executes to exactly `target`.
 pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
     let mut out = vec![0u32; p.ty.len];

@@ -39,14 +39,6 @@ impl Prior {
         }
     }
 
-    /// Adds another prior's counts.
-    pub fn merge(&mut self, other: &Prior) {
-        for (ctx, counts) in &other.counts {
-            let mine = self.counts.entry(*ctx).or_insert([0; N]);
-            mine.iter_mut().zip(counts).for_each(|(a, b)| *a += b);
-        }
-    }
-
     /// `-log2 q(p | ctx)` for every production, smoothed from the coarsest level
     /// (starting from uniform) to the finest.
     pub fn costs(&self, ctx: Context) -> [f64; N] {

@@ -88,11 +88,6 @@ impl Production {
         }
     }
 
-    /// Whether this production ends a branch (no children).
-    pub fn is_leaf(self) -> bool {
-        matches!(self, Production::Lit | Production::Const)
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Production::Lit => "lit",

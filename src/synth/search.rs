@@ -11,9 +11,9 @@
 //! hole, which is admissible as each open hole needs at least one production).
 //! Popping a pending state *materializes* it (derives the children's streams and
 //! their leaves); each pop of either kind spends one unit of budget. Every
-//! materialized state has an
-//! exact size, `est`, the encoded length of its program with open holes completed
-//! by leaves; the smallest is the incumbent. A byte lower bound prunes states that
+//! materialized state has an exact cost, `est`: the encoded length of its program
+//! with open holes completed by leaves, plus the decode penalty of its full-pass
+//! nodes (see [`super::decode_penalty`]); the cheapest is the incumbent. A byte lower bound prunes states that
 //! cannot beat it. The root's own expansion is always materialized in full: with
 //! budget 0 the search is the root-only search.
 
@@ -21,7 +21,7 @@ use super::context::{Context, Position};
 use super::expand::{shapes, Shape};
 use super::prior::Prior;
 use super::production::Production;
-use super::{leaf, runs_to, Hint};
+use super::{decode_penalty, leaf, runs_to, Hint};
 use crate::dsl::{encoded_len, Literal, Program, Type};
 use std::cell::OnceCell;
 use std::cmp::Ordering;
@@ -92,8 +92,9 @@ struct Hole {
 /// A shape applied to a hole, with its children's holes.
 struct Branch {
     children: Vec<usize>,
-    /// Encoded bytes of the node itself, without its children.
-    header_len: usize,
+    /// Encoded bytes of the node itself, without its children, plus its decode
+    /// penalty.
+    overhead: usize,
 }
 
 /// A persistent list of expansion choices, shared between states.
@@ -324,11 +325,9 @@ impl Search<'_> {
             .map(|&c| self.holes[c].leaf.clone())
             .collect();
         let kids_len: usize = children.iter().map(|&c| self.holes[c].leaf_len).sum();
-        let header_len = encoded_len(&sh.build(ty, leaves)) - kids_len;
-        let b = Rc::new(Branch {
-            children,
-            header_len,
-        });
+        let penalty = decode_penalty(sh.production(), ty);
+        let overhead = encoded_len(&sh.build(ty, leaves)) - kids_len + penalty;
+        let b = Rc::new(Branch { children, overhead });
         self.branches.insert((hole, shape), b.clone());
         Some(b)
     }
@@ -349,7 +348,7 @@ impl Search<'_> {
             })),
             open,
             g: parent.g + h.costs[production.index()],
-            est: parent.est - h.leaf_len + b.header_len + kids,
+            est: parent.est - h.leaf_len + b.overhead + kids,
             lb: 0,
         };
         Some(self.close_or_keep(state))
