@@ -10,8 +10,8 @@ if ! command -v cargo >/dev/null; then
   exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-if ! command -v python3 >/dev/null || ! command -v unzip >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq python3 python3-pip unzip >/dev/null
+if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq python3 python3-pip >/dev/null
 fi
 
 export BREVIS_CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}

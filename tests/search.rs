@@ -42,6 +42,8 @@ struct Case {
     words: Vec<u32>,
     width: u32,
     hint: Hint,
+    /// The default search must need at most this fraction of the root-only cost.
+    at_most: f64,
 }
 
 const F32: Hint = Hint {
@@ -68,36 +70,43 @@ fn structured_cases() -> Vec<Case> {
             words: constant_regions,
             width: 32,
             hint: F32,
+            at_most: 0.9,
         },
         Case {
             name: "periodic rows",
             words: periodic_rows,
             width: 32,
             hint: F32,
+            at_most: 0.9,
         },
         Case {
             name: "zero padding",
             words: zero_padding,
             width: 32,
             hint: F32,
+            at_most: 0.9,
         },
+        // Byte planes at the root already isolate the zero low half.
         Case {
             name: "upcast floats",
             words: upcast,
             width: 32,
             hint: F32,
+            at_most: 1.0,
         },
         Case {
             name: "arange (f32)",
             words: arange_f32,
             width: 32,
             hint: F32,
+            at_most: 0.1,
         },
         Case {
             name: "position ids",
             words: position_ids,
             width: 32,
             hint: INT,
+            at_most: 0.5,
         },
     ]
 }
@@ -139,7 +148,13 @@ fn structure_is_found_beyond_the_root() {
             deep
         ));
         assert!(runs_to(&deep, &case.words));
-        assert!(size(&deep) <= size(&root), "{}", case.name);
+        let limit = (size(&root) as f64 * case.at_most) as usize;
+        assert!(
+            size(&deep) <= limit,
+            "{}: {} > {limit}",
+            case.name,
+            size(&deep)
+        );
     }
     eprintln!("{}", report.join("\n"));
 }
