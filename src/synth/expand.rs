@@ -223,15 +223,32 @@ fn concat_ends(t: &[u32]) -> Option<Vec<usize>> {
 }
 
 /// Start and end of every run of one word at least max(16, n/32) long.
+///
+/// A run of at least `2h` words holds two words `h` apart at some multiple of `h`,
+/// so only those pairs are compared; a hit is grown to its maximal run. On data
+/// without long runs this reads one word in `h`.
 fn run_edges(t: &[u32]) -> Vec<usize> {
     let min_run = (t.len() / 32).max(16);
+    let h = min_run / 2;
     let mut edges = Vec::new();
-    let mut start = 0;
-    for run in t.chunk_by(|a, b| a == b) {
-        if run.len() >= min_run {
-            edges.extend([start, start + run.len()]);
+    let (mut j, mut covered) = (0, 0);
+    while j + h < t.len() {
+        if j >= covered && t[j] == t[j + h] {
+            let v = t[j];
+            let mut start = j;
+            while start > 0 && t[start - 1] == v {
+                start -= 1;
+            }
+            let mut end = j + 1;
+            while end < t.len() && t[end] == v {
+                end += 1;
+            }
+            if end - start >= min_run {
+                edges.extend([start, end]);
+            }
+            covered = end;
         }
-        start += run.len();
+        j += h;
     }
     edges
 }
@@ -336,4 +353,33 @@ fn merge_fields(width: u32, float: Option<FloatFormat>) -> Vec<Fields> {
     }
     out.retain(|f| f.is_valid(width));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every maximal run of at least `min_run` words, by a plain scan.
+    fn runs_by_scan(t: &[u32]) -> Vec<usize> {
+        let min_run = (t.len() / 32).max(16);
+        let mut edges = Vec::new();
+        let mut start = 0;
+        for run in t.chunk_by(|a, b| a == b) {
+            if run.len() >= min_run {
+                edges.extend([start, start + run.len()]);
+            }
+            start += run.len();
+        }
+        edges
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn run_edges_finds_every_long_run(
+            runs in proptest::collection::vec((0u32..3, 1usize..60), 1..40),
+        ) {
+            let t: Vec<u32> = runs.iter().flat_map(|&(v, n)| std::iter::repeat_n(v, n)).collect();
+            proptest::prop_assert_eq!(run_edges(&t), runs_by_scan(&t));
+        }
+    }
 }
