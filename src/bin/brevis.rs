@@ -93,8 +93,8 @@ enum Command {
 /// How pack searches for each chunk's program.
 #[derive(clap::Args)]
 struct SearchArgs {
-    /// States the search expands per chunk after the root's expansion (0: try
-    /// every operator at the root only, fastest).
+    /// States the search expands per chunk after the root's expansion (0: every
+    /// operator tried at the root only, with no learned prior).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BUDGET)]
     budget: usize,
     /// Expand states best-first by estimated size instead of the A* order.
@@ -170,7 +170,7 @@ fn run(cli: &Cli) -> Result<()> {
         } => {
             let opts = search.options(*chunk_size)?;
             let jobs = tree::plan(src, dst, "safetensors", "brv", *force)?;
-            run_jobs(cli, "packed", &jobs, |job, progress| {
+            run_jobs(cli, Direction::Pack, &jobs, |job, progress| {
                 let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
                 Ok(summary.bytes_out)
             })
@@ -207,7 +207,7 @@ fn run(cli: &Cli) -> Result<()> {
         }
         Command::Unpack { src, dst, force } => {
             let jobs = tree::plan(src, dst, "brv", "safetensors", *force)?;
-            run_jobs(cli, "unpacked", &jobs, |job, progress| {
+            run_jobs(cli, Direction::Unpack, &jobs, |job, progress| {
                 let archive = Archive::open(&job.src)?;
                 archive::unpack_file(&archive, &job.dst, progress)?;
                 Ok(archive.len())
@@ -219,18 +219,20 @@ fn run(cli: &Cli) -> Result<()> {
             let bar = progress_bar(cli, a.len());
             archive::verify(&a, against.as_deref(), &|done| bar.set_position(done))?;
             bar.finish_and_clear();
-            let what = if against.is_some() {
-                "chunk checksums, SHA-256 and every byte"
-            } else {
-                "chunk checksums and SHA-256"
-            };
-            println!(
-                "{}: OK ({} segments, {} bytes; {what} match; {:.2} s)",
-                archive.display(),
-                a.segments().len(),
-                a.len(),
-                started.elapsed().as_secs_f64()
-            );
+            if !cli.quiet {
+                let what = if against.is_some() {
+                    "chunk checksums, SHA-256 and every byte"
+                } else {
+                    "chunk checksums and SHA-256"
+                };
+                println!(
+                    "{}: OK ({} segments, {} bytes; {what} match; {:.2} s)",
+                    archive.display(),
+                    a.segments().len(),
+                    a.len(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
             Ok(())
         }
         Command::Inspect { archive, json } => {
@@ -248,9 +250,16 @@ fn run(cli: &Cli) -> Result<()> {
 
 /// Runs `transform` (or a copy) for every job with one progress bar, then prints
 /// one summary line. `transform` returns the size of what it wrote.
+/// Which way `run_jobs` transforms files.
+#[derive(Clone, Copy)]
+enum Direction {
+    Pack,
+    Unpack,
+}
+
 fn run_jobs(
     cli: &Cli,
-    verb: &str,
+    direction: Direction,
     jobs: &[Job],
     transform: impl Fn(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
 ) -> Result<()> {
@@ -281,18 +290,28 @@ fn run_jobs(
     bar.finish_and_clear();
     if !cli.quiet {
         let secs = started.elapsed().as_secs_f64();
+        // Original size over archive size, whichever way the jobs went.
+        let (original, archived) = match direction {
+            Direction::Pack => (bytes_in, bytes_out),
+            Direction::Unpack => (bytes_out, bytes_in),
+        };
+        let ratio = original.max(1) as f64 / archived.max(1) as f64;
         let copied = if copied > 0 {
             format!(" (+{copied} copied)")
         } else {
             String::new()
         };
         println!(
-            "{verb} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
+            "{} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
+            match direction {
+                Direction::Pack => "packed",
+                Direction::Unpack => "unpacked",
+            },
             bytes_in,
             bytes_out,
-            bytes_in.max(1) as f64 / bytes_out.max(1) as f64,
+            ratio,
             secs,
-            bytes_in as f64 / 1e6 / secs.max(1e-9)
+            original as f64 / 1e6 / secs.max(1e-9)
         );
     }
     Ok(())
