@@ -234,6 +234,20 @@ mod tests {
         parse(size, |n| Ok(file[..n as usize].to_vec()))
     }
 
+    proptest::proptest! {
+        /// Arbitrary bytes, and JSON-ish headers, are refused or parsed; never a panic.
+        #[test]
+        fn parser_survives_arbitrary_input(
+            bytes: Vec<u8>,
+            header in "[{}\\[\\]\":,0-9a-zA-Z_ ]{0,120}",
+            data_len in 0u64..1000,
+        ) {
+            let _ = parse(bytes.len() as u64, |n| Ok(bytes[..(n as usize).min(bytes.len())].to_vec()))
+                .map(|l| l.tensors.len());
+            let _ = layout(&header, data_len);
+        }
+    }
+
     #[test]
     fn accepts_metadata_gaps_and_unknown_dtypes() {
         let h = r#"{"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]},"__metadata__":{"k":"v"},"a":{"dtype":"X9","shape":[3],"data_offsets":[0,5]}}"#;

@@ -131,3 +131,52 @@ pub fn decode_trailer(t: &[u8; TRAILER_LEN]) -> Option<(u64, u64, u64)> {
     let word = |i: usize| u64::from_le_bytes(t[i..i + 8].try_into().expect("8 bytes"));
     (t[24..] == TAIL_MAGIC).then(|| (word(0), word(8), word(16)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Index {
+        let seg = |layout, src_len, rec_len| Segment {
+            layout,
+            src_len,
+            rec_len,
+            checksum: src_len * 31 + rec_len,
+        };
+        Index {
+            source_len: 4 + 4096 + 7,
+            sha256: [7; 32],
+            chunk_bytes: 4096,
+            segments: vec![
+                seg(Layout::Bytes, 4, 9),
+                seg(Layout::Word, 4096, 1000),
+                seg(Layout::Bytes, 7, 3),
+            ],
+        }
+    }
+
+    #[test]
+    fn index_round_trips_and_checks_its_sums() {
+        let index = sample();
+        let bytes = index.encode();
+        assert_eq!(Index::decode(&bytes, 1012).unwrap(), index);
+        assert!(
+            Index::decode(&bytes, 1013).is_err(),
+            "records must fill the space exactly"
+        );
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(Index::decode(&longer, 1012).is_err(), "trailing bytes");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn index_decoder_survives_arbitrary_and_damaged_bytes(bytes: Vec<u8>, at: usize, bit in 0u8..8) {
+            let _ = Index::decode(&bytes, bytes.len() as u64);
+            let mut damaged = sample().encode();
+            let k = at % damaged.len();
+            damaged[k] ^= 1 << bit;
+            let _ = Index::decode(&damaged, 1012);
+        }
+    }
+}
