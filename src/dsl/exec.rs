@@ -80,9 +80,12 @@ pub fn execute<L: LiteralSource>(p: &Program<L>, out: &mut [u32]) -> Result<(), 
         }
         Op::Merge { fields, parts } => {
             let shifts = fields.shifts(width);
-            out.fill(0);
+            // The first field is built in place; the others go through scratch.
+            let (first, rest) = parts.split_first().expect("merge has fields");
+            execute(first, out)?;
+            out.iter_mut().for_each(|o| *o <<= shifts[0]);
             with_scratch(out.len(), |scratch| {
-                for (part, shift) in parts.iter().zip(shifts) {
+                for (part, shift) in rest.iter().zip(&shifts[1..]) {
                     execute(part, scratch)?;
                     for (o, s) in out.iter_mut().zip(scratch.iter()) {
                         *o |= s << shift;
