@@ -1,6 +1,7 @@
 //! BitPack: one byte `k` (the bit length of the largest word), then every word
 //! in `k` bits, packed LSB-first.
 
+use super::bits::BitWriter;
 use crate::wire::{Reader, WireError};
 
 /// Number of bits needed to write `v` (0 for 0).
@@ -21,19 +22,11 @@ pub(super) fn encode(words: &[u32], max: u32, out: &mut Vec<u8>) {
     let k = bit_len(max);
     out.push(k as u8);
     out.reserve(packed_bytes(words.len(), k));
-    // `nbits` stays below 32 between words, so a 64-bit accumulator never overflows.
-    let (mut acc, mut nbits) = (0u64, 0u32);
+    let mut bits = BitWriter::new(out);
     for &w in words {
-        acc |= (w as u64) << nbits;
-        nbits += k;
-        if nbits >= 32 {
-            out.extend_from_slice(&(acc as u32).to_le_bytes());
-            acc >>= 32;
-            nbits -= 32;
-        }
+        bits.put(w, k);
     }
-    let tail = nbits.div_ceil(8) as usize;
-    out.extend_from_slice(&acc.to_le_bytes()[..tail]);
+    bits.finish();
 }
 
 /// The 8 bytes starting at `at`, with zeros past the end of `bytes`.

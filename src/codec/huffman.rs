@@ -4,6 +4,7 @@
 //! The stream is cut into four quarters, each coded as its own bitstream, so
 //! the decoder can run four independent dependency chains at once.
 
+use super::bits::BitWriter;
 use super::codelen::limited_lengths;
 use super::index::SymbolIndex;
 use super::stats::{quarter_ranges, Alphabet};
@@ -96,20 +97,12 @@ fn reverse(code: u32, len: u32) -> u32 {
 
 /// Appends one quarter's bitstream; `codes[rank]` is `reversed code << 4 | length`.
 fn write_stream(words: &[u32], index: &SymbolIndex, codes: &[u32], out: &mut Vec<u8>) {
-    // `nbits` stays below 32 between words and codes have at most 12 bits.
-    let (mut acc, mut nbits) = (0u64, 0u32);
+    let mut bits = BitWriter::new(out);
     for &w in words {
         let code = codes[index.rank(w)];
-        acc |= ((code >> 4) as u64) << nbits;
-        nbits += code & 15;
-        if nbits >= 32 {
-            out.extend_from_slice(&(acc as u32).to_le_bytes());
-            acc >>= 32;
-            nbits -= 32;
-        }
+        bits.put(code >> 4, code & 15);
     }
-    let tail = nbits.div_ceil(8) as usize;
-    out.extend_from_slice(&acc.to_le_bytes()[..tail]);
+    bits.finish();
 }
 
 /// Decoding table indexed by the next 12 bits of a stream: `word << 32 | length`.

@@ -10,6 +10,7 @@
 //! instead of by encoding.
 
 mod bitpack;
+mod bits;
 mod codelen;
 mod huffman;
 mod index;
