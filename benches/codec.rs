@@ -123,3 +123,23 @@ fn stats_and_huffman_size(bencher: Bencher, kind: &str) {
         codec::encoded_size(Codec::Huffman, &words, width, &stats)
     });
 }
+
+/// Stats alone: the histogram every candidate pays for.
+#[divan::bench(args = KINDS)]
+fn stats_only(bencher: Bencher, kind: &str) {
+    let (words, width) = stream(kind);
+    bencher
+        .counter(ItemsCount::new(N))
+        .bench_local(|| Stats::new(black_box(&words), width));
+}
+
+/// The exact rANS size alone, from prebuilt stats (its rank index built).
+#[divan::bench(args = KINDS)]
+fn rans_size(bencher: Bencher, kind: &str) {
+    let (words, width) = stream(kind);
+    let stats = Stats::new(&words, width);
+    codec::encoded_size(Codec::Rans, &words, width, &stats);
+    bencher
+        .counter(ItemsCount::new(N))
+        .bench_local(|| codec::encoded_size(Codec::Rans, black_box(&words), width, &stats));
+}

@@ -62,6 +62,8 @@ impl WordTable {
 
 /// Word -> rank lookup: a direct array for narrow words, a hash table otherwise.
 pub(super) enum SymbolIndex {
+    /// `2^width + 1` ranks: one per word, then a zero pad so that a 4-byte
+    /// load at any word's rank stays inside the array (see `dense_ranks`).
     Dense(Vec<u16>),
     Hashed(WordTable),
 }
@@ -73,7 +75,7 @@ impl SymbolIndex {
     /// `sorted` holds at most `MAX_SYMBOLS` distinct words of `width` bits.
     pub(super) fn new(sorted: &[u32], width: u32) -> Self {
         if width <= DENSE_MAX_WIDTH {
-            let mut ranks = vec![0u16; 1 << width];
+            let mut ranks = vec![0u16; (1 << width) + 1];
             for (rank, &w) in sorted.iter().enumerate() {
                 ranks[w as usize] = rank as u16;
             }
@@ -84,6 +86,15 @@ impl SymbolIndex {
                 table.get_or_insert(w, rank as u16);
             }
             SymbolIndex::Hashed(table)
+        }
+    }
+
+    /// The direct array when there is one: `2^width + 1` entries, the last
+    /// being padding, so reading 4 bytes at entry `w < 2^width` stays inside.
+    pub(super) fn dense_ranks(&self) -> Option<&[u16]> {
+        match self {
+            SymbolIndex::Dense(ranks) => Some(ranks),
+            SymbolIndex::Hashed(_) => None,
         }
     }
 

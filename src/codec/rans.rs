@@ -173,7 +173,9 @@ fn run(
     states
 }
 
-/// Number of renormalisation words `run` emits, without storing them.
+/// Number of renormalisation words `run` emits, without storing them. The
+/// reference for the faster `count_emitted_fast`.
+#[cfg(test)]
 fn count_emitted(words: &[u32], index: &SymbolIndex, symbols: &[EncSymbol]) -> usize {
     let mut emitted = 0usize;
     run(words, index, symbols, |renorm, _| {
@@ -182,13 +184,158 @@ fn count_emitted(words: &[u32], index: &SymbolIndex, symbols: &[EncSymbol]) -> u
     emitted
 }
 
+/// Per-symbol data of the sizing simulation, 8 bytes so that one table
+/// lookup (or two 32-bit gathers) fetches all of it.
+///
+/// `packed` is `(freq - 1) | start << 14 | l << 28` with `l = ceil(log2
+/// freq)`: `freq <= 2^14`, `start < 2^14` and `l <= 14` fit their fields.
+/// `magic` is the Granlund-Montgomery multiplier
+/// `floor(2^32 * (2^l - freq) / freq) + 1`, below 2^32 since `2^l < 2 * freq`
+/// for `freq >= 2` (and 1 for `freq == 1`). It gives `floor(y / freq)` for
+/// every `y < 2^32` with one 32x32->64 multiplication (see `quotient`); the
+/// test `size_quotient_is_exact` checks it for every frequency.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+#[repr(C)]
+struct SizeSymbol {
+    packed: u32,
+    magic: u32,
+}
+
+const FIELD: u32 = (1 << 14) - 1;
+const _: () = assert!(MAX_SCALE == 14);
+
+impl SizeSymbol {
+    fn new(freq: u32, start: u32) -> SizeSymbol {
+        assert!((1..=1 << MAX_SCALE).contains(&freq) && start <= FIELD);
+        let l = ceil_log2(freq as usize);
+        let magic = ((1u64 << 32) * ((1u64 << l) - freq as u64) / freq as u64 + 1) as u32;
+        SizeSymbol {
+            packed: (freq - 1) | start << 14 | l << 28,
+            magic,
+        }
+    }
+
+    /// `floor(y / freq)` for any `y < 2^32`: with `t = mulhi(y, magic) <= y`,
+    /// `(t + ((y - t) >> min(l, 1))) >> max(l - 1, 0)` (no step overflows).
+    #[inline(always)]
+    fn quotient(self, y: u32) -> u32 {
+        let l = self.packed >> 28;
+        let sh1 = l.min(1);
+        let t = ((y as u64 * self.magic as u64) >> 32) as u32;
+        (t + ((y - t) >> sh1)) >> (l - sh1)
+    }
+
+    /// One encoder step on state `x` with frequencies summing to
+    /// `2^scale`: returns the new state and whether it renormalised. The
+    /// same as `EncSymbol::put` after the renormalisation of `run`:
+    /// `x >= 2^(32 - scale) * freq` iff `x >> (32 - scale) > freq - 1`, and
+    /// `2^scale - freq == (2^scale - 1) - (freq - 1)`. Wrapping arithmetic
+    /// matches the SIMD version (valid models never wrap).
+    #[inline(always)]
+    fn step(self, x: u32, scale: u32) -> (u32, bool) {
+        let fm1 = self.packed & FIELD;
+        let renorm = ((x as u64) >> (32 - scale)) as u32 > fm1;
+        let y = if renorm { x >> 16 } else { x };
+        let start = (self.packed >> 14) & FIELD;
+        let cmpl = ((1u32 << scale) - 1).wrapping_sub(fm1);
+        let next = y
+            .wrapping_add(start)
+            .wrapping_add(self.quotient(y).wrapping_mul(cmpl));
+        (next, renorm)
+    }
+}
+
+fn size_symbols(model: &Model) -> Vec<SizeSymbol> {
+    let mut start = 0;
+    model
+        .freqs
+        .iter()
+        .map(|&freq| {
+            let s = SizeSymbol::new(freq, start);
+            start += freq;
+            s
+        })
+        .collect()
+}
+
+/// Streams shorter than this are sized by the scalar loop only.
+const SIMD_MIN_WORDS: usize = 4 * LANES;
+
+/// Widest words for which the SIMD sizer looks symbols up by word directly
+/// (a table of `2^width` entries), skipping the rank lookup.
+const DIRECT_MAX_WIDTH: u32 = 12;
+
+/// As `count_emitted`, but faster: the scalar loop uses the compact
+/// `SizeSymbol`s, and with AVX2 the whole groups of `LANES` words run in
+/// vectors of eight lanes. The tail group (coded first) is always scalar.
+fn count_emitted_fast(words: &[u32], alphabet: &Alphabet, model: &Model) -> usize {
+    let symbols = size_symbols(model);
+    let index = alphabet.index();
+    let scale = model.scale;
+    let mut states = [STATE_LOW; LANES];
+    let mut emitted = 0usize;
+    let whole = words.len() - words.len() % LANES;
+    for (lane, &w) in words[whole..].iter().enumerate().rev() {
+        let (x, renorm) = symbols[index.rank(w)].step(states[lane], scale);
+        states[lane] = x;
+        emitted += renorm as usize;
+    }
+    let bulk = &words[..whole];
+    if let Some(count) = count_bulk_simd(bulk, alphabet, &symbols, scale, &mut states) {
+        return emitted + count;
+    }
+    for chunk in bulk.chunks_exact(LANES).rev() {
+        for (x, &w) in states.iter_mut().zip(chunk) {
+            let (next, renorm) = symbols[index.rank(w)].step(*x, scale);
+            *x = next;
+            emitted += renorm as usize;
+        }
+    }
+    emitted
+}
+
+/// Runs the whole groups of `bulk` with AVX2 when the CPU has it, the
+/// stream is long enough and the words are at most 16 bits wide (there is a
+/// direct rank array); otherwise returns None and leaves `states` alone.
+#[inline]
+fn count_bulk_simd(
+    bulk: &[u32],
+    alphabet: &Alphabet,
+    symbols: &[SizeSymbol],
+    scale: u32,
+    states: &mut [u32; LANES],
+) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if bulk.len() >= SIMD_MIN_WORDS && simd_allowed() && std::arch::is_x86_feature_detected!("avx2")
+    {
+        let width = alphabet.width();
+        let direct;
+        let lookup = if width <= DIRECT_MAX_WIDTH && (width <= 8 || bulk.len() >= 8 << width) {
+            let mut table = vec![SizeSymbol::default(); 1 << width];
+            for (&w, &s) in alphabet.words.iter().zip(symbols) {
+                table[w as usize] = s;
+            }
+            direct = table;
+            avx2_size::Lookup::Direct(&direct)
+        } else {
+            avx2_size::Lookup::Ranked {
+                ranks: alphabet.index().dense_ranks()?,
+                symbols,
+            }
+        };
+        // SAFETY: the CPU supports AVX2, as checked just above.
+        return Some(unsafe { avx2_size::count(bulk, &lookup, scale, states) });
+    }
+    let _ = (bulk, alphabet, symbols, scale, states);
+    None
+}
+
 /// Payload size in bytes (without the tag): runs the coder without output,
 /// since the renormalisation count depends on the exact state sequence.
 pub(super) fn size(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
     let model = Model::new(alphabet, words.len());
-    let symbols = enc_symbols(&model);
-    let emitted = count_emitted(words, alphabet.index(), &symbols);
+    let emitted = count_emitted_fast(words, alphabet, &model);
     let table = symbols::size(&alphabet.words, &model.freqs, Values::Varints);
     Some(1 + table + 4 * used_lanes(words.len()) + varint_len(emitted as u64) + 2 * emitted)
 }
@@ -538,6 +685,121 @@ mod avx2 {
     }
 }
 
+/// The sizing loop of `count_emitted_fast` with AVX2: the 32 lanes are four
+/// vectors of eight, each an independent dependency chain. Symbol data comes
+/// from gathers; the division is `SizeSymbol::quotient` lane by lane.
+#[cfg(target_arch = "x86_64")]
+mod avx2_size {
+    use super::{SizeSymbol, FIELD, LANES};
+    use std::arch::x86_64::*;
+
+    const _: () = assert!(LANES == 32 && std::mem::size_of::<SizeSymbol>() == 8);
+
+    /// How a word finds its `SizeSymbol`.
+    pub(super) enum Lookup<'a> {
+        /// Indexed by the word itself; the length is a power of two.
+        Direct(&'a [SizeSymbol]),
+        /// Through a dense rank array of `2^k + 1` entries (the last one
+        /// padding), then the symbols by rank.
+        Ranked {
+            ranks: &'a [u16],
+            symbols: &'a [SizeSymbol],
+        },
+    }
+
+    /// Codes the whole groups of `words` (backwards, as `super::run`) from
+    /// `states`, and returns the number of renormalisations. Words are
+    /// masked to the table size and ranks clamped to the symbol count, so
+    /// every gather stays inside its table whatever the words are.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn count(
+        words: &[u32],
+        lookup: &Lookup,
+        scale: u32,
+        states: &mut [u32; LANES],
+    ) -> usize {
+        assert!(words.len().is_multiple_of(LANES) && scale <= 14);
+        // (table base, its length) and, for ranked lookups, the rank array.
+        let (symbols, ranks) = match *lookup {
+            Lookup::Direct(table) => (table, None),
+            Lookup::Ranked { ranks, symbols } => (symbols, Some(ranks)),
+        };
+        assert!(!symbols.is_empty() && symbols.len() <= 1 << 16);
+        let word_mask = match ranks {
+            None => {
+                assert!(symbols.len().is_power_of_two());
+                symbols.len() - 1
+            }
+            Some(ranks) => {
+                assert!(ranks.len() >= 2 && (ranks.len() - 1).is_power_of_two());
+                assert!(ranks.len() - 1 <= 1 << 16);
+                ranks.len() - 2
+            }
+        };
+        let word_mask = _mm256_set1_epi32(word_mask as i32);
+        let last_rank = _mm256_set1_epi32(symbols.len() as i32 - 1);
+        let low16 = _mm256_set1_epi32(0xffff);
+        let field = _mm256_set1_epi32(FIELD as i32);
+        let one = _mm256_set1_epi32(1);
+        let full_m1 = _mm256_set1_epi32((1i32 << scale) - 1);
+        let shift = _mm_cvtsi32_si128(32 - scale as i32);
+        let base = symbols.as_ptr() as *const i32;
+        // SAFETY (loads/stores of `states`): 32 u32 are four 32-byte quarters.
+        let st = states.as_mut_ptr() as *mut __m256i;
+        let mut x: [__m256i; 4] = std::array::from_fn(|i| _mm256_loadu_si256(st.add(i)));
+        let mut count = _mm256_setzero_si256();
+        for chunk in words.chunks_exact(LANES).rev() {
+            for (quarter, x) in x.iter_mut().enumerate() {
+                // SAFETY: `chunk` holds 32 words; this reads 8 at `8 * quarter`.
+                let w = _mm256_loadu_si256(chunk.as_ptr().add(8 * quarter) as *const __m256i);
+                let w = _mm256_and_si256(w, word_mask);
+                let id = match ranks {
+                    None => w,
+                    Some(ranks) => {
+                        // SAFETY: each index is at most `ranks.len() - 2`, so
+                        // the 4 bytes read at `2 * index` end inside `ranks`.
+                        let r = _mm256_i32gather_epi32::<2>(ranks.as_ptr() as *const i32, w);
+                        _mm256_min_epu32(_mm256_and_si256(r, low16), last_rank)
+                    }
+                };
+                // SAFETY: every `id` is below `symbols.len()` (masked to it
+                // for direct tables, clamped for ranks), and each symbol is
+                // 8 bytes: `packed` at offset 0, `magic` at offset 4.
+                let a = _mm256_i32gather_epi32::<8>(base, id);
+                let m = _mm256_i32gather_epi32::<8>(base.add(1), id);
+                // Renormalise: `x >> (32 - scale) > freq - 1` (both < 2^14).
+                let fm1 = _mm256_and_si256(a, field);
+                let renorm = _mm256_cmpgt_epi32(_mm256_srl_epi32(*x, shift), fm1);
+                count = _mm256_sub_epi32(count, renorm);
+                let y = _mm256_blendv_epi8(*x, _mm256_srli_epi32::<16>(*x), renorm);
+                // t = mulhi(y, magic), even lanes then odd lanes.
+                let even = _mm256_mul_epu32(y, m);
+                let odd = _mm256_mul_epu32(_mm256_srli_epi64::<32>(y), _mm256_srli_epi64::<32>(m));
+                let t = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+                let l = _mm256_srli_epi32::<28>(a);
+                let sh1 = _mm256_min_epu32(l, one);
+                let sh2 = _mm256_sub_epi32(l, sh1);
+                let half = _mm256_srlv_epi32(_mm256_sub_epi32(y, t), sh1);
+                let q = _mm256_srlv_epi32(_mm256_add_epi32(t, half), sh2);
+                let start = _mm256_and_si256(_mm256_srli_epi32::<14>(a), field);
+                let cmpl = _mm256_sub_epi32(full_m1, fm1);
+                let base_state = _mm256_add_epi32(y, start);
+                *x = _mm256_add_epi32(base_state, _mm256_mullo_epi32(q, cmpl));
+            }
+        }
+        for (i, x) in x.iter().enumerate() {
+            _mm256_storeu_si256(st.add(i), *x);
+        }
+        let mut lanes = [0u32; 8];
+        // SAFETY: `lanes` is 32 bytes.
+        _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, count);
+        lanes.iter().map(|&c| c as usize).sum()
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -596,6 +858,173 @@ pub(super) mod tests {
                     let want = ((x / freq) << scale) + x % freq + ((1 << scale) - freq);
                     assert_eq!(s.put(x), want, "scale {scale} freq {freq} x {x}");
                 }
+            }
+        }
+    }
+
+    /// The sizing reciprocal equals true division for every frequency a
+    /// model can hold, at the edges of every quotient step and of the range.
+    #[test]
+    fn size_quotient_is_exact() {
+        let mut seed = 0x1F83_D9AB_FB41_BD6Bu64;
+        for freq in 1..=1u32 << MAX_SCALE {
+            let s = SizeSymbol::new(freq, 0);
+            assert_eq!(s.packed & FIELD, freq - 1);
+            let check = |x: u32| assert_eq!(s.quotient(x), x / freq, "{x} / {freq}");
+            for x in [0, 1, freq - 1, freq, freq + 1, u32::MAX, u32::MAX - 1] {
+                check(x);
+            }
+            let top = u32::MAX / freq * freq;
+            for x in [
+                top,
+                top - 1,
+                top.wrapping_sub(freq),
+                top - freq.min(top) + 1,
+            ] {
+                check(x);
+            }
+            for _ in 0..16 {
+                let x = xorshift(&mut seed) as u32;
+                check(x);
+                check(x / freq * freq);
+                check((x / freq * freq).wrapping_sub(1));
+            }
+        }
+    }
+
+    /// One sizing step equals the encoder's renormalisation and `put`, at
+    /// the renormalisation bound and across the state range, for every scale.
+    #[test]
+    fn size_step_matches_the_encoder_step() {
+        let mut seed = 0x6A09_E667_F3BC_C908u64;
+        for scale in 0..=MAX_SCALE {
+            let mut freqs = vec![1u32, 2, 3, (1 << scale) / 2 + 1, (1 << scale) - 1];
+            freqs.extend((0..20).map(|_| 1 + (xorshift(&mut seed) % (1 << scale)) as u32));
+            for freq in freqs.into_iter().filter(|&f| f >= 1 && f <= 1 << scale) {
+                let start = (xorshift(&mut seed) % ((1u64 << scale) - freq as u64 + 1)) as u32;
+                let enc = EncSymbol::new(freq, start, scale);
+                let fast = SizeSymbol::new(freq, start);
+                let limit = enc.limit.min(1 << 32);
+                let mut xs = vec![STATE_LOW, u32::MAX, (limit - 1) as u32];
+                if limit < 1 << 32 {
+                    xs.push(limit as u32);
+                }
+                xs.extend((0..50).map(|_| (xorshift(&mut seed) as u32).max(STATE_LOW)));
+                for x in xs {
+                    let renorm = x as u64 >= enc.limit;
+                    let want = enc.put(if renorm { x >> 16 } else { x });
+                    assert_eq!(
+                        fast.step(x, scale),
+                        (want, renorm),
+                        "scale {scale} freq {freq} x {x}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Renormalisation counts of the reference encoder loop and of the fast
+    /// sizer, with and without SIMD.
+    fn counts(words: &[u32], width: u32) -> (usize, usize, usize) {
+        let stats = Stats::new(words, width);
+        let alphabet = stats.alphabet().expect("at most 4096 distinct");
+        let model = Model::new(alphabet, words.len());
+        let reference = count_emitted(words, alphabet.index(), &enc_symbols(&model));
+        let simd = count_emitted_fast(words, alphabet, &model);
+        FORCE_PORTABLE.with(|f| f.set(true));
+        let portable = count_emitted_fast(words, alphabet, &model);
+        FORCE_PORTABLE.with(|f| f.set(false));
+        (reference, simd, portable)
+    }
+
+    /// The fast sizer (SIMD and portable, direct and ranked lookups) counts
+    /// exactly the renormalisations of the encoder on random streams of
+    /// many lengths, widths, alphabets and skews, and `size` equals the
+    /// encoding's length.
+    #[test]
+    fn fast_size_matches_the_encoder() {
+        let mut seed = 0xBB67_AE85_84CA_A73Bu64;
+        let mut lens: Vec<usize> = (1..70).collect();
+        lens.extend([
+            127, 128, 129, 159, 160, 161, 255, 256, 257, 1000, 4099, 33_000,
+        ]);
+        for &n in &lens {
+            for width in [1u32, 2, 7, 8, 11, 12, 13, 16, 20] {
+                for alphabet in [1u64, 2, 3, 21, 256, 4096] {
+                    let mask = u32::MAX >> (32 - width);
+                    let spread = (xorshift(&mut seed) as u32) | 1;
+                    let skew = xorshift(&mut seed) % 4;
+                    let words: Vec<u32> = (0..n)
+                        .map(|_| {
+                            let r = xorshift(&mut seed);
+                            let sym = match skew {
+                                0 => r % alphabet,
+                                1 => (r % alphabet) * (r >> 40 & 3) / 3,
+                                2 => (r % alphabet).min(r >> 50 & 7),
+                                _ => (r % alphabet) >> (r >> 59),
+                            };
+                            (sym as u32).wrapping_mul(spread) & mask
+                        })
+                        .collect();
+                    let (reference, simd, portable) = counts(&words, width);
+                    let what = format!("n {n} width {width} alphabet {alphabet} skew {skew}");
+                    assert_eq!(simd, reference, "{what}");
+                    assert_eq!(portable, reference, "{what}");
+                    if n % 7 == 0 {
+                        let stats = Stats::new(&words, width);
+                        let mut buf = Vec::new();
+                        assert!(encode_with(Codec::Rans, &words, width, &mut buf));
+                        let size = crate::codec::encoded_size(Codec::Rans, &words, width, &stats);
+                        assert_eq!(size, Some(buf.len()), "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Both SIMD lookups agree with the scalar loop on long streams whose
+    /// states sweep the whole range, including all-equal and extreme models.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_lookups_agree() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut seed = 0x3C6E_F372_FE94_F82Bu64;
+        for (width, alphabet, n) in [
+            (8u32, 256u64, 70_016usize),
+            (8, 2, 4096),
+            (8, 1, 4096),
+            (12, 4096, 40_000),
+            (7, 128, 3200),
+            (16, 3000, 65_536),
+        ] {
+            let words: Vec<u32> = (0..n)
+                .map(|_| {
+                    let r = xorshift(&mut seed);
+                    ((r % alphabet) >> (r >> 61)) as u32
+                })
+                .collect();
+            let stats = Stats::new(&words, width);
+            let alph = stats.alphabet().unwrap();
+            let model = Model::new(alph, n);
+            let symbols = size_symbols(&model);
+            let reference = count_emitted(&words, alph.index(), &enc_symbols(&model));
+            let mut direct = vec![SizeSymbol::default(); 1 << width];
+            for (&w, &s) in alph.words.iter().zip(&symbols) {
+                direct[w as usize] = s;
+            }
+            let ranked = avx2_size::Lookup::Ranked {
+                ranks: alph.index().dense_ranks().unwrap(),
+                symbols: &symbols,
+            };
+            let whole = n - n % LANES;
+            assert_eq!(whole, n, "the test streams are whole groups");
+            for lookup in [avx2_size::Lookup::Direct(&direct), ranked] {
+                let mut states = [STATE_LOW; LANES];
+                // SAFETY: the CPU supports AVX2, as checked above.
+                let count = unsafe { avx2_size::count(&words, &lookup, model.scale, &mut states) };
+                assert_eq!(count, reference, "width {width} alphabet {alphabet}");
             }
         }
     }

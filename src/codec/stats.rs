@@ -43,6 +43,11 @@ impl Alphabet {
     pub(super) fn len(&self) -> usize {
         self.words.len()
     }
+
+    /// The width of the stream's words.
+    pub(super) fn width(&self) -> u32 {
+        self.width
+    }
 }
 
 /// The word ranges of the four quarters of a stream of `n` words: quarter `q`
@@ -58,7 +63,7 @@ impl Stats {
     pub fn new(words: &[u32], width: u32) -> Stats {
         super::check_width(width);
         assert!(words.len() <= u32::MAX as usize, "stream too long");
-        let alphabet = if uses_dense_count(words.len(), width) {
+        let alphabet = if uses_dense_count(width) {
             count_dense(words, width)
         } else {
             count_hashed(words, width)
@@ -87,19 +92,59 @@ impl Stats {
 }
 
 /// Direct counting costs 4 * 2^width counters to clear and scan, so it pays
-/// only for narrow words or streams long enough to amortise that.
-fn uses_dense_count(n: usize, width: u32) -> bool {
-    width <= 12 || (width <= 16 && n >= 1 << width)
+/// only for narrow words. Wider words up to 16 bits, in streams long enough
+/// to amortise a `2^width` array of ids, look ids up directly; the rest hash.
+fn uses_dense_count(width: u32) -> bool {
+    width <= DENSE_MAX_WIDTH
 }
+
+fn uses_direct_ids(n: usize, width: u32) -> bool {
+    width <= 16 && n >= 1 << width
+}
+
+/// Widest words counted with plain per-quarter histograms.
+const DENSE_MAX_WIDTH: u32 = 12;
+
+/// Up to this width, each quarter counts into several interleaved
+/// histograms, so that runs of equal words do not wait on each other's
+/// increments (a store-to-load dependency); they are summed afterwards.
+const SPLIT_MAX_WIDTH: u32 = 10;
+const SPLITS: usize = 4;
 
 fn count_dense(words: &[u32], width: u32) -> Option<Alphabet> {
     let size = 1usize << width;
     let mut counts = vec![0u32; 4 * size];
-    for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
-        let table = &mut counts[q * size..(q + 1) * size];
-        for &w in &words[range] {
-            // Indexing panics on a word wider than `width`: a caller bug.
-            table[w as usize] += 1;
+    if width <= SPLIT_MAX_WIDTH {
+        let mut split = vec![0u32; SPLITS * size];
+        for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
+            split.fill(0);
+            let (t0, rest) = split.split_at_mut(size);
+            let (t1, rest) = rest.split_at_mut(size);
+            let (t2, t3) = rest.split_at_mut(size);
+            let quarter = &words[range];
+            let mut groups = quarter.chunks_exact(SPLITS);
+            for g in &mut groups {
+                // Indexing panics on a word wider than `width`: a caller bug.
+                t0[g[0] as usize] += 1;
+                t1[g[1] as usize] += 1;
+                t2[g[2] as usize] += 1;
+                t3[g[3] as usize] += 1;
+            }
+            for &w in groups.remainder() {
+                t0[w as usize] += 1;
+            }
+            let table = &mut counts[q * size..(q + 1) * size];
+            for (i, c) in table.iter_mut().enumerate() {
+                *c = t0[i] + t1[i] + t2[i] + t3[i];
+            }
+        }
+    } else {
+        for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
+            let table = &mut counts[q * size..(q + 1) * size];
+            for &w in &words[range] {
+                // Indexing panics on a word wider than `width`: a caller bug.
+                table[w as usize] += 1;
+            }
         }
     }
     let mut distinct = Vec::new();
@@ -118,12 +163,32 @@ fn count_dense(words: &[u32], width: u32) -> Option<Alphabet> {
 }
 
 fn count_hashed(words: &[u32], width: u32) -> Option<Alphabet> {
+    if uses_direct_ids(words.len(), width) {
+        // id + 1 of each word seen so far, 0 if none.
+        let mut ids = vec![0u16; 1 << width];
+        return count_by_id(words, width, |w, fresh| {
+            // Indexing panics on a word wider than `width`: a caller bug.
+            let slot = &mut ids[w as usize];
+            if *slot == 0 {
+                *slot = fresh + 1;
+            }
+            *slot - 1
+        });
+    }
     let mut table = WordTable::new();
+    count_by_id(words, width, |w, fresh| table.get_or_insert(w, fresh))
+}
+
+/// Counts with ids in order of first appearance: `id(w, fresh)` returns the
+/// id of `w`, giving it `fresh` if it has none yet. Stops at the first word
+/// beyond `MAX_SYMBOLS` distinct ones.
+#[inline(always)]
+fn count_by_id(words: &[u32], width: u32, mut id: impl FnMut(u32, u16) -> u16) -> Option<Alphabet> {
     let mut distinct: Vec<u32> = Vec::new();
     let mut quarters: Vec<[u32; 4]> = Vec::new();
     for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
         for &w in &words[range] {
-            let id = table.get_or_insert(w, distinct.len() as u16) as usize;
+            let id = id(w, distinct.len() as u16) as usize;
             if id == distinct.len() {
                 if id == MAX_SYMBOLS {
                     return None;
@@ -149,6 +214,63 @@ impl Alphabet {
             quarters,
             width,
             index: OnceLock::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Every counting path (split and plain dense histograms, direct ids,
+    /// hashing) gives the sorted words and per-quarter counts of a plain map,
+    /// and gives up beyond `MAX_SYMBOLS` distinct words.
+    #[test]
+    fn every_counting_path_matches_a_map() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (width, n, alphabet) in [
+            (1u32, 7usize, 2u64),
+            (8, 1001, 256),
+            (8, 5, 3),
+            (10, 4099, 1000),
+            (11, 3000, 2048),
+            (12, 20_000, 4096),
+            (14, 20_000, 3000),
+            (14, 1000, 500),
+            (16, 70_000, 4096),
+            (16, 70_000, 5000),
+            (20, 9000, 4097),
+            (23, 50_000, 1 << 23),
+        ] {
+            let mask = u32::MAX >> (32 - width);
+            let words: Vec<u32> = (0..n)
+                .map(|_| {
+                    let r = next();
+                    ((r % alphabet) as u32).wrapping_mul(0x9E37_79B1) & mask
+                })
+                .collect();
+            let mut map: BTreeMap<u32, [u32; 4]> = BTreeMap::new();
+            for (q, range) in quarter_ranges(n).into_iter().enumerate() {
+                for &w in &words[range] {
+                    map.entry(w).or_default()[q] += 1;
+                }
+            }
+            let stats = Stats::new(&words, width);
+            assert_eq!(stats.max(), words.iter().copied().max().unwrap());
+            match stats.alphabet() {
+                Some(a) => {
+                    assert_eq!(a.words, map.keys().copied().collect::<Vec<_>>());
+                    assert_eq!(a.quarters, map.values().copied().collect::<Vec<_>>());
+                }
+                None => assert!(map.len() > MAX_SYMBOLS, "width {width} n {n}"),
+            }
         }
     }
 }
