@@ -144,9 +144,12 @@ brevis=$work/brevis
 if [[ -n ${EPOCHREALTIME:-} ]]; then now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
 else now() { date +%s.%N; }; fi
 
-# elapsed CMD...: run CMD (stdout/stderr kept on stderr) and print its wall time in seconds
+# elapsed CMD...: run CMD (stdout/stderr kept on stderr) and print its wall time in seconds,
+# after a `sync` outside the timing
 elapsed() {
   local t0 t1
+  # Flush earlier runs' writes first, so that no run pays for another's writeback.
+  sync
   t0=$(now)
   "$@" >&2 || return 1
   t1=$(now)

@@ -650,6 +650,10 @@ mod avx2 {
             if 2 * (pos + LANES) > data.len() {
                 break;
             }
+            // Decode all four quarters first: they are independent chains, and
+            // only the renormalisation below ties them together (through the
+            // number of words each quarter takes).
+            let mut need = [zero; 4];
             for (quarter, x) in x.iter_mut().enumerate() {
                 let slot = _mm256_and_si256(*x, mask);
                 // SAFETY: every index is at most `size - 1`.
@@ -661,8 +665,10 @@ mod avx2 {
                 let offset = _mm256_and_si256(entry, low16);
                 let quotient = _mm256_srl_epi32(*x, shift);
                 *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
-                // Renormalise the lanes below 2^16, in lane order.
-                let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), zero);
+                need[quarter] = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), zero);
+            }
+            // Renormalise the lanes below 2^16, in lane order.
+            for (x, need) in x.iter_mut().zip(need) {
                 let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
                 // SAFETY: `2 * pos + 16 <= data.len()` by the check above,
                 // since the earlier quarters advanced `pos` by at most 24.
