@@ -79,6 +79,17 @@ pub fn decode_chunk(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(),
         width: layout.lane_width(),
         len: out.len() / layout.element_bytes(),
     };
+    // 32-bit words are their own little-endian bytes: when the output is aligned
+    // for them, the program runs straight into it, with no scratch and no copy.
+    if let (Layout::Word, true, Ok(words)) = (
+        layout,
+        cfg!(target_endian = "little"),
+        bytemuck::try_cast_slice_mut::<u8, u32>(out),
+    ) {
+        let (program, used) = decode_program(record, ty, Limits::default())?;
+        dsl::execute(&program, words)?;
+        return finish(record, used);
+    }
     let mut pos = 0;
     with_scratch(ty.len, |words| {
         for lane in 0..layout.lanes() {
@@ -94,9 +105,14 @@ pub fn decode_chunk(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(),
         }
         Ok(())
     })?;
-    if pos != record.len() {
+    finish(record, pos)
+}
+
+/// A record must be used up exactly by its programs.
+fn finish(record: &[u8], used: usize) -> Result<(), WireError> {
+    if used != record.len() {
         return Err(WireError {
-            at: pos,
+            at: used,
             reason: "record has trailing bytes",
         });
     }
