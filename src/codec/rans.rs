@@ -82,66 +82,6 @@ fn normalize(counts: &[u64], total: u64, scale: u32) -> Vec<u32> {
     freqs.into_iter().map(|f| f as u32).collect()
 }
 
-/// What the encoder needs per symbol. Division by the frequency is replaced
-/// by an exact multiplication with a reciprocal (see `EncSymbol::put`).
-#[derive(Clone, Copy)]
-struct EncSymbol {
-    /// `ceil(2^63 / freq)`.
-    rcp: u64,
-    /// States at or above this must renormalise before coding the symbol.
-    limit: u64,
-    start: u32,
-    /// `2^scale - freq`.
-    cmpl: u32,
-}
-
-/// Shift of the reciprocal: `floor(x * ceil(2^63 / f) / 2^63) == floor(x / f)`
-/// for every `x < 2^32` and `1 <= f <= 2^31`. With `e = ceil(2^63/f) - 2^63/f`
-/// in `[0, 1)`, the product is `x/f + x*e/2^63` and `x*e/2^63 < 2^-31 <= 1/f`;
-/// since `x/f` is at most `(f-1)/f` above `floor(x/f)`, the sum stays below
-/// `floor(x/f) + 1`.
-const RCP_SHIFT: u32 = 63;
-
-impl EncSymbol {
-    fn new(freq: u32, start: u32, scale: u32) -> EncSymbol {
-        debug_assert!(freq >= 1 && freq <= 1 << scale);
-        EncSymbol {
-            rcp: (1u64 << RCP_SHIFT).div_ceil(freq as u64),
-            limit: (1u64 << (32 - scale)) * freq as u64,
-            start,
-            cmpl: (1 << scale) - freq,
-        }
-    }
-
-    /// `floor(x / freq)` for any `x < 2^32`.
-    #[inline(always)]
-    fn quotient(&self, x: u32) -> u32 {
-        ((x as u128 * self.rcp as u128) >> RCP_SHIFT) as u32
-    }
-
-    /// Codes the symbol into a state below `limit`:
-    /// `(x / freq) * 2^scale + x % freq + start`, computed as
-    /// `x + start + q * (2^scale - freq)` with `q = x / freq`. The result is
-    /// below 2^32 and so is every partial sum.
-    #[inline(always)]
-    fn put(&self, x: u32) -> u32 {
-        x + self.start + self.quotient(x) * self.cmpl
-    }
-}
-
-fn enc_symbols(model: &Model) -> Vec<EncSymbol> {
-    let mut start = 0;
-    model
-        .freqs
-        .iter()
-        .map(|&freq| {
-            let s = EncSymbol::new(freq, start, model.scale);
-            start += freq;
-            s
-        })
-        .collect()
-}
-
 /// Encodes `words` backwards and returns the final states. Before coding
 /// each word it calls `emit(renorm, low)`: `renorm` tells whether the state
 /// renormalises, emitting its low 16 bits `low` (passing both keeps the
@@ -150,16 +90,15 @@ fn enc_symbols(model: &Model) -> Vec<EncSymbol> {
 fn run(
     words: &[u32],
     index: &SymbolIndex,
-    symbols: &[EncSymbol],
+    symbols: &[SizeSymbol],
+    scale: u32,
     mut emit: impl FnMut(bool, u16),
 ) -> [u32; LANES] {
     let mut states = [STATE_LOW; LANES];
     let mut put = |x: &mut u32, w: u32| {
-        let s = &symbols[index.rank(w)];
-        let renorm = *x as u64 >= s.limit;
+        let (next, renorm) = symbols[index.rank(w)].step(*x, scale);
         emit(renorm, *x as u16);
-        let y = if renorm { *x >> 16 } else { *x };
-        *x = s.put(y);
+        *x = next;
     };
     let whole = words.len() - words.len() % LANES;
     for (lane, &w) in words[whole..].iter().enumerate().rev() {
@@ -176,9 +115,10 @@ fn run(
 /// Number of renormalisation words `run` emits, without storing them. The
 /// reference for the faster `count_emitted_fast`.
 #[cfg(test)]
-fn count_emitted(words: &[u32], index: &SymbolIndex, symbols: &[EncSymbol]) -> usize {
+fn count_emitted(words: &[u32], index: &SymbolIndex, model: &Model) -> usize {
     let mut emitted = 0usize;
-    run(words, index, symbols, |renorm, _| {
+    let symbols = size_symbols(model);
+    run(words, index, &symbols, model.scale, |renorm, _| {
         emitted += renorm as usize
     });
     emitted
@@ -227,7 +167,7 @@ impl SizeSymbol {
 
     /// One encoder step on state `x` with frequencies summing to
     /// `2^scale`: returns the new state and whether it renormalised. The
-    /// same as `EncSymbol::put` after the renormalisation of `run`:
+    /// the rANS step after renormalisation:
     /// `x >= 2^(32 - scale) * freq` iff `x >> (32 - scale) > freq - 1`, and
     /// `2^scale - freq == (2^scale - 1) - (freq - 1)`. Wrapping arithmetic
     /// matches the SIMD version (valid models never wrap).
@@ -351,11 +291,17 @@ pub(super) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     // its low bits at `count`, kept only if it did emit, so `count <= n`.
     let mut emitted = vec![0u16; words.len() + 1];
     let mut count = 0usize;
-    let symbols = enc_symbols(&model);
-    let states = run(words, alphabet.index(), &symbols, |renorm, low| {
-        emitted[count] = low;
-        count += renorm as usize;
-    });
+    let symbols = size_symbols(&model);
+    let states = run(
+        words,
+        alphabet.index(),
+        &symbols,
+        model.scale,
+        |renorm, low| {
+            emitted[count] = low;
+            count += renorm as usize;
+        },
+    );
     for state in &states[..used_lanes(words.len())] {
         out.extend_from_slice(&state.to_le_bytes());
     }
@@ -824,50 +770,6 @@ pub(super) mod tests {
         *seed
     }
 
-    /// The reciprocal quotient equals true division for every frequency a
-    /// model can hold, at the edges of every quotient step and of the range.
-    #[test]
-    fn reciprocal_division_is_exact() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        for freq in 1..=1u32 << MAX_SCALE {
-            let s = EncSymbol::new(freq, 0, MAX_SCALE);
-            let check = |x: u32| assert_eq!(s.quotient(x), x / freq, "{x} / {freq}");
-            for x in [0, 1, freq - 1, freq, freq + 1, u32::MAX, u32::MAX - 1] {
-                check(x);
-            }
-            // Both sides of the largest multiples, where rounding up would show.
-            let top = u32::MAX / freq * freq;
-            for x in [
-                top,
-                top - 1,
-                top.wrapping_sub(freq),
-                top - freq.min(top) + 1,
-            ] {
-                check(x);
-            }
-            for _ in 0..8 {
-                let x = xorshift(&mut seed) as u32;
-                check(x);
-                check(x / freq * freq);
-                check((x / freq * freq).wrapping_sub(1));
-            }
-        }
-    }
-
-    #[test]
-    fn put_matches_the_division_formula() {
-        for scale in [1u32, 8, 14] {
-            let freqs = [1u32, 2, 3, (1 << scale) - 1, 1 << scale];
-            for freq in freqs.into_iter().filter(|&f| f <= 1 << scale) {
-                let s = EncSymbol::new(freq, (1 << scale) - freq, scale);
-                for x in [STATE_LOW, 12345, (s.limit - 1).min(u32::MAX as u64) as u32] {
-                    let want = ((x / freq) << scale) + x % freq + ((1 << scale) - freq);
-                    assert_eq!(s.put(x), want, "scale {scale} freq {freq} x {x}");
-                }
-            }
-        }
-    }
-
     /// The sizing reciprocal equals true division for every frequency a
     /// model can hold, at the edges of every quotient step and of the range.
     #[test]
@@ -898,8 +800,9 @@ pub(super) mod tests {
         }
     }
 
-    /// One sizing step equals the encoder's renormalisation and `put`, at
-    /// the renormalisation bound and across the state range, for every scale.
+    /// One step equals the rANS definition (renormalise when at or above the
+    /// limit, then `(y / f) * 2^scale + y % f + start`), at the renormalisation
+    /// bound and across the state range, for every scale.
     #[test]
     fn size_step_matches_the_encoder_step() {
         let mut seed = 0x6A09_E667_F3BC_C908u64;
@@ -908,17 +811,19 @@ pub(super) mod tests {
             freqs.extend((0..20).map(|_| 1 + (xorshift(&mut seed) % (1 << scale)) as u32));
             for freq in freqs.into_iter().filter(|&f| f >= 1 && f <= 1 << scale) {
                 let start = (xorshift(&mut seed) % ((1u64 << scale) - freq as u64 + 1)) as u32;
-                let enc = EncSymbol::new(freq, start, scale);
                 let fast = SizeSymbol::new(freq, start);
-                let limit = enc.limit.min(1 << 32);
-                let mut xs = vec![STATE_LOW, u32::MAX, (limit - 1) as u32];
+                // States at or above this renormalise before coding the symbol.
+                let limit = (1u64 << (32 - scale)) * freq as u64;
+                let limit_u32 = limit.min(1 << 32);
+                let mut xs = vec![STATE_LOW, u32::MAX, (limit_u32 - 1) as u32];
                 if limit < 1 << 32 {
                     xs.push(limit as u32);
                 }
                 xs.extend((0..50).map(|_| (xorshift(&mut seed) as u32).max(STATE_LOW)));
                 for x in xs {
-                    let renorm = x as u64 >= enc.limit;
-                    let want = enc.put(if renorm { x >> 16 } else { x });
+                    let renorm = x as u64 >= limit;
+                    let y = if renorm { x >> 16 } else { x };
+                    let want = ((y / freq) << scale) + y % freq + start;
                     assert_eq!(
                         fast.step(x, scale),
                         (want, renorm),
@@ -935,7 +840,7 @@ pub(super) mod tests {
         let stats = Stats::new(words, width);
         let alphabet = stats.alphabet().expect("at most 4096 distinct");
         let model = Model::new(alphabet, words.len());
-        let reference = count_emitted(words, alphabet.index(), &enc_symbols(&model));
+        let reference = count_emitted(words, alphabet.index(), &model);
         let simd = count_emitted_fast(words, alphabet, &model);
         FORCE_PORTABLE.with(|f| f.set(true));
         let portable = count_emitted_fast(words, alphabet, &model);
@@ -1015,7 +920,7 @@ pub(super) mod tests {
             let alph = stats.alphabet().unwrap();
             let model = Model::new(alph, n);
             let symbols = size_symbols(&model);
-            let reference = count_emitted(&words, alph.index(), &enc_symbols(&model));
+            let reference = count_emitted(&words, alph.index(), &model);
             let mut direct = vec![SizeSymbol::default(); 1 << width];
             for (&w, &s) in alph.words.iter().zip(&symbols) {
                 direct[w as usize] = s;
