@@ -197,7 +197,7 @@ fn brute_force(
     if depth == 0 {
         return best;
     }
-    for shape in shapes(t, width, hint, parent) {
+    for shape in shapes(t, width, hint, parent, &|_| true) {
         let kids = shape.children(t, width);
         let leaves: Vec<_> = kids
             .iter()

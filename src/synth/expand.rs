@@ -142,20 +142,34 @@ impl Expansion {
 }
 
 /// Every canonical shape for a hole whose target is `t` (of `width`-bit words)
-/// under a parent made by `parent`, with parameters derived from `t`. A uniform
+/// under a parent made by `parent`, with parameters derived from `t`, among the
+/// productions `allowed` accepts (the others are not even scanned for). A uniform
 /// stream has none: Const is final. Only cheap scans of `t` happen here; child
 /// streams are derived by [`Shape::children`] when a search needs them.
-pub fn shapes(t: &[u32], width: u32, hint: Hint, parent: Option<Production>) -> Vec<Shape> {
+pub fn shapes(
+    t: &[u32],
+    width: u32,
+    hint: Hint,
+    parent: Option<Production>,
+    allowed: &dyn Fn(Production) -> bool,
+) -> Vec<Shape> {
     if t.iter().all(|&w| w == t[0]) {
         return Vec::new();
     }
+    // Not canonical: a Concat in a Concat, a Repeat in a Repeat, a Map in a Map
+    // of the same kind.
+    let repeats_parent = |p: Production| {
+        parent == Some(p)
+            && (matches!(p, Production::Concat | Production::Repeat) || MAPS.contains(&p))
+    };
+    let wanted = |p: Production| allowed(p) && !repeats_parent(p);
     // Most often useful first: searches that cannot rank shapes before deriving
     // their children take them in this order.
     let mut out = Vec::new();
-    if parent != Some(Production::Concat) {
+    if wanted(Production::Concat) {
         out.extend(concat_ends(t).map(|ends| Shape::Concat(ends.into())));
     }
-    if parent != Some(Production::Repeat) {
+    if wanted(Production::Repeat) {
         out.extend(period(t).map(|p| Shape::Repeat { times: t.len() / p }));
     }
     out.extend(
@@ -164,14 +178,22 @@ pub fn shapes(t: &[u32], width: u32, hint: Hint, parent: Option<Production>) -> 
             .map(Shape::Merge),
     );
     out.extend([ScanOp::Add, ScanOp::Xor].map(|op| Shape::Scan { op, init: t[0] }));
-    out.extend(
-        map_ops(t, width)
-            .into_iter()
-            .filter(|op| parent != Some(Production::of_map(*op)))
-            .map(Shape::Map),
-    );
+    if MAPS.iter().any(|&p| wanted(p)) {
+        out.extend(map_ops(t, width).into_iter().map(Shape::Map));
+    }
+    out.retain(|s| wanted(s.production()));
     out
 }
+
+/// The Map productions.
+const MAPS: [Production; 6] = [
+    Production::MapXor,
+    Production::MapAdd,
+    Production::MapZigzag,
+    Production::MapGray,
+    Production::MapRotate,
+    Production::MapBitReverse,
+];
 
 /// Every canonical expansion of a hole, with its children's streams.
 pub fn expansions(
@@ -180,7 +202,7 @@ pub fn expansions(
     hint: Hint,
     parent: Option<Production>,
 ) -> Vec<Expansion> {
-    shapes(t, width, hint, parent)
+    shapes(t, width, hint, parent, &|_| true)
         .into_iter()
         .map(|shape| Expansion {
             children: shape.children(t, width),

@@ -275,13 +275,17 @@ impl Search<'_> {
             if h.pos.depth >= self.setup.limits.max_depth {
                 return Vec::new();
             }
-            let mut all = shapes(&h.stream, h.ty.width, self.setup.hint, h.pos.parent);
-            all.retain(|s| {
-                let p = s.production();
+            let likely = |p: Production| {
                 matches!(p, Production::Repeat | Production::Concat)
                     || (-h.costs[p.index()]).exp2() >= self.setup.min_q
-            });
-            all
+            };
+            shapes(
+                &h.stream,
+                h.ty.width,
+                self.setup.hint,
+                h.pos.parent,
+                &likely,
+            )
         })
     }
 
