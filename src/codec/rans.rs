@@ -763,12 +763,7 @@ pub(super) mod tests {
         pub(super) static FORCE_PORTABLE: Cell<bool> = const { Cell::new(false) };
     }
 
-    fn xorshift(seed: &mut u64) -> u64 {
-        *seed ^= *seed << 13;
-        *seed ^= *seed >> 7;
-        *seed ^= *seed << 17;
-        *seed
-    }
+    use crate::codec::tests::xorshift;
 
     /// The sizing reciprocal equals true division for every frequency a
     /// model can hold, at the edges of every quotient step and of the range.

@@ -221,6 +221,7 @@ impl Alphabet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::tests::xorshift;
     use std::collections::BTreeMap;
 
     /// Every counting path (split and plain dense histograms, direct ids,
@@ -229,12 +230,6 @@ mod tests {
     #[test]
     fn every_counting_path_matches_a_map() {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
         for (width, n, alphabet) in [
             (1u32, 7usize, 2u64),
             (8, 1001, 256),
@@ -252,7 +247,7 @@ mod tests {
             let mask = u32::MAX >> (32 - width);
             let words: Vec<u32> = (0..n)
                 .map(|_| {
-                    let r = next();
+                    let r = xorshift(&mut seed);
                     ((r % alphabet) as u32).wrapping_mul(0x9E37_79B1) & mask
                 })
                 .collect();

@@ -17,26 +17,24 @@ enum Shape {
     Many(u32),
 }
 
-/// A small deterministic generator, so streams are cheap to build and replay.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+/// A small deterministic generator (xorshift64; `seed` must not be 0), so
+/// streams are cheap to build and replay. Shared by the codec's tests.
+pub(super) fn xorshift(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
 }
 
 fn stream(shape: Shape, width: u32, len: usize, seed: u64) -> Vec<u32> {
     let mask = word_mask(width);
-    let mut rng = SplitMix(seed);
-    let pool: Vec<u32> = (0..4096).map(|_| rng.next() as u32 & mask).collect();
+    let mut seed = seed | 1;
+    let pool: Vec<u32> = (0..4096)
+        .map(|_| xorshift(&mut seed) as u32 & mask)
+        .collect();
     (0..len)
         .map(|_| {
-            let r = rng.next();
+            let r = xorshift(&mut seed);
             match shape {
                 Shape::Uniform => r as u32 & mask,
                 Shape::Geometric => (r.trailing_zeros() + (r >> 60) as u32 % 2) & mask,

@@ -159,8 +159,7 @@ pub fn shapes(
     // Not canonical: a Concat in a Concat, a Repeat in a Repeat, a Map in a Map
     // of the same kind.
     let repeats_parent = |p: Production| {
-        parent == Some(p)
-            && (matches!(p, Production::Concat | Production::Repeat) || MAPS.contains(&p))
+        parent == Some(p) && (matches!(p, Production::Concat | Production::Repeat) || p.is_map())
     };
     let wanted = |p: Production| allowed(p) && !repeats_parent(p);
     // Most often useful first: searches that cannot rank shapes before deriving
@@ -178,22 +177,12 @@ pub fn shapes(
             .map(Shape::Merge),
     );
     out.extend([ScanOp::Add, ScanOp::Xor].map(|op| Shape::Scan { op, init: t[0] }));
-    if MAPS.iter().any(|&p| wanted(p)) {
+    if Production::ALL.into_iter().any(|p| p.is_map() && wanted(p)) {
         out.extend(map_ops(t, width).into_iter().map(Shape::Map));
     }
     out.retain(|s| wanted(s.production()));
     out
 }
-
-/// The Map productions.
-const MAPS: [Production; 6] = [
-    Production::MapXor,
-    Production::MapAdd,
-    Production::MapZigzag,
-    Production::MapGray,
-    Production::MapRotate,
-    Production::MapBitReverse,
-];
 
 /// Every canonical expansion of a hole, with its children's streams.
 pub fn expansions(

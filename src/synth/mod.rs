@@ -101,12 +101,10 @@ const PASS_PENALTY_DIVISOR: usize = 512;
 
 /// Bytes a node of `production` over `ty` is charged for its decode work.
 pub fn decode_penalty(production: Production, ty: Type) -> usize {
-    use Production::*;
-    match production {
-        MapXor | MapAdd | MapZigzag | MapGray | MapRotate | MapBitReverse | ScanXor | ScanAdd => {
-            (ty.len * ty.width as usize).div_ceil(8 * PASS_PENALTY_DIVISOR)
-        }
-        _ => 0,
+    if production.is_full_pass() {
+        (ty.len * ty.width as usize).div_ceil(8 * PASS_PENALTY_DIVISOR)
+    } else {
+        0
     }
 }
 

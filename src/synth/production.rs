@@ -88,6 +88,25 @@ impl Production {
         }
     }
 
+    /// Whether this is one of the six Map productions.
+    pub fn is_map(self) -> bool {
+        matches!(
+            self,
+            Production::MapXor
+                | Production::MapAdd
+                | Production::MapZigzag
+                | Production::MapGray
+                | Production::MapRotate
+                | Production::MapBitReverse
+        )
+    }
+
+    /// Whether nodes of this production cost a full pass over their words when
+    /// decoding, without changing how many there are (Maps and Scans).
+    pub fn is_full_pass(self) -> bool {
+        self.is_map() || matches!(self, Production::ScanXor | Production::ScanAdd)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Production::Lit => "lit",
