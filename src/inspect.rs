@@ -91,7 +91,7 @@ impl Row {
         self.bytes_in += seg.src_len;
         self.bytes_out += seg.rec_len;
         self.chunks += 1;
-        let record = archive.record(i);
+        let record = archive.record(i)?;
         let ty = Type {
             width: seg.layout.lane_width(),
             len: (seg.src_len / seg.layout.element_bytes() as u64) as usize,

@@ -3,13 +3,15 @@
 //! Every chunk of a tensor is stored as a small typed program (see [`dsl`]) whose
 //! execution regenerates the chunk's exact bytes; literal words inside programs are
 //! entropy coded by [`codec`]. [`archive`] holds the `.brv` container and its
-//! random-access reader.
+//! random-access reader; [`mount`] the FUSE filesystem that serves archives as
+//! the original files.
 
 pub mod archive;
 pub mod codec;
 pub mod dsl;
 pub mod error;
 pub mod inspect;
+pub mod mount;
 pub mod safetensors;
 pub mod synth;
 pub mod tree;

@@ -12,5 +12,6 @@ pub use format::{Index, Segment, HEAD_MAGIC, MAX_SEGMENT_BYTES, TRAILER_LEN};
 pub use reader::Archive;
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
-    calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,
+    calibrate, is_temp_name, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET,
+    DEFAULT_CHUNK_BYTES,
 };

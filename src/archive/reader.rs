@@ -4,14 +4,16 @@ use super::chunk::decode_chunk;
 use super::format::{decode_trailer, Index, Segment, HEAD_MAGIC, TRAILER_LEN};
 use crate::error::{Error, IoContext, Result};
 use memmap2::Mmap;
+use std::borrow::Cow;
 use std::fs::File;
 use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// An open archive: its index in memory and its records memory-mapped.
+/// An open archive: its index in memory, its records read on demand.
 pub struct Archive {
     path: PathBuf,
-    map: Mmap,
+    bytes: Backing,
     index: Index,
     /// Source offset where each segment starts, plus the source length at the end.
     src_starts: Vec<u64>,
@@ -19,18 +21,64 @@ pub struct Archive {
     rec_starts: Vec<u64>,
 }
 
+/// Where record bytes come from.
+enum Backing {
+    /// Memory-mapped: no copy, for short-lived readers such as `unpack`.
+    Mapped(Mmap),
+    /// Positional reads: for long-lived readers (the mount), so that a file
+    /// truncated under them gives an error instead of SIGBUS, and their resident
+    /// memory holds only what they decoded.
+    Read { file: File, len: u64 },
+}
+
+impl Backing {
+    fn len(&self) -> u64 {
+        match self {
+            Backing::Mapped(map) => map.len() as u64,
+            Backing::Read { len, .. } => *len,
+        }
+    }
+
+    /// `len` bytes at `offset`, which the caller has checked lie inside the file.
+    fn read(&self, offset: u64, len: usize) -> std::io::Result<Cow<'_, [u8]>> {
+        match self {
+            Backing::Mapped(map) => Ok(Cow::Borrowed(&map[offset as usize..][..len])),
+            Backing::Read { file, .. } => {
+                let mut buf = vec![0u8; len];
+                file.read_exact_at(&mut buf, offset)?;
+                Ok(Cow::Owned(buf))
+            }
+        }
+    }
+}
+
 impl Archive {
-    /// Opens and checks an archive's framing and index. Records are checked as
-    /// they are decoded.
+    /// Opens an archive memory-mapped and checks its framing and index. Records
+    /// are checked as they are decoded.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
         let path = path.as_ref();
         let file = File::open(path).at(path)?;
         // SAFETY: the map is read-only; archives are written once under a temporary
         // name and renamed, so a file is not modified while mapped by this tool.
-        // Another process truncating it would fault reads, as with any mmap reader.
+        // Another process truncating it would fault reads, as with any mmap reader;
+        // long-lived readers use `open_unmapped` for that reason.
         let map = unsafe { Mmap::map(&file) }.at(path)?;
-        let index =
-            parse_framing(&map).map_err(|(offset, reason)| Error::corrupt(path, offset, reason))?;
+        Archive::with_backing(path, Backing::Mapped(map))
+    }
+
+    /// Opens an archive that is read with positional reads instead of a map.
+    pub fn open_unmapped(path: impl AsRef<Path>) -> Result<Archive> {
+        let path = path.as_ref();
+        let file = File::open(path).at(path)?;
+        let len = file.metadata().at(path)?.len();
+        Archive::with_backing(path, Backing::Read { file, len })
+    }
+
+    fn with_backing(path: &Path, bytes: Backing) -> Result<Archive> {
+        let index = parse_framing(&bytes).map_err(|(offset, reason)| match reason {
+            Framing::Io(e) => Error::io(path, e),
+            Framing::Corrupt(reason) => Error::corrupt(path, offset, reason),
+        })?;
         let prefix = |lens: &mut dyn Iterator<Item = u64>, first: u64| {
             let mut at = first;
             let mut v = vec![first];
@@ -47,7 +95,7 @@ impl Archive {
         );
         Ok(Archive {
             path: path.to_path_buf(),
-            map,
+            bytes,
             index,
             src_starts,
             rec_starts,
@@ -74,7 +122,7 @@ impl Archive {
 
     /// Archive file size.
     pub fn archive_len(&self) -> u64 {
-        self.map.len() as u64
+        self.bytes.len()
     }
 
     pub fn segments(&self) -> &[Segment] {
@@ -97,8 +145,11 @@ impl Archive {
     }
 
     /// The record bytes of segment `i`.
-    pub fn record(&self, i: usize) -> &[u8] {
-        &self.map[self.rec_starts[i] as usize..self.rec_starts[i + 1] as usize]
+    pub fn record(&self, i: usize) -> Result<Cow<'_, [u8]>> {
+        let len = self.rec_starts[i + 1] - self.rec_starts[i];
+        self.bytes
+            .read(self.rec_starts[i], len as usize)
+            .at(&self.path)
     }
 
     /// Decodes segment `i` into `out` (exactly its source length) and verifies its
@@ -106,7 +157,7 @@ impl Archive {
     pub fn decode_segment_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
         let seg = &self.index.segments[i];
         let base = self.rec_starts[i];
-        decode_chunk(self.record(i), seg.layout, out)
+        decode_chunk(&self.record(i)?, seg.layout, out)
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
         if xxhash_rust::xxh3::xxh3_64(out) != seg.checksum {
             return Err(Error::corrupt(
@@ -156,28 +207,39 @@ impl Archive {
     }
 }
 
+/// Why the framing could not be read: the file, or its contents.
+enum Framing {
+    Io(std::io::Error),
+    Corrupt(String),
+}
+
 /// Checks magic numbers and trailer, then parses the index. Errors carry the
 /// archive offset they concern.
-fn parse_framing(map: &[u8]) -> std::result::Result<Index, (u64, String)> {
-    let len = map.len();
-    if len < HEAD_MAGIC.len() + TRAILER_LEN || map[..8] != HEAD_MAGIC {
-        return Err((0, "not a brevis archive (bad magic or too short)".into()));
+fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> {
+    let corrupt = |offset: u64, reason: &str| (offset, Framing::Corrupt(reason.to_string()));
+    let read = |offset: u64, len: usize| {
+        bytes
+            .read(offset, len)
+            .map_err(|e| (offset, Framing::Io(e)))
+    };
+    let len = bytes.len();
+    let min_len = (HEAD_MAGIC.len() + TRAILER_LEN) as u64;
+    if len < min_len || read(0, HEAD_MAGIC.len())?[..] != HEAD_MAGIC {
+        return Err(corrupt(0, "not a brevis archive (bad magic or too short)"));
     }
-    let trailer_at = len - TRAILER_LEN;
-    let trailer: &[u8; TRAILER_LEN] = map[trailer_at..].try_into().expect("trailer length");
+    let trailer_at = len - TRAILER_LEN as u64;
+    let trailer = read(trailer_at, TRAILER_LEN)?;
+    let trailer: &[u8; TRAILER_LEN] = trailer[..].try_into().expect("trailer length");
     let (index_offset, index_len, checksum) =
-        decode_trailer(trailer).ok_or((trailer_at as u64, "bad trailer magic".to_string()))?;
-    let fits = index_offset >= 8 && index_offset.checked_add(index_len) == Some(trailer_at as u64);
+        decode_trailer(trailer).ok_or_else(|| corrupt(trailer_at, "bad trailer magic"))?;
+    let fits = index_offset >= 8 && index_offset.checked_add(index_len) == Some(trailer_at);
     if !fits {
-        return Err((
-            trailer_at as u64,
-            "index position does not fit the file".into(),
-        ));
+        return Err(corrupt(trailer_at, "index position does not fit the file"));
     }
-    let index_bytes = &map[index_offset as usize..trailer_at];
-    if xxhash_rust::xxh3::xxh3_64(index_bytes) != checksum {
-        return Err((index_offset, "index checksum mismatch".into()));
+    let index_bytes = read(index_offset, index_len as usize)?;
+    if xxhash_rust::xxh3::xxh3_64(&index_bytes) != checksum {
+        return Err(corrupt(index_offset, "index checksum mismatch"));
     }
-    Index::decode(index_bytes, index_offset - HEAD_MAGIC.len() as u64)
-        .map_err(|e| (index_offset + e.at as u64, e.reason.to_string()))
+    Index::decode(&index_bytes, index_offset - HEAD_MAGIC.len() as u64)
+        .map_err(|e| corrupt(index_offset + e.at as u64, e.reason))
 }

@@ -169,6 +169,15 @@ pub(super) fn temp_path(dst: &Path) -> PathBuf {
     dst.with_file_name(tmp)
 }
 
+/// Whether `name` is a temporary name made by [`temp_path`]: a file still being
+/// written, which readers of a directory should not show.
+pub fn is_temp_name(name: &str) -> bool {
+    match name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp")) {
+        Some((_, pid)) => !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
 fn write_archive(
     source: &Source,
     tmp: &Path,
@@ -302,4 +311,18 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 pub fn calibrate(src: &Path, chunk_bytes: usize) -> Result<Prior> {
     let source = Source::open(src, chunk_bytes)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_names_are_recognised() {
+        let tmp = temp_path(Path::new("/a/model.brv"));
+        assert!(is_temp_name(tmp.file_name().unwrap().to_str().unwrap()));
+        for shown in ["model.brv", ".hidden", ".x.tmp", ".x.tmpfile", "x.tmp12"] {
+            assert!(!is_temp_name(shown), "{shown}");
+        }
+    }
 }

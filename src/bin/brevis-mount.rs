@@ -1,0 +1,200 @@
+//! `brevis-mount`: show a directory of `.brv` archives as the original files.
+
+use brevis::mount::{self, MountOptions, ServeOptions};
+use clap::Parser;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Mount a directory of .brv archives as a read-only filesystem in which every
+/// X.brv reads as X.safetensors, bit-identical to the original file.
+///
+/// Frameworks load from MOUNTPOINT unmodified (safetensors, torch, transformers,
+/// memory-mapped or not). Only the chunks a read touches are decoded, each
+/// checked against its checksum first; a chunk that fails gives EIO for the reads
+/// that touch it and a log line naming the archive and offset. Other files
+/// (config.json, tokenizers) show as they are; subdirectories are mirrored;
+/// files of a pack still being written are hidden. Archives added or replaced
+/// while mounted show at once; a file open before the change keeps reading the
+/// version it opened.
+///
+/// Runs in the background once the mount is ready, unless -f. Unmount with
+/// `umount MOUNTPOINT` (or `fusermount3 -u MOUNTPOINT` as a user), or send
+/// SIGINT/SIGTERM: the server unmounts and exits; if files are still open it
+/// detaches the mount and exits when they close.
+///
+/// As root this needs only /dev/fuse. As another user it needs the fusermount3
+/// helper (Debian: apt install fuse3) and read-write access to /dev/fuse, and
+/// --allow-other needs `user_allow_other` in /etc/fuse.conf.
+#[derive(Parser)]
+#[command(name = "brevis-mount", version, about, long_about)]
+struct Cli {
+    /// Directory of archives (as written by `brevis pack DIR ARCHIVES`).
+    archives: PathBuf,
+    /// Empty directory to mount on.
+    mountpoint: PathBuf,
+    /// Stay in the foreground and log to stderr.
+    #[arg(short, long)]
+    foreground: bool,
+    /// Memory for decoded chunks, in bytes or with a K, M or G suffix. The
+    /// kernel's page cache keeps what was read besides this.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size)]
+    cache_size: usize,
+    /// Chunks decoded ahead of a reader that reads sequentially.
+    #[arg(long, value_name = "CHUNKS", default_value_t = 8)]
+    read_ahead: usize,
+    /// Seconds the kernel may cache names and attributes. Changes in the archives
+    /// directory are pushed to the kernel at once; this bounds how long a change
+    /// the server cannot see (e.g. on a network filesystem) takes to show.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    ttl: u64,
+    /// Threads taking requests from the kernel; decoding runs on all cores.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    threads: usize,
+    /// Let other users read the mount (needs `user_allow_other` in
+    /// /etc/fuse.conf when not root). File permissions still apply.
+    #[arg(long)]
+    allow_other: bool,
+    /// In the background, append log lines to this file (default: discarded).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// More log lines: -v for each mount and unmount, -vv for every request.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB") {
+        "" | "B" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("unknown unit {unit:?}; use K, M or G")),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("not a size: {text:?}"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("too large: {text}"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = ["warn", "info", "debug"][cli.verbose.min(2) as usize];
+    let (archives, mountpoint) = match mount::check_paths(&cli.archives, &cli.mountpoint) {
+        Ok(paths) => paths,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let options = MountOptions {
+        serve: ServeOptions {
+            cache_bytes: cli.cache_size,
+            ttl: Duration::from_secs(cli.ttl),
+            read_ahead: cli.read_ahead,
+        },
+        allow_other: cli.allow_other,
+        threads: cli.threads,
+    };
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
+    if cli.foreground {
+        logger.init();
+        return match mount::serve(&archives, &mountpoint, &options, || {}) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e.to_string()),
+        };
+    }
+    let log = match &cli.log {
+        Some(path) => File::options().create(true).append(true).open(path),
+        None => File::options().write(true).open("/dev/null"),
+    };
+    match log {
+        Ok(file) => logger
+            .target(env_logger::Target::Pipe(Box::new(file)))
+            .init(),
+        Err(e) => return fail(&format!("{}: {e}", cli.log.unwrap_or_default().display())),
+    }
+    in_background(|ready| mount::serve(&archives, &mountpoint, &options, ready))
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("brevis-mount: error: {message}");
+    ExitCode::FAILURE
+}
+
+/// Runs `serve` in a child process that outlives this one. This process waits
+/// until the child reports that the mount is ready (exit 0) or that it failed
+/// (its message, exit 1). Called before any thread exists, as fork requires.
+fn in_background(serve: impl FnOnce(Box<dyn FnOnce()>) -> brevis::Result<()>) -> ExitCode {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is valid for two descriptors; the result is checked.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return fail(&format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors are fresh and owned only here.
+    let (from_child, to_parent) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the process has one thread here, so the child may do anything.
+    match unsafe { libc::fork() } {
+        -1 => fail(&format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            drop(from_child);
+            // SAFETY: setsid takes no arguments; it detaches from the terminal.
+            unsafe { libc::setsid() };
+            let report = File::from(to_parent);
+            let status = child(report, serve);
+            std::process::exit(status)
+        }
+        _ => {
+            drop(to_parent);
+            let mut message = String::new();
+            let _ = File::from(from_child).read_to_string(&mut message);
+            match message.as_str() {
+                "ready" => ExitCode::SUCCESS,
+                "" => fail("the server exited before the mount was ready"),
+                failure => fail(failure),
+            }
+        }
+    }
+}
+
+/// The background process: serves, telling the parent through `report` first
+/// that the mount is ready or why it failed.
+fn child(report: File, serve: impl FnOnce(Box<dyn FnOnce()>) -> brevis::Result<()>) -> i32 {
+    let report = std::sync::Arc::new(std::sync::Mutex::new(Some(report)));
+    let on_ready = report.clone();
+    let ready = Box::new(move || {
+        if let Some(mut file) = on_ready.lock().ok().and_then(|mut f| f.take()) {
+            let _ = file.write_all(b"ready");
+        }
+        detach_stdio();
+    });
+    match serve(ready) {
+        Ok(()) => 0,
+        Err(e) => {
+            if let Some(mut file) = report.lock().ok().and_then(|mut f| f.take()) {
+                let _ = file.write_all(e.to_string().as_bytes());
+            }
+            log::error!("{e}");
+            1
+        }
+    }
+}
+
+/// Points stdin, stdout and stderr at /dev/null, so the process started from a
+/// terminal or a pipe does not hold it open.
+fn detach_stdio() {
+    if let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors, which this process owns.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Decoded chunks shared by every reader of the mount: an LRU bounded in bytes,
+//! with single-flight decoding so that readers wanting one chunk decode it once.
+
+use lru::LruCache;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+/// A chunk: which archive (an id the caller keeps unique per archive file) and
+/// which of its segments.
+pub type ChunkKey = (u64, usize);
+
+/// Decoded bytes of one chunk, already verified against its checksum.
+pub type Chunk = Arc<[u8]>;
+
+pub struct ChunkCache {
+    capacity: usize,
+    state: Mutex<State>,
+}
+
+struct State {
+    ready: LruCache<ChunkKey, Chunk>,
+    /// Bytes held by `ready`.
+    bytes: usize,
+    decoding: HashMap<ChunkKey, Arc<Flight>>,
+}
+
+/// One decode in progress, awaited by the readers that arrived after it started.
+#[derive(Default)]
+struct Flight {
+    result: Mutex<Option<Result<Chunk, String>>>,
+    done: Condvar,
+}
+
+impl ChunkCache {
+    /// A cache holding at most `capacity` bytes of decoded chunks (a chunk larger
+    /// than that is decoded for its readers and not kept).
+    pub fn new(capacity: usize) -> ChunkCache {
+        ChunkCache {
+            capacity,
+            state: Mutex::new(State {
+                ready: LruCache::unbounded(),
+                bytes: 0,
+                decoding: HashMap::new(),
+            }),
+        }
+    }
+
+    /// Bytes of decoded chunks held now.
+    #[cfg(test)]
+    fn held_bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// Whether `key` is decoded or being decoded.
+    pub fn contains(&self, key: ChunkKey) -> bool {
+        let state = self.lock();
+        state.ready.contains(&key) || state.decoding.contains_key(&key)
+    }
+
+    /// The chunk for `key`, decoded by `decode` if no one holds or is decoding
+    /// it. A failed decode is reported to everyone waiting on it and not kept,
+    /// so a later read tries again.
+    pub fn get_or_decode(
+        &self,
+        key: ChunkKey,
+        decode: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<Chunk, String> {
+        let flight = {
+            let mut state = self.lock();
+            if let Some(chunk) = state.ready.get(&key) {
+                return Ok(chunk.clone());
+            }
+            if let Some(flight) = state.decoding.get(&key) {
+                let flight = flight.clone();
+                drop(state);
+                return flight.wait();
+            }
+            let flight = Arc::new(Flight::default());
+            state.decoding.insert(key, flight.clone());
+            flight
+        };
+        // If `decode` panics, waiters must not sleep forever: the guard ends the
+        // flight with an error as it unwinds.
+        let mut landing = Landing {
+            cache: self,
+            key,
+            flight: &flight,
+            result: Some(Err("the decoder panicked".to_string())),
+        };
+        let result = decode().map(Chunk::from);
+        landing.result = Some(result.clone());
+        drop(landing);
+        result
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent at every unlock, so a panic elsewhere while
+        // holding the lock does not make it unusable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn land(&self, key: ChunkKey, flight: &Flight, result: Result<Chunk, String>) {
+        {
+            let mut state = self.lock();
+            state.decoding.remove(&key);
+            if let Ok(chunk) = &result {
+                if chunk.len() <= self.capacity {
+                    state.bytes += chunk.len();
+                    if let Some(old) = state.ready.put(key, chunk.clone()) {
+                        state.bytes -= old.len();
+                    }
+                    while state.bytes > self.capacity {
+                        let (_, evicted) = state.ready.pop_lru().expect("bytes > 0");
+                        state.bytes -= evicted.len();
+                    }
+                }
+            }
+        }
+        *flight.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+        flight.done.notify_all();
+    }
+}
+
+impl Flight {
+    fn wait(&self) -> Result<Chunk, String> {
+        let mut result = self.result.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(result) = result.as_ref() {
+                return result.clone();
+            }
+            result = self
+                .done
+                .wait(result)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Ends a flight when dropped, whether its decode returned or unwound.
+struct Landing<'a> {
+    cache: &'a ChunkCache,
+    key: ChunkKey,
+    flight: &'a Flight,
+    result: Option<Result<Chunk, String>>,
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        let result = self.result.take().expect("set until drop");
+        self.cache.land(self.key, self.flight, result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Barrier;
+
+    #[test]
+    fn stays_within_capacity_and_evicts_least_recent() {
+        let cache = ChunkCache::new(250);
+        for i in 0..3 {
+            cache
+                .get_or_decode((0, i), || Ok(vec![i as u8; 100]))
+                .unwrap();
+        }
+        assert_eq!(cache.held_bytes(), 200);
+        assert!(!cache.contains((0, 0)), "oldest chunk evicted");
+        assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
+        // Touching 1 makes 2 the least recent.
+        cache.get_or_decode((0, 1), || unreachable!()).unwrap();
+        cache.get_or_decode((0, 3), || Ok(vec![3; 100])).unwrap();
+        assert!(cache.contains((0, 1)) && !cache.contains((0, 2)));
+    }
+
+    #[test]
+    fn oversized_chunks_are_served_but_not_kept() {
+        let cache = ChunkCache::new(10);
+        let chunk = cache.get_or_decode((1, 0), || Ok(vec![7; 11])).unwrap();
+        assert_eq!(&chunk[..], &[7; 11]);
+        assert_eq!(cache.held_bytes(), 0);
+        assert!(!cache.contains((1, 0)));
+    }
+
+    #[test]
+    fn errors_reach_the_reader_and_are_not_kept() {
+        let cache = ChunkCache::new(1000);
+        let err = cache
+            .get_or_decode((0, 0), || Err("bad".into()))
+            .unwrap_err();
+        assert_eq!(err, "bad");
+        assert!(!cache.contains((0, 0)));
+        let ok = cache.get_or_decode((0, 0), || Ok(vec![1])).unwrap();
+        assert_eq!(&ok[..], &[1]);
+    }
+
+    #[test]
+    fn concurrent_readers_of_one_chunk_decode_it_once() {
+        let cache = ChunkCache::new(1 << 20);
+        let decodes = AtomicUsize::new(0);
+        let start = Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    let chunk = cache
+                        .get_or_decode((9, 9), || {
+                            decodes.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                            Ok(vec![5; 1000])
+                        })
+                        .unwrap();
+                    assert_eq!(&chunk[..], &[5; 1000][..]);
+                });
+            }
+        });
+        assert_eq!(decodes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_panicking_decode_releases_its_waiters() {
+        let cache = ChunkCache::new(1 << 20);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cache.get_or_decode((2, 2), || panic!("decoder bug"))
+        }));
+        assert!(caught.is_err());
+        assert!(!cache.contains((2, 2)), "the flight ended");
+        let ok = cache.get_or_decode((2, 2), || Ok(vec![1, 2])).unwrap();
+        assert_eq!(&ok[..], &[1, 2]);
+    }
+}

@@ -1,0 +1,396 @@
+//! The FUSE operations: a read-only view of the archives directory in which
+//! every archive reads as the original file, decoded chunk by chunk on demand.
+
+use super::cache::{Chunk, ChunkCache};
+use super::nodes::{Kind, LookupError, Node, Nodes};
+use super::watch::Watcher;
+use crate::archive::Archive;
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyXattr, Request,
+};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How the mount serves reads.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Bytes of decoded chunks kept in memory.
+    pub cache_bytes: usize,
+    /// How long the kernel may cache names and attributes. Changes seen by the
+    /// watcher are pushed to the kernel at once regardless.
+    pub ttl: Duration,
+    /// Chunks decoded ahead of a handle that reads sequentially.
+    pub read_ahead: usize,
+}
+
+/// A read that lands within this distance of where the handle's last read
+/// ended counts as sequential: the kernel sends read-ahead requests of one
+/// stream concurrently, so they arrive slightly out of order.
+const SEQUENTIAL_SLACK: u64 = 4 << 20;
+
+/// The largest read the kernel is asked to send, and read-ahead it is asked for.
+const MAX_READ: u32 = 1 << 20;
+
+pub struct BrevisFs {
+    nodes: Nodes,
+    cache: Arc<ChunkCache>,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_handle: AtomicU64,
+    watcher: Option<Arc<Watcher>>,
+    options: ServeOptions,
+}
+
+/// An open file.
+enum Handle {
+    Archive(ArchiveReader),
+    Plain(File),
+}
+
+/// An open archive and where its reader is going.
+struct ArchiveReader {
+    /// Distinguishes this archive version's chunks in the shared cache.
+    id: u64,
+    archive: Arc<Archive>,
+    /// Source offset where the last read ended.
+    last_end: AtomicU64,
+    /// Segments up to here have been queued for read-ahead.
+    ahead_until: AtomicUsize,
+}
+
+impl BrevisFs {
+    /// A view of `nodes`; `watcher` (if any) is told of every directory shown so
+    /// that changes in it reach the kernel.
+    pub fn new(nodes: Nodes, watcher: Option<Arc<Watcher>>, options: ServeOptions) -> BrevisFs {
+        BrevisFs {
+            nodes,
+            cache: Arc::new(ChunkCache::new(options.cache_bytes)),
+            handles: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+            watcher,
+            options,
+        }
+    }
+
+    fn attr(&self, ino: u64, node: &Node) -> FileAttr {
+        let meta = &node.meta;
+        let time = |secs: i64, nanos: i64| {
+            let since = Duration::new(secs.unsigned_abs(), nanos as u32);
+            if secs >= 0 {
+                UNIX_EPOCH + since
+            } else {
+                UNIX_EPOCH - since
+            }
+        };
+        let (kind, nlink) = match node.kind {
+            Kind::Dir => (FileType::Directory, 2),
+            Kind::Plain | Kind::Archive => (FileType::RegularFile, 1),
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size: node.size(),
+            // Blocks of the real file: `du` through the mount shows the space
+            // the archives take.
+            blocks: meta.blocks(),
+            atime: time(meta.atime(), meta.atime_nsec()),
+            mtime: time(meta.mtime(), meta.mtime_nsec()),
+            ctime: time(meta.ctime(), meta.ctime_nsec()),
+            crtime: SystemTime::UNIX_EPOCH,
+            kind,
+            perm: (meta.mode() & 0o555) as u16,
+            nlink,
+            uid: meta.uid(),
+            gid: meta.gid(),
+            rdev: 0,
+            blksize: MAX_READ,
+            flags: 0,
+        }
+    }
+
+    fn handle(&self, fh: FileHandle) -> Option<Arc<Handle>> {
+        let handles = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
+        handles.get(&fh.0).cloned()
+    }
+
+    fn add_handle(&self, handle: Handle) -> FileHandle {
+        let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let mut handles = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
+        handles.insert(fh, Arc::new(handle));
+        FileHandle(fh)
+    }
+
+    /// Replies with source bytes `[offset, offset + size)` of an open archive,
+    /// clipped at its end, from verified chunks only.
+    fn read_archive(&self, reader: &ArchiveReader, offset: u64, size: u32, reply: ReplyData) {
+        let archive = &reader.archive;
+        let end = archive.len().min(offset.saturating_add(size as u64));
+        if offset >= end {
+            return reply.data(&[]);
+        }
+        let segments = archive.segment_at(offset)..archive.segment_at(end - 1) + 1;
+        let chunks: Result<Vec<Chunk>, ()> = segments
+            .clone()
+            .into_par_iter()
+            .map(|i| load(&self.cache, reader.id, archive, i))
+            .collect();
+        let Ok(chunks) = chunks else {
+            return reply.error(Errno::EIO);
+        };
+        self.read_ahead(reader, offset, end, segments.end);
+        let mut pieces = segments.zip(&chunks).map(|(i, chunk)| {
+            let range = archive.segment_range(i);
+            let from = offset.max(range.start) - range.start;
+            let to = end.min(range.end) - range.start;
+            &chunk[from as usize..to as usize]
+        });
+        match chunks.len() {
+            // The common case, a read within one chunk, needs no copy.
+            1 => reply.data(pieces.next().expect("one chunk")),
+            _ => reply.data(&pieces.collect::<Vec<_>>().concat()),
+        }
+    }
+
+    /// Queues decoding of the chunks after `next` when the handle reads
+    /// sequentially, so that they are ready when the reader gets there.
+    fn read_ahead(&self, reader: &ArchiveReader, offset: u64, end: u64, next: usize) {
+        let last_end = reader.last_end.swap(end, Ordering::Relaxed);
+        if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || self.options.read_ahead == 0 {
+            return;
+        }
+        let stop = (next + self.options.read_ahead).min(reader.archive.segments().len());
+        let start = reader
+            .ahead_until
+            .fetch_max(stop, Ordering::Relaxed)
+            .max(next);
+        for i in (start..stop).filter(|&i| !self.cache.contains((reader.id, i))) {
+            let (cache, archive, id) = (self.cache.clone(), reader.archive.clone(), reader.id);
+            // Errors are left for the read that needs the chunk to report.
+            rayon::spawn(move || {
+                let _ = load(&cache, id, &archive, i);
+            });
+        }
+    }
+}
+
+/// Segment `i` of an archive, from the cache or decoded and verified into it.
+fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
+    cache
+        .get_or_decode((id, i), || {
+            archive.decode_segment(i).map_err(|e| e.to_string())
+        })
+        .map_err(|message| log::error!("{message}"))
+}
+
+/// How a failed lookup reaches the caller.
+fn errno(err: LookupError) -> Errno {
+    match err {
+        LookupError::NotFound => Errno::ENOENT,
+        LookupError::NotADirectory => Errno::ENOTDIR,
+        LookupError::BadArchive(message) => {
+            log::error!("{message}");
+            Errno::EIO
+        }
+    }
+}
+
+impl Filesystem for BrevisFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Ask for the largest read-ahead the kernel allows, up to MAX_READ.
+        if let Err(max) = config.set_max_readahead(MAX_READ) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ =
+            config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_ASYNC_READ);
+        if let Some(watcher) = &self.watcher {
+            if let Some(root) = self.nodes.get(super::nodes::ROOT) {
+                watch_dir(watcher, &root, super::nodes::ROOT);
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.nodes.lookup(parent.0, name) {
+            Ok((ino, node)) => {
+                if let (Kind::Dir, Some(watcher)) = (node.kind, &self.watcher) {
+                    watch_dir(watcher, &node, ino);
+                }
+                reply.entry(&self.options.ttl, &self.attr(ino, &node), Generation(0));
+            }
+            Err(err) => reply.error(errno(err)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.nodes.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.nodes.get(ino.0) {
+            Some(node) => reply.attr(&self.options.ttl, &self.attr(ino.0, &node)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
+            return reply.error(Errno::EROFS);
+        }
+        let Some(node) = self.nodes.get(ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let handle = match (node.kind, node.archive) {
+            (Kind::Archive, Some(archive)) => Handle::Archive(ArchiveReader {
+                id: ino.0,
+                archive,
+                last_end: AtomicU64::new(0),
+                ahead_until: AtomicUsize::new(0),
+            }),
+            (Kind::Plain, _) => match File::open(&node.real) {
+                Ok(file) => Handle::Plain(file),
+                Err(e) => {
+                    log::warn!("{}: {e}", node.real.display());
+                    return reply.error(Errno::from(e));
+                }
+            },
+            _ => return reply.error(Errno::EISDIR),
+        };
+        // Archives never change under an inode (a new version is a new inode),
+        // so pages read once stay valid across opens.
+        let flags = match handle {
+            Handle::Archive(_) => FopenFlags::FOPEN_KEEP_CACHE,
+            Handle::Plain(_) => FopenFlags::empty(),
+        };
+        reply.opened(self.add_handle(handle), flags);
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some(handle) = self.handle(fh) else {
+            return reply.error(Errno::EBADF);
+        };
+        match handle.as_ref() {
+            Handle::Archive(reader) => self.read_archive(reader, offset, size, reply),
+            Handle::Plain(file) => {
+                let mut buf = vec![0u8; size as usize];
+                match read_full(file, &mut buf, offset) {
+                    Ok(n) => reply.data(&buf[..n]),
+                    Err(e) => reply.error(Errno::from(e)),
+                }
+            }
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let mut handles = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
+        handles.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(Errno::ENODATA);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        // No attributes: a size query gets 0, a read gets an empty list.
+        match size {
+            0 => reply.size(0),
+            _ => reply.data(&[]),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let listed = match self.nodes.list(ino.0) {
+            Ok(listed) => listed,
+            Err(err) => return reply.error(errno(err)),
+        };
+        let dots = [
+            (ino.0, Kind::Dir, OsStr::new(".").to_os_string()),
+            (ino.0, Kind::Dir, OsStr::new("..").to_os_string()),
+        ];
+        let all = dots.into_iter().chain(listed);
+        for (i, (child, kind, name)) in all.enumerate().skip(offset as usize) {
+            let kind = match kind {
+                Kind::Dir => FileType::Directory,
+                Kind::Plain | Kind::Archive => FileType::RegularFile,
+            };
+            if reply.add(INodeNo(child), i as u64 + 1, kind, &name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+}
+
+/// Reads until `buf` is full or the file ends.
+fn read_full(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+fn watch_dir(watcher: &Watcher, node: &Node, ino: u64) {
+    if let Err(e) = watcher.watch(&node.real, ino) {
+        log::warn!(
+            "{}: cannot watch for changes ({e}); they show after the attribute timeout",
+            node.real.display()
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! The read-only FUSE filesystem behind `brevis-mount`: a directory of archives
+//! shown as the original files, decoded chunk by chunk as they are read.
+//!
+//! Data flow of a read: the kernel asks for a byte range of a presented file
+//! ([`fs`]); the archive's index names the chunks covering it; chunks missing
+//! from the shared [`cache`] are decoded (in parallel, once each, checksums
+//! verified) and the range is copied out of them. Names and inodes come from
+//! [`nodes`]; [`watch`] tells the kernel when the archives directory changes.
+
+mod cache;
+mod fs;
+mod nodes;
+mod watch;
+
+pub use fs::{BrevisFs, ServeOptions};
+pub use nodes::Nodes;
+
+use crate::error::{Error, IoContext, Result};
+use fuser::{Config, INodeNo, MountOption, SessionACL};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use watch::Watcher;
+
+/// Everything `serve` needs besides the two paths.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    pub serve: ServeOptions,
+    /// Let users other than the one mounting read the files.
+    pub allow_other: bool,
+    /// Threads taking requests from the kernel.
+    pub threads: usize,
+}
+
+/// Checks that `archives` is a directory and `mountpoint` a directory that is not
+/// already mounted on, with errors that say what to do.
+pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf)> {
+    let archives = archives.canonicalize().at(archives)?;
+    if !archives.is_dir() {
+        return Err(Error::invalid(
+            &archives,
+            "the archives folder is not a directory",
+        ));
+    }
+    let mount = match mountpoint.canonicalize() {
+        Ok(path) => path,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(Error::invalid(
+                mountpoint,
+                "a stale mount is left here (its server is gone); run `umount -l` on it first",
+            ))
+        }
+        Err(e) => return Err(Error::io(mountpoint, e)),
+    };
+    if !mount.is_dir() {
+        return Err(Error::invalid(&mount, "the mountpoint is not a directory"));
+    }
+    if is_mount_point(&mount)? {
+        return Err(Error::invalid(
+            &mount,
+            "something is already mounted here; unmount it first",
+        ));
+    }
+    if mount.starts_with(&archives) {
+        return Err(Error::invalid(
+            &mount,
+            "the mountpoint lies inside the archives folder",
+        ));
+    }
+    Ok((archives, mount))
+}
+
+/// Whether `path` (canonical) is the mount point of some filesystem.
+fn is_mount_point(path: &Path) -> Result<bool> {
+    let info = Path::new("/proc/self/mountinfo");
+    let text = std::fs::read_to_string(info).at(info)?;
+    let wanted = path.as_os_str().as_encoded_bytes();
+    // Field 5 is the mount point, with space, tab, newline and backslash escaped
+    // as three octal digits.
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .any(|field| unescape_octal(field) == wanted))
+}
+
+fn unescape_octal(field: &str) -> Vec<u8> {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match (bytes[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// What ends the wait in `serve`.
+enum Event {
+    Signal(i32),
+    Ended(std::io::Result<()>),
+}
+
+/// Mounts `archives` at `mountpoint` (both checked by [`check_paths`]) and serves
+/// it until it is unmounted or the process gets SIGINT, SIGTERM or SIGHUP, which
+/// unmount it. Calls `ready` once the mount is in place.
+///
+/// Must be called before the process starts any thread: the signals are blocked
+/// here so that every thread inherits the mask and only one thread takes them.
+pub fn serve(
+    archives: &Path,
+    mountpoint: &Path,
+    options: &MountOptions,
+    ready: impl FnOnce(),
+) -> Result<()> {
+    let signals = block_signals();
+    let nodes = Nodes::new(archives).at(archives)?;
+    let watcher = match Watcher::new() {
+        Ok(watcher) => Some(Arc::new(watcher)),
+        Err(e) => {
+            log::warn!("cannot watch for changes ({e}); they show after the attribute timeout");
+            None
+        }
+    };
+    let fs = BrevisFs::new(nodes, watcher.clone(), options.serve.clone());
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(format!("brevis:{}", archives.display())),
+        MountOption::Subtype("brevis".into()),
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::DefaultPermissions,
+    ];
+    if options.allow_other {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(options.threads.max(1));
+    config.clone_fd = true;
+    let mut session = fuser::Session::new(fs, mountpoint, &config)
+        .map_err(|e| Error::invalid(mountpoint, format!("cannot mount: {e}")))?;
+    let mut unmounter = session.unmount_callable();
+    let notifier = session.notifier();
+    let (events, waiting) = mpsc::channel();
+    if let Some(watcher) = watcher {
+        std::thread::spawn(move || {
+            let err = watcher.run(|dir, real_name| {
+                if let Some(shown) = nodes::presented_name(real_name) {
+                    // The kernel may not know the entry; then there is nothing to drop.
+                    let _ = notifier.inval_entry(INodeNo(dir), &shown);
+                }
+            });
+            log::warn!("stopped watching for changes: {err}");
+        });
+    }
+    let ended = events.clone();
+    std::thread::spawn(move || {
+        let _ = ended.send(Event::Ended(session.run()));
+    });
+    std::thread::spawn(move || loop {
+        if events.send(Event::Signal(wait_signal(&signals))).is_err() {
+            break;
+        }
+    });
+    // Only now: finding the mount's device asks the running server.
+    raise_read_ahead(mountpoint);
+    ready();
+    let mut signalled = false;
+    for event in waiting {
+        match event {
+            Event::Ended(result) => {
+                return result.map_err(|e| Error::io(mountpoint, e));
+            }
+            Event::Signal(signal) if signalled => {
+                log::warn!("signal {signal} again: exiting while files are still open");
+                std::process::exit(1);
+            }
+            Event::Signal(signal) => {
+                signalled = true;
+                log::info!("signal {signal}: unmounting {}", mountpoint.display());
+                if let Err(e) = unmounter.unmount() {
+                    detach(mountpoint, e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Raises the kernel's read-ahead for the mount (its default is 128 KiB), so
+/// that sequential reads arrive as 1 MiB requests and the server has whole
+/// chunks to decode in parallel. Needs root; without it the default stays.
+fn raise_read_ahead(mountpoint: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(mountpoint) else {
+        return;
+    };
+    let dev = meta.dev();
+    let knob = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    if let Err(e) = std::fs::write(&knob, READ_AHEAD_KB.to_string()) {
+        log::debug!("{knob}: {e}; the kernel's default read-ahead stays");
+    }
+}
+
+/// The kernel read-ahead asked for, in KiB.
+const READ_AHEAD_KB: u32 = 4096;
+
+/// Unmounts lazily after a plain unmount failed (files still open): the mount
+/// leaves the namespace now and the server ends when the last file closes.
+fn detach(mountpoint: &Path, cause: std::io::Error) {
+    let path = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes());
+    let Ok(path) = path else { return };
+    // SAFETY: `path` is NUL-terminated and outlives the call.
+    let rc = unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+    if rc == 0 {
+        log::warn!(
+            "{}: busy ({cause}); detached, serving open files until they close",
+            mountpoint.display()
+        );
+    } else {
+        log::error!(
+            "{}: cannot unmount ({cause}; detach: {})",
+            mountpoint.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and the threads it starts)
+/// and returns the set, for `wait_signal`.
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: the set is initialised by sigemptyset before use, and only valid
+    // signal numbers are added; pthread_sigmask gets valid pointers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Waits for one of the blocked signals.
+fn wait_signal(set: &libc::sigset_t) -> i32 {
+    let mut signal = 0;
+    // SAFETY: both pointers are valid for the call; sigwait only fails for an
+    // invalid set, which `block_signals` never builds.
+    unsafe { libc::sigwait(set, &mut signal) };
+    signal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape_octal(r"/mnt/my\040models"), b"/mnt/my models");
+        assert_eq!(unescape_octal(r"/a\134b"), b"/a\\b");
+        assert_eq!(unescape_octal(r"/odd\04"), b"/odd\\04");
+    }
+
+    #[test]
+    fn paths_are_checked_before_mounting() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let missing = dir.path().join("missing");
+        let err = check_paths(&missing, dir.path()).unwrap_err().to_string();
+        assert!(err.contains("missing"), "{err}");
+        let err = check_paths(dir.path(), &file).unwrap_err().to_string();
+        assert!(err.contains("not a directory"), "{err}");
+        let inside = dir.path().join("mnt");
+        std::fs::create_dir(&inside).unwrap();
+        let err = check_paths(dir.path(), &inside).unwrap_err().to_string();
+        assert!(err.contains("inside the archives"), "{err}");
+        assert!(
+            check_paths(&inside, Path::new("/proc")).is_err(),
+            "/proc is a mount point"
+        );
+        let other = tempfile::tempdir().unwrap();
+        assert!(check_paths(dir.path(), other.path()).is_ok());
+    }
+}

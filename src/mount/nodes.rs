@@ -1,0 +1,401 @@
+//! The mounted tree: which real entries of the archives directory the mount
+//! shows, under which names, and the inode numbers it gives them.
+//!
+//! An inode stands for one version of one real file: its path plus the file's
+//! identity (device, inode, size, mtime). An archive replaced while mounted is a
+//! new version and gets a new inode, so the kernel never mixes pages of the old
+//! and new archive in one file, and open handles keep reading the old one.
+
+use crate::archive::{is_temp_name, Archive};
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::Metadata;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub const ARCHIVE_SUFFIX: &str = ".brv";
+pub const PRESENTED_SUFFIX: &str = ".safetensors";
+pub const ROOT: u64 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    /// A file shown as it is (config.json, tokenizers, READMEs).
+    Plain,
+    /// An archive shown as the original file it holds.
+    Archive,
+}
+
+/// What the mount knows of one inode.
+#[derive(Clone)]
+pub struct Node {
+    pub real: PathBuf,
+    pub kind: Kind,
+    pub meta: Metadata,
+    /// Open for `Kind::Archive` nodes that were looked up.
+    pub archive: Option<Arc<Archive>>,
+}
+
+impl Node {
+    /// Size of the file as the mount presents it.
+    pub fn size(&self) -> u64 {
+        match &self.archive {
+            Some(archive) => archive.len(),
+            None => self.meta.len(),
+        }
+    }
+}
+
+/// The name under which a real directory entry is shown, or `None` if hidden.
+pub fn presented_name(real: &OsStr) -> Option<OsString> {
+    let name = real.to_str();
+    if name.is_some_and(is_temp_name) {
+        return None;
+    }
+    match real.as_bytes().strip_suffix(ARCHIVE_SUFFIX.as_bytes()) {
+        Some(stem) => {
+            let mut shown = OsStr::from_bytes(stem).to_os_string();
+            shown.push(PRESENTED_SUFFIX);
+            Some(shown)
+        }
+        None => Some(real.to_os_string()),
+    }
+}
+
+/// The real entries that may be shown under `presented`, the preferred first:
+/// an archive wins over a plain file of the presented name.
+fn real_candidates(presented: &OsStr) -> Vec<(OsString, Kind)> {
+    let bytes = presented.as_bytes();
+    let hidden = presented.to_str().is_some_and(is_temp_name)
+        || bytes.ends_with(ARCHIVE_SUFFIX.as_bytes())
+        || bytes.contains(&b'/');
+    if hidden {
+        return Vec::new();
+    }
+    let mut candidates = Vec::new();
+    if let Some(stem) = bytes.strip_suffix(PRESENTED_SUFFIX.as_bytes()) {
+        let mut archive = OsStr::from_bytes(stem).to_os_string();
+        archive.push(ARCHIVE_SUFFIX);
+        candidates.push((archive, Kind::Archive));
+    }
+    candidates.push((presented.to_os_string(), Kind::Plain));
+    candidates
+}
+
+/// Identity of one version of a real entry. Directories are identified without
+/// size and mtime, which change whenever their entries do.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    real: PathBuf,
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl Key {
+    fn of(real: &Path, meta: &Metadata) -> Key {
+        let versioned = !meta.is_dir();
+        Key {
+            real: real.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: if versioned { meta.len() } else { 0 },
+            mtime_ns: if versioned {
+                meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128
+            } else {
+                0
+            },
+        }
+    }
+}
+
+/// The inodes the kernel knows, found by number or by real entry.
+pub struct Nodes {
+    state: Mutex<State>,
+}
+
+struct State {
+    by_ino: HashMap<u64, Entry>,
+    by_key: HashMap<Key, u64>,
+    next_ino: u64,
+}
+
+struct Entry {
+    node: Node,
+    key: Key,
+    /// Lookups the kernel has not yet forgotten.
+    lookups: u64,
+}
+
+/// Why a name could not be resolved.
+#[derive(Debug)]
+pub enum LookupError {
+    NotFound,
+    NotADirectory,
+    /// The archive exists but cannot be opened; the message names it and why.
+    BadArchive(String),
+}
+
+impl Nodes {
+    /// The tree of `root`, which must be a directory.
+    pub fn new(root: &Path) -> std::io::Result<Nodes> {
+        let meta = std::fs::metadata(root)?;
+        let key = Key::of(root, &meta);
+        let node = Node {
+            real: root.to_path_buf(),
+            kind: Kind::Dir,
+            meta,
+            archive: None,
+        };
+        let entry = Entry {
+            node,
+            key: key.clone(),
+            // The root is never forgotten.
+            lookups: 1,
+        };
+        Ok(Nodes {
+            state: Mutex::new(State {
+                by_ino: HashMap::from([(ROOT, entry)]),
+                by_key: HashMap::from([(key, ROOT)]),
+                next_ino: ROOT + 1,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every update leaves the maps consistent, so a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn get(&self, ino: u64) -> Option<Node> {
+        self.lock().by_ino.get(&ino).map(|e| e.node.clone())
+    }
+
+    /// Resolves `name` in directory `parent` and counts one kernel lookup of the
+    /// inode returned.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<(u64, Node), LookupError> {
+        let dir = self.get(parent).ok_or(LookupError::NotFound)?;
+        if dir.kind != Kind::Dir {
+            return Err(LookupError::NotADirectory);
+        }
+        for (real_name, kind) in real_candidates(name) {
+            let real = dir.real.join(&real_name);
+            let Some((kind, meta)) = stat_as(&real, kind) else {
+                continue;
+            };
+            let archive = match kind {
+                Kind::Archive => Some(self.open_archive(&real, &meta)?),
+                _ => None,
+            };
+            let node = Node {
+                real,
+                kind,
+                meta,
+                archive,
+            };
+            return Ok(self.insert(node, 1));
+        }
+        Err(LookupError::NotFound)
+    }
+
+    /// Lists directory `ino` as the mount shows it: (inode, kind, name), sorted by
+    /// name. Entries that vanish while listing are left out.
+    pub fn list(&self, ino: u64) -> Result<Vec<(u64, Kind, OsString)>, LookupError> {
+        let dir = self.get(ino).ok_or(LookupError::NotFound)?;
+        if dir.kind != Kind::Dir {
+            return Err(LookupError::NotADirectory);
+        }
+        let entries = std::fs::read_dir(&dir.real).map_err(|_| LookupError::NotFound)?;
+        let mut shown: HashMap<OsString, (Kind, PathBuf, Metadata)> = HashMap::new();
+        for entry in entries.flatten() {
+            let Some(name) = presented_name(&entry.file_name()) else {
+                continue;
+            };
+            let wanted = if name.as_bytes() == entry.file_name().as_bytes() {
+                Kind::Plain
+            } else {
+                Kind::Archive
+            };
+            let Some((kind, meta)) = stat_as(&entry.path(), wanted) else {
+                continue;
+            };
+            let archive_wins = shown.get(&name).is_some_and(|s| s.0 == Kind::Archive);
+            if !archive_wins {
+                shown.insert(name, (kind, entry.path(), meta));
+            }
+        }
+        let mut listed: Vec<_> = shown
+            .into_iter()
+            .map(|(name, (kind, real, meta))| {
+                let node = Node {
+                    real,
+                    kind,
+                    meta,
+                    archive: None,
+                };
+                (self.insert(node, 0).0, kind, name)
+            })
+            .collect();
+        listed.sort_by(|a, b| a.2.cmp(&b.2));
+        Ok(listed)
+    }
+
+    /// The kernel forgot `count` lookups of `ino`; at zero the node is dropped.
+    pub fn forget(&self, ino: u64, count: u64) {
+        let mut state = self.lock();
+        let Some(entry) = state.by_ino.get_mut(&ino) else {
+            return;
+        };
+        entry.lookups = entry.lookups.saturating_sub(count);
+        if entry.lookups == 0 && ino != ROOT {
+            let entry = state.by_ino.remove(&ino).expect("present");
+            state.by_key.remove(&entry.key);
+        }
+    }
+
+    /// Number of inodes held.
+    pub fn len(&self) -> usize {
+        self.lock().by_ino.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The archive behind a known version of a file, or newly opened.
+    fn open_archive(&self, real: &Path, meta: &Metadata) -> Result<Arc<Archive>, LookupError> {
+        let key = Key::of(real, meta);
+        let known = {
+            let state = self.lock();
+            let ino = state.by_key.get(&key);
+            ino.and_then(|ino| state.by_ino[ino].node.archive.clone())
+        };
+        match known {
+            Some(archive) => Ok(archive),
+            None => Archive::open_unmapped(real)
+                .map(Arc::new)
+                .map_err(|e| LookupError::BadArchive(e.to_string())),
+        }
+    }
+
+    /// Returns the inode of `node`'s version, adding it if new, and counts
+    /// `lookups` more kernel references to it.
+    fn insert(&self, node: Node, lookups: u64) -> (u64, Node) {
+        let key = Key::of(&node.real, &node.meta);
+        let mut state = self.lock();
+        if let Some(&ino) = state.by_key.get(&key) {
+            let entry = state.by_ino.get_mut(&ino).expect("maps agree");
+            entry.lookups += lookups;
+            if entry.node.archive.is_none() {
+                entry.node.archive = node.archive;
+            }
+            return (ino, entry.node.clone());
+        }
+        let ino = state.next_ino;
+        state.next_ino += 1;
+        state.by_key.insert(key.clone(), ino);
+        let entry = Entry {
+            node: node.clone(),
+            key,
+            lookups,
+        };
+        state.by_ino.insert(ino, entry);
+        (ino, node)
+    }
+}
+
+/// Stats `real` and says how it is shown if it is to be shown as `wanted`:
+/// archives must be regular files; plain entries are regular files or
+/// directories (symbolic links are followed).
+fn stat_as(real: &Path, wanted: Kind) -> Option<(Kind, Metadata)> {
+    let meta = std::fs::metadata(real).ok()?;
+    let kind = match wanted {
+        Kind::Archive if meta.is_file() => Kind::Archive,
+        Kind::Plain if meta.is_file() => Kind::Plain,
+        Kind::Plain if meta.is_dir() => Kind::Dir,
+        _ => return None,
+    };
+    Some((kind, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_both_ways() {
+        let shown = |s: &str| presented_name(OsStr::new(s)).map(|n| n.into_string().unwrap());
+        assert_eq!(shown("model.brv").as_deref(), Some("model.safetensors"));
+        assert_eq!(shown("config.json").as_deref(), Some("config.json"));
+        assert_eq!(shown(".model.brv.tmp123"), None);
+        let real = |s: &str| real_candidates(OsStr::new(s));
+        assert_eq!(
+            real("model.safetensors"),
+            vec![
+                ("model.brv".into(), Kind::Archive),
+                ("model.safetensors".into(), Kind::Plain)
+            ]
+        );
+        assert!(
+            real("model.brv").is_empty(),
+            "archives are only shown renamed"
+        );
+        assert!(real(".model.brv.tmp99").is_empty());
+        assert_eq!(real("a.json"), vec![("a.json".into(), Kind::Plain)]);
+    }
+
+    #[test]
+    fn replaced_files_get_new_inodes_and_forgotten_ones_go() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.json"), b"one").unwrap();
+        let nodes = Nodes::new(dir.path()).unwrap();
+        let (first, node) = nodes.lookup(ROOT, OsStr::new("a.json")).unwrap();
+        assert_eq!((node.kind, node.size()), (Kind::Plain, 3));
+        let (again, _) = nodes.lookup(ROOT, OsStr::new("a.json")).unwrap();
+        assert_eq!(first, again);
+        std::fs::write(dir.path().join("a.json"), b"second").unwrap();
+        let (second, node) = nodes.lookup(ROOT, OsStr::new("a.json")).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(node.size(), 6);
+        nodes.forget(first, 2);
+        assert!(nodes.get(first).is_none());
+        assert!(nodes.get(second).is_some());
+        assert!(matches!(
+            nodes.lookup(ROOT, OsStr::new("missing")),
+            Err(LookupError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn listing_hides_temporaries_and_prefers_archives() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("config.json"), b"{}").unwrap();
+        std::fs::write(d.join(".m.brv.tmp42"), b"partial").unwrap();
+        std::fs::write(d.join("m.brv"), b"not really an archive").unwrap();
+        std::fs::write(d.join("m.safetensors"), b"x").unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let nodes = Nodes::new(d).unwrap();
+        let listed: Vec<_> = nodes
+            .list(ROOT)
+            .unwrap()
+            .into_iter()
+            .map(|(_, kind, name)| (kind, name.into_string().unwrap()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                (Kind::Plain, "config.json".to_string()),
+                (Kind::Archive, "m.safetensors".to_string()),
+                (Kind::Dir, "sub".to_string()),
+            ]
+        );
+        match nodes.lookup(ROOT, OsStr::new("m.safetensors")) {
+            Err(LookupError::BadArchive(msg)) => assert!(msg.contains("m.brv"), "{msg}"),
+            _ => panic!("a broken archive must not resolve"),
+        }
+    }
+}
