@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of Brevis on a fresh machine: installs what is missing (Rust
-# components, Python packages), fetches the real corpus, checks formatting and
-# lints, then runs the unit, property, integration and corpus tests.
+# components, a Python venv with safetensors and numpy for the mount tests),
+# fetches the real corpus, checks formatting and lints, then runs the unit,
+# property, integration, mount and corpus tests. The mount tests mount FUSE
+# filesystems for real: run as root (or with fusermount3) where /dev/fuse exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +15,21 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq python3 python3-pip >/dev/null
 fi
+
+if [ ! -e /dev/fuse ]; then
+  echo "test.sh: /dev/fuse is missing; the mount tests need FUSE (modprobe fuse)" >&2
+  exit 1
+fi
+venv=target/pyenv
+if ! "$venv/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
+  echo "== python venv with safetensors and numpy ($venv)"
+  python3 -m venv "$venv" 2>/dev/null || {
+    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$venv"
+  }
+  "$venv/bin/python" -m pip install -q safetensors numpy
+fi
+export BREVIS_PYTHON=$PWD/$venv/bin/python
 
 export BREVIS_CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
 echo "== corpus"

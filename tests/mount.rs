@@ -1,0 +1,616 @@
+//! `brevis-mount` mounted for real (needs root or fusermount3, and /dev/fuse):
+//! presented files equal their originals for whole reads, random ranges,
+//! concurrent readers and the Python `safetensors` loaders; corruption, writes,
+//! replacement, signals and memory behave as documented.
+
+mod common;
+
+use common::*;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Chunk size for the generated archives: small, so that reads cross many chunks.
+const CHUNK: &str = "65536";
+
+fn brevis(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "brevis {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A model directory of generated checkpoints and plain files, and its archives.
+struct Model {
+    _dir: tempfile::TempDir,
+    originals: PathBuf,
+    archives: PathBuf,
+}
+
+/// Tensors of several dtypes, `scale` times 64 KiB of data each.
+fn checkpoint(seed: u64, scale: usize) -> Vec<u8> {
+    let mut tensors = every_dtype();
+    let n = scale * 16384;
+    let smooth: Vec<u8> = (0..n)
+        .flat_map(|i| ((i as f32 * 0.001).sin() * 0.02).to_le_bytes())
+        .collect();
+    tensors.push(tensor("w.smooth", "F32", &[n as u64], smooth));
+    tensors.push(tensor("w.noise", "BF16", &[n as u64], noise(seed, n * 2)));
+    let extras = Extras {
+        metadata: Some(r#"{"format":"pt"}"#.into()),
+        ..Extras::default()
+    };
+    build(&tensors, &extras)
+}
+
+fn model() -> Model {
+    let dir = tempfile::tempdir().unwrap();
+    let originals = dir.path().join("model");
+    std::fs::create_dir_all(originals.join("shards")).unwrap();
+    std::fs::write(originals.join("model.safetensors"), checkpoint(1, 8)).unwrap();
+    std::fs::write(
+        originals.join("shards/part-2.safetensors"),
+        checkpoint(2, 3),
+    )
+    .unwrap();
+    std::fs::write(originals.join("config.json"), br#"{"hidden_size": 8}"#).unwrap();
+    std::fs::write(originals.join("shards/tokenizer.json"), noise(3, 5000)).unwrap();
+    let archives = dir.path().join("archives");
+    brevis(&[
+        "pack",
+        "-q",
+        "--chunk-size",
+        CHUNK,
+        s(&originals),
+        s(&archives),
+    ]);
+    Model {
+        _dir: dir,
+        originals,
+        archives,
+    }
+}
+
+/// A running `brevis-mount -f`, unmounted and stopped when dropped.
+struct Mounted {
+    _dir: tempfile::TempDir,
+    point: PathBuf,
+    child: Child,
+    log: PathBuf,
+}
+
+fn mount(archives: &Path, options: &[&str]) -> Mounted {
+    let dir = tempfile::tempdir().unwrap();
+    let point = dir.path().join("mnt");
+    std::fs::create_dir(&point).unwrap();
+    let log = dir.path().join("log");
+    let child = Command::new(env!("CARGO_BIN_EXE_brevis-mount"))
+        .args(["-f", s(archives), s(&point)])
+        .args(options)
+        .stderr(File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut mounted = Mounted {
+        _dir: dir,
+        point,
+        child,
+        log,
+    };
+    let start = Instant::now();
+    while !is_mounted(&mounted.point) {
+        if let Some(status) = mounted.child.try_wait().unwrap() {
+            panic!("brevis-mount exited with {status}: {}", mounted.log_text());
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "mount not ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    mounted
+}
+
+fn is_mounted(point: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let wanted = point.to_str().unwrap();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(wanted))
+}
+
+impl Mounted {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.point.join(rel)
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: kill takes plain integers; the child is ours and not yet reaped.
+        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
+    }
+
+    /// Waits for the server to exit and returns whether it succeeded.
+    fn wait_exit(&mut self, limit: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            assert!(start.elapsed() < limit, "server still running");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if is_mounted(&self.point) {
+            let _ = Command::new("umount").arg("-l").arg(&self.point).status();
+        }
+    }
+}
+
+/// Every file under `root`, relative to it, sorted.
+fn files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Opens a presented file so that every read reaches the server (no page cache).
+fn open_direct(path: &Path) -> File {
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .unwrap()
+}
+
+fn read_range(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut buf[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    buf.truncate(done);
+    Ok(buf)
+}
+
+#[test]
+fn presented_tree_equals_the_originals() {
+    let model = model();
+    let m = mount(&model.archives, &[]);
+    assert_eq!(files(&m.point), files(&model.originals));
+    for rel in files(&model.originals) {
+        let shown = std::fs::read(m.point.join(&rel)).unwrap();
+        let original = std::fs::read(model.originals.join(&rel)).unwrap();
+        assert!(shown == original, "{} differs", rel.display());
+        let meta = std::fs::metadata(m.point.join(&rel)).unwrap();
+        assert_eq!(meta.len(), original.len() as u64);
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o222,
+            0
+        );
+    }
+    // A real checkpoint of the corpus too.
+    let real = corpus_files()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("fp8"));
+    let real = real.expect("corpus has minilm-fp8");
+    let extra = tempfile::tempdir().unwrap();
+    brevis(&["pack", "-q", s(&real), s(&extra.path().join("fp8.brv"))]);
+    let m2 = mount(extra.path(), &[]);
+    let shown = std::fs::read(m2.path("fp8.safetensors")).unwrap();
+    assert!(
+        shown == std::fs::read(&real).unwrap(),
+        "corpus file differs"
+    );
+    assert!(
+        m.log_text().is_empty() && m2.log_text().is_empty(),
+        "{}",
+        m.log_text()
+    );
+}
+
+#[test]
+fn random_ranges_equal_the_original() {
+    let model = model();
+    let m = mount(&model.archives, &["--cache-size", "1M"]);
+    let original = std::fs::read(model.originals.join("model.safetensors")).unwrap();
+    let file = open_direct(&m.path("model.safetensors"));
+    let len = original.len() as u64;
+    let chunk = CHUNK.parse::<u64>().unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for i in 0..3000 {
+        let (offset, size) = match i % 4 {
+            // Across a chunk boundary.
+            0 => (
+                (next(len / chunk) + 1) * chunk - next(300) - 1,
+                1 + next(600),
+            ),
+            // Up to and past the end of the file.
+            1 => (len - next(5000), 1 + next(10000)),
+            // Large reads spanning several chunks.
+            2 => (next(len), next(4 * chunk)),
+            _ => (next(len), 1 + next(100)),
+        };
+        let got = read_range(&file, offset, size as usize).unwrap();
+        let end = len.min(offset + size) as usize;
+        assert!(
+            got == original[offset as usize..end],
+            "read {offset}+{size}"
+        );
+    }
+    assert!(read_range(&file, len + 10, 100).unwrap().is_empty());
+}
+
+/// A checkpoint of only the dtypes numpy has (no BF16 or FP8).
+fn numpy_checkpoint() -> Vec<u8> {
+    let n = 50_000u64;
+    let floats: Vec<u8> = (0..n)
+        .flat_map(|i| ((i as f32).cos() * 0.1).to_le_bytes())
+        .collect();
+    let halves: Vec<u8> = noise(4, 2 * n as usize);
+    let ids: Vec<u8> = (0..n as i64).flat_map(|i| i.to_le_bytes()).collect();
+    let tensors = [
+        tensor("w", "F32", &[n / 100, 100], floats),
+        tensor("h", "F16", &[n], halves),
+        tensor("position_ids", "I64", &[1, n], ids),
+        tensor("mask", "U8", &[7], vec![1, 0, 1, 1, 0, 0, 1]),
+        tensor("scalar", "F64", &[], 2.5f64.to_le_bytes().to_vec()),
+    ];
+    build(&tensors, &Extras::default())
+}
+
+#[test]
+fn python_safetensors_loads_through_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let originals = dir.path().join("model");
+    std::fs::create_dir_all(originals.join("sub")).unwrap();
+    std::fs::write(
+        originals.join("sub/generated.safetensors"),
+        numpy_checkpoint(),
+    )
+    .unwrap();
+    let real = corpus_files()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("wordllama"));
+    std::fs::copy(
+        real.expect("corpus has wordllama-f16"),
+        originals.join("wordllama.safetensors"),
+    )
+    .unwrap();
+    let archives = dir.path().join("archives");
+    brevis(&[
+        "pack",
+        "-q",
+        "--chunk-size",
+        CHUNK,
+        s(&originals),
+        s(&archives),
+    ]);
+    let m = mount(&archives, &[]);
+    let python = std::env::var("BREVIS_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/load_through_mount.py");
+    let out = Command::new(&python)
+        .args([s(&script), s(&m.point), s(&originals)])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{python} {}: {stdout}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("checked 2 files"), "{stdout}");
+}
+
+#[test]
+fn concurrent_threads_and_processes_read_correctly() {
+    let model = model();
+    let m = mount(&model.archives, &["--cache-size", "2M"]);
+    let original = std::fs::read(model.originals.join("model.safetensors")).unwrap();
+    let presented = m.path("model.safetensors");
+    std::thread::scope(|scope| {
+        for t in 0..8u64 {
+            let (original, presented) = (&original, &presented);
+            scope.spawn(move || {
+                let file = open_direct(presented);
+                let mut x = t + 1;
+                for _ in 0..300 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let offset = (x >> 20) % original.len() as u64;
+                    let size = (x >> 8) % 200_000;
+                    let got = read_range(&file, offset, size as usize).unwrap();
+                    let end = original.len().min((offset + size) as usize);
+                    assert!(got == original[offset as usize..end], "thread {t}");
+                }
+            });
+        }
+    });
+    let readers: Vec<Child> = (0..8)
+        .map(|i| {
+            let rel = ["model.safetensors", "shards/part-2.safetensors"][i % 2];
+            Command::new("cmp")
+                .arg(m.path(rel))
+                .arg(model.originals.join(rel))
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut reader in readers {
+        assert!(
+            reader.wait().unwrap().success(),
+            "a cmp process found a difference"
+        );
+    }
+}
+
+#[test]
+fn a_corrupt_chunk_fails_only_the_reads_that_touch_it() {
+    let model = model();
+    let path = model.archives.join("model.brv");
+    let archive = brevis::Archive::open(&path).unwrap();
+    let bad = archive.segments().len() / 2;
+    let at = archive.segment_record_offset(bad) + archive.segments()[bad].rec_len / 2;
+    let bad_range = archive.segment_range(bad);
+    let before = archive.segment_range(bad - 1);
+    let after = archive.segment_range(bad + 1);
+    drop(archive);
+    let mut bytes = std::fs::read(&path).unwrap();
+    for b in &mut bytes[at as usize..at as usize + 16] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&path, bytes).unwrap();
+
+    let m = mount(&model.archives, &[]);
+    let original = std::fs::read(model.originals.join("model.safetensors")).unwrap();
+    let file = open_direct(&m.path("model.safetensors"));
+    for range in [&before, &after] {
+        let got = read_range(&file, range.start, (range.end - range.start) as usize).unwrap();
+        assert!(got == original[range.start as usize..range.end as usize]);
+    }
+    let touching = [
+        (bad_range.start, 10),
+        (bad_range.end - 1, 1),
+        (before.end - 5, 10),
+        (before.start, (after.end - before.start) as usize),
+    ];
+    for (offset, size) in touching {
+        let err = read_range(&file, offset, size).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "read {offset}+{size}");
+    }
+    let log = m.log_text();
+    assert!(
+        log.contains(s(&path)) && log.contains("corrupt archive at byte"),
+        "{log}"
+    );
+}
+
+#[test]
+fn writes_are_refused_as_read_only() {
+    let model = model();
+    let m = mount(&model.archives, &[]);
+    let erofs = |result: std::io::Result<()>| {
+        assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::EROFS));
+    };
+    let presented = m.path("model.safetensors");
+    erofs(File::options().write(true).open(&presented).map(drop));
+    erofs(File::create(m.path("new.txt")).map(drop));
+    erofs(std::fs::create_dir(m.path("newdir")));
+    erofs(std::fs::remove_file(m.path("config.json")));
+    erofs(std::fs::rename(&presented, m.path("moved.safetensors")));
+    assert!(presented.is_file() && m.path("config.json").is_file());
+}
+
+#[test]
+fn replaced_and_added_archives_show_without_mixing_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (checkpoint(10, 4), checkpoint(20, 6));
+    let one_src = write_temp(dir.path(), "one.safetensors", &one);
+    let two_src = write_temp(dir.path(), "two.safetensors", &two);
+    let archives = dir.path().join("archives");
+    std::fs::create_dir(&archives).unwrap();
+    let target = archives.join("a.brv");
+    brevis(&["pack", "-q", "--chunk-size", CHUNK, s(&one_src), s(&target)]);
+    let m = mount(&archives, &[]);
+    let presented = m.path("a.safetensors");
+    let mut old = File::open(&presented).unwrap();
+    let mut head = vec![0u8; 1000];
+    old.read_exact(&mut head).unwrap();
+
+    // `pack` writes a temporary file and renames it over the old archive.
+    brevis(&[
+        "pack",
+        "-q",
+        "--force",
+        "--chunk-size",
+        CHUNK,
+        s(&two_src),
+        s(&target),
+    ]);
+    brevis(&[
+        "pack",
+        "-q",
+        "--chunk-size",
+        CHUNK,
+        s(&one_src),
+        s(&archives.join("b.brv")),
+    ]);
+    let mut rest = Vec::new();
+    old.read_to_end(&mut rest).unwrap();
+    head.extend_from_slice(&rest);
+    assert!(
+        head == one,
+        "an open file kept reading the version it opened"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read(&presented).unwrap() != two {
+        assert!(
+            Instant::now() < deadline,
+            "the replaced archive never showed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(std::fs::read(m.path("b.safetensors")).unwrap() == one);
+    let names: Vec<_> = std::fs::read_dir(&m.point)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+#[test]
+fn sigterm_unmounts_cleanly_even_with_files_open() {
+    let model = model();
+    let mut m = mount(&model.archives, &[]);
+    m.signal(libc::SIGTERM);
+    assert!(m.wait_exit(Duration::from_secs(10)), "{}", m.log_text());
+    assert!(!is_mounted(&m.point));
+    assert!(
+        std::fs::read_dir(&m.point).unwrap().next().is_none(),
+        "mountpoint usable"
+    );
+
+    let mut m = mount(&model.archives, &[]);
+    let open = File::open(m.path("model.safetensors")).unwrap();
+    m.signal(libc::SIGINT);
+    let start = Instant::now();
+    while is_mounted(&m.point) {
+        assert!(start.elapsed() < Duration::from_secs(10), "not detached");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let original = std::fs::read(model.originals.join("model.safetensors")).unwrap();
+    let mut bytes = Vec::new();
+    (&open).read_to_end(&mut bytes).unwrap();
+    assert!(
+        bytes == original,
+        "an open file keeps reading after the detach"
+    );
+    drop(open);
+    assert!(m.wait_exit(Duration::from_secs(10)), "{}", m.log_text());
+}
+
+#[test]
+fn resident_memory_stays_within_the_cache_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_temp(dir.path(), "big.safetensors", &checkpoint(5, 1024));
+    let archives = dir.path().join("archives");
+    std::fs::create_dir(&archives).unwrap();
+    brevis(&["pack", "-q", s(&src), s(&archives.join("big.brv"))]);
+    let cache = 8 << 20;
+    let m = mount(&archives, &["--cache-size", &cache.to_string()]);
+    let file = open_direct(&m.path("big.safetensors"));
+    let len = std::fs::metadata(&src).unwrap().len();
+    assert!(len > 4 * cache, "the file must be larger than the cache");
+    let original = std::fs::read(&src).unwrap();
+    let mut offset = 0;
+    while offset < len {
+        let got = read_range(&file, offset, 1 << 20).unwrap();
+        assert!(got == original[offset as usize..offset as usize + got.len()]);
+        offset += got.len() as u64;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pid())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    let constant = 32 << 20;
+    eprintln!(
+        "peak RSS {} MiB reading {} MiB with an 8 MiB cache",
+        peak_kib >> 10,
+        len >> 20
+    );
+    assert!(
+        peak_kib * 1024 < cache + constant,
+        "peak RSS {peak_kib} KiB"
+    );
+}
+
+#[test]
+fn bad_paths_are_refused_with_the_reason() {
+    let model = model();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_brevis-mount"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let nowhere = model.archives.join("nowhere");
+    let err = run(&[s(&nowhere), "/tmp"]);
+    assert!(
+        err.contains("nowhere") && err.contains("No such file"),
+        "{err}"
+    );
+    let point = tempfile::tempdir().unwrap();
+    let err = run(&[s(&model.archives), s(&point.path().join("missing"))]);
+    assert!(err.contains("missing"), "{err}");
+    let m = mount(&model.archives, &[]);
+    let err = run(&[s(&model.archives), s(&m.point)]);
+    assert!(err.contains("already mounted"), "{err}");
+}
+
+#[test]
+fn runs_in_the_background_until_unmounted() {
+    let model = model();
+    let point = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_brevis-mount"))
+        .args([s(&model.archives), s(point.path())])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Ready when the command returns, without waiting.
+    assert!(is_mounted(point.path()));
+    let shown = std::fs::read(point.path().join("config.json")).unwrap();
+    assert_eq!(
+        shown,
+        std::fs::read(model.originals.join("config.json")).unwrap()
+    );
+    let status = Command::new("umount").arg(point.path()).status().unwrap();
+    assert!(status.success() && !is_mounted(point.path()));
+}
