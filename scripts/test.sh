@@ -20,16 +20,8 @@ if [ ! -e /dev/fuse ]; then
   echo "test.sh: /dev/fuse is missing; the mount tests need FUSE (modprobe fuse)" >&2
   exit 1
 fi
-venv=target/pyenv
-if ! "$venv/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
-  echo "== python venv with safetensors and numpy ($venv)"
-  python3 -m venv "$venv" 2>/dev/null || {
-    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv "$venv"
-  }
-  "$venv/bin/python" -m pip install -q safetensors numpy
-fi
-export BREVIS_PYTHON=$PWD/$venv/bin/python
+BREVIS_PYTHON=$(scripts/pyenv.sh)
+export BREVIS_PYTHON
 
 export BREVIS_CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
 echo "== corpus"

@@ -9,8 +9,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 /// which of its segments.
 pub type ChunkKey = (u64, usize);
 
-/// Decoded bytes of one chunk, already verified against its checksum.
-pub type Chunk = Arc<[u8]>;
+/// Decoded bytes of one chunk, already verified against its checksum. (A `Vec`
+/// rather than a slice, so that the decoder's buffer is kept without a copy.)
+pub type Chunk = Arc<Vec<u8>>;
 
 pub struct ChunkCache {
     capacity: usize,
@@ -87,7 +88,7 @@ impl ChunkCache {
             flight: &flight,
             result: Some(Err("the decoder panicked".to_string())),
         };
-        let result = decode().map(Chunk::from);
+        let result = decode().map(Arc::new);
         landing.result = Some(result.clone());
         drop(landing);
         result

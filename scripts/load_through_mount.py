@@ -33,6 +33,8 @@ def main():
             for name in mapped.keys():
                 assert same(mapped.get_tensor(name), expected[name]), f"{shown}: {name} (safe_open)"
         tensors += len(expected)
+        params = sum(v.size for v in expected.values())
+        print(f"{shown}: {len(expected)} tensors, {params} parameters, identical to the original")
     print(f"checked {len(files)} files, {tensors} tensors: identical through the mount")
     return 0 if files else 1
 
