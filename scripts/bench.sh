@@ -21,6 +21,8 @@
 # Env:
 #   BENCH_RUNS=3         runs per measurement (median is reported)
 #   BENCH_SEARCH=1       0 skips the second table (search budgets and ablations)
+#   BENCH_MOUNT=1        0 skips the third table (reads through brevis-mount; needs root or
+#                        fusermount3, and /dev/fuse)
 #   BENCH_SEARCH_RUNS=1  runs per search-table measurement (median is reported)
 #   BENCH_FILES="a b"    corpus names to run (space or comma separated; default all)
 #   BENCH_ZIPNN=1        0 skips ZipNN (no install attempted)
@@ -130,13 +132,20 @@ done
 work=${BENCH_TMP:-}
 if [[ -z $work ]]; then
   work=$(mktemp -d "${TMPDIR:-/tmp}/brevis-bench.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
+  remove_work=1
 else
   mkdir -p "$work"
+  remove_work=0
 fi
+cleanup() {
+  if mountpoint -q "$work/mnt" 2>/dev/null; then umount "$work/mnt"; fi
+  if (( remove_work )); then rm -rf "$work"; fi
+}
+trap cleanup EXIT
 
 # Run a private copy, so that a rebuild during the run cannot mix two binaries in one table.
 cp "$brevis" "$work/brevis"
+cp "$(dirname "$brevis")/brevis-mount" "$work/brevis-mount" 2>/dev/null || true
 brevis_src="$brevis, built $(date -r "$brevis" '+%F %T')"
 brevis=$work/brevis
 
@@ -260,6 +269,52 @@ bench_search() {
   rm -f "$work/search.brv"
 }
 
+# bench_mount NAME SRC: sequential reads and a safetensors load through brevis-mount.
+mount_rows=()
+mnt=$work/mnt
+mount_fresh() {
+  if mountpoint -q "$mnt"; then umount "$mnt"; fi
+  mkdir -p "$mnt"
+  if [[ $(id -u) -eq 0 ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
+  "$work/brevis-mount" "$work/archives" "$mnt" || die "brevis-mount failed"
+}
+read_secs() { elapsed sh -c 'cat "$1" >/dev/null' sh "$1"; }
+load_secs() {
+  local out
+  out=$("$py" "$scripts/bench_load.py" "$1") || die "bench_load.py failed on $1"
+  case $out in none*) echo "-" ;; *) echo "$out" | awk '{ print $2 }' ;; esac
+}
+bench_mount() {
+  local name=$1 src=$2 orig i shown
+  orig=$(fsize "$src")
+  rm -rf "$work/archives" && mkdir -p "$work/archives"
+  "$brevis" pack -q "$src" "$work/archives/$name.brv" >&2 || die "brevis pack failed on $name"
+  shown=$mnt/$name.safetensors
+  local -a cold=() warm=() plain=() lmount=() lorig=()
+  for ((i = 0; i < runs; i++)); do
+    mount_fresh
+    cold+=("$(read_secs "$shown")")
+    warm+=("$(read_secs "$shown")")
+    cmp -s "$src" "$shown" || die "$shown DIFFERS from $src"
+    cat "$src" >/dev/null
+    plain+=("$(read_secs "$src")")
+    mount_fresh
+    lmount+=("$(load_secs "$shown")")
+    lorig+=("$(load_secs "$src")")
+  done
+  umount "$mnt"
+  local lm lo
+  if [[ ${lmount[0]} == - ]]; then lm=- lo=- rel=-
+  else
+    lm=$(median "${lmount[@]}") lo=$(median "${lorig[@]}")
+    rel=$(awk -v a="$lm" -v b="$lo" 'BEGIN { printf "%.2fx", a / b }')
+    lm=$(printf '%.1f' "$(awk -v s="$lm" 'BEGIN { print s * 1000 }')") lo=$(printf '%.1f' "$(awk -v s="$lo" 'BEGIN { print s * 1000 }')")
+  fi
+  mount_rows+=("$(printf '%s\t' "$name" "$(ratio "$orig" "$(fsize "$work/archives/$name.brv")")" \
+    "$(mbps "$orig" "$(median "${cold[@]}")")" "$(mbps "$orig" "$(median "${warm[@]}")")" \
+    "$(mbps "$orig" "$(median "${plain[@]}")")" "$lm" "$lo" "$rel")")
+}
+
 # print_table HEADER ROWS...: tab-separated rows as an aligned markdown table
 print_table() {
   printf '%s\n' "$@" | awk -F'\t' '
@@ -298,6 +353,7 @@ for name in $names; do
   if [[ $zipnn_status == ok ]]; then log "$name: zipnn"; fi
   bench_zipnn "$name" "$src"
   if [[ ${BENCH_SEARCH:-1} != 0 ]]; then log "$name: search settings"; bench_search "$name" "$src"; fi
+  if [[ ${BENCH_MOUNT:-1} != 0 ]]; then log "$name: reads through brevis-mount"; bench_mount "$name" "$src"; fi
 done
 total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
 
@@ -309,6 +365,12 @@ if (( ${#search_rows[@]} )); then
   echo "Search settings (brevis pack, $N threads; 'vs root' = pack throughput relative to budget 0):"
   echo
   print_table "$(printf 'file\tsetting\tsize (B)\tratio\tpack s\tpack MB/s\tvs root\t')" "${search_rows[@]}"
+fi
+if (( ${#mount_rows[@]} )); then
+  echo
+  echo "Reads through brevis-mount (MB/s of presented bytes; load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy)):"
+  echo
+  print_table "$(printf 'file\tratio\tcold MB/s\twarm MB/s\toriginal MB/s\tload mount ms\tload original ms\tmount/original\t')" "${mount_rows[@]}"
 fi
 echo
 zipnn_version=n/a
