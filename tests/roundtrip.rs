@@ -150,6 +150,24 @@ fn corruption_is_reported_with_file_and_offset() {
     assert!(err.to_string().contains("idx.brv"), "{err}");
 }
 
+#[test]
+fn an_unmapped_archive_truncated_after_opening_gives_errors_not_signals() {
+    let (dir, file, brv) = sample_archive();
+    let path = write_temp(dir.path(), "t.brv", &brv);
+    let a = Archive::open_unmapped(&path).unwrap();
+    let mut all = vec![0u8; file.len()];
+    a.read_at(0, &mut all).unwrap();
+    assert!(all == file);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(brv.len() as u64 / 2)
+        .unwrap();
+    let err = a.read_at(0, &mut all).unwrap_err().to_string();
+    assert!(err.contains("t.brv"), "{err}");
+}
+
 fn sample_archive() -> (tempfile::TempDir, Vec<u8>, Vec<u8>) {
     let file = build(
         &every_dtype(),
@@ -174,13 +192,15 @@ proptest! {
             static FIXTURE: (tempfile::TempDir, Vec<u8>, Vec<u8>) = sample_archive();
         }
         FIXTURE.with(|(dir, file, _)| {
-            let a = Archive::open(dir.path().join("m.brv")).unwrap();
-            let start = start % file.len();
-            let mut buf = vec![0u8; len];
-            let n = a.read_at(start as u64, &mut buf).unwrap();
-            let end = (start + len).min(file.len());
-            prop_assert_eq!(n, end - start);
-            prop_assert!(buf[..n] == file[start..end]);
+            let path = dir.path().join("m.brv");
+            for a in [Archive::open(&path).unwrap(), Archive::open_unmapped(&path).unwrap()] {
+                let start = start % file.len();
+                let mut buf = vec![0u8; len];
+                let n = a.read_at(start as u64, &mut buf).unwrap();
+                let end = (start + len).min(file.len());
+                prop_assert_eq!(n, end - start);
+                prop_assert!(buf[..n] == file[start..end]);
+            }
             Ok(())
         })?;
     }
@@ -202,7 +222,7 @@ proptest! {
             }
             let path = dir.path().join(format!("bad{:?}.brv", std::thread::current().id()));
             std::fs::write(&path, &bad).unwrap();
-            if let Ok(a) = Archive::open(&path) {
+            for a in [Archive::open(&path), Archive::open_unmapped(&path)].into_iter().flatten() {
                 let mut out = vec![0u8; a.len() as usize];
                 if a.read_at(0, &mut out).is_ok() {
                     prop_assert!(out == *file, "wrong bytes returned without an error");
