@@ -34,7 +34,7 @@ use std::time::Duration;
 struct Cli {
     /// Directory of archives (as written by `brevis pack DIR ARCHIVES`).
     archives: PathBuf,
-    /// Empty directory to mount on.
+    /// Directory to mount on (what it holds is hidden while mounted).
     mountpoint: PathBuf,
     /// Stay in the foreground and log to stderr.
     #[arg(short, long)]
@@ -196,5 +196,21 @@ fn detach_stdio() {
             // SAFETY: dup2 onto the standard descriptors, which this process owns.
             unsafe { libc::dup2(null.as_raw_fd(), fd) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("8 k"), Ok(8 << 10));
+        assert!(parse_size("12T").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
     }
 }
