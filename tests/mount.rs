@@ -443,6 +443,13 @@ fn writes_are_refused_as_read_only() {
     erofs(std::fs::remove_file(m.path("config.json")));
     erofs(std::fs::rename(&presented, m.path("moved.safetensors")));
     assert!(presented.is_file() && m.path("config.json").is_file());
+    // `df` shows the size of the filesystem holding the archives, none of it free.
+    let path = std::ffi::CString::new(s(&m.point)).unwrap();
+    // SAFETY: a zeroed statvfs is valid to overwrite; both pointers are valid.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+    assert!(st.f_blocks > 0 && st.f_bavail == 0);
+    assert!(st.f_flag & libc::ST_RDONLY != 0);
 }
 
 #[test]

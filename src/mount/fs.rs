@@ -8,7 +8,7 @@ use crate::archive::Archive;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyXattr, Request,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -323,6 +323,26 @@ impl Filesystem for BrevisFs {
         reply.ok();
     }
 
+    /// The space of the filesystem holding the archives, so `df` shows
+    /// something true; nothing can be written here.
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let root = self.nodes.get(super::nodes::ROOT).map(|n| n.real);
+        match root.map(|r| statvfs(&r)) {
+            Some(Ok(st)) => reply.statfs(
+                st.f_blocks,
+                st.f_bfree,
+                0,
+                st.f_files,
+                st.f_ffree,
+                st.f_bsize as u32,
+                st.f_namemax as u32,
+                st.f_frsize as u32,
+            ),
+            Some(Err(e)) => reply.error(Errno::from(e)),
+            None => reply.error(Errno::EIO),
+        }
+    }
+
     fn getxattr(
         &self,
         _req: &Request,
@@ -384,6 +404,18 @@ fn read_full(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize>
         }
     }
     Ok(done)
+}
+
+fn statvfs(path: &std::path::Path) -> std::io::Result<libc::statvfs> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a zeroed statvfs is a valid value to be overwritten; `path` is
+    // NUL-terminated and both pointers are valid for the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
 }
 
 fn watch_dir(watcher: &Watcher, node: &Node, ino: u64) {
