@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Fuzzes the parsers of untrusted input with cargo fuzz (libFuzzer, nightly toolchain):
+#   archive  whole .brv files: framing, trailer, index, then every record read back
+#   record   one chunk record: program decoder, codecs, executor
+#   header   safetensors headers
+# Seeds for `archive` are small real archives packed from a generated checkpoint.
+#   scripts/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]     (default: 300, all three)
+# Crashes are saved under fuzz/artifacts/TARGET/ and make the script fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-300}
+shift || true
+targets=("${@:-archive record header}")
+# shellcheck disable=SC2206
+targets=(${targets[*]})
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
+
+cargo build --release --quiet
+seeds=fuzz/corpus/archive
+mkdir -p "$seeds"
+if [ -z "$(ls -A "$seeds")" ]; then
+  work=$(mktemp -d)
+  python3 - "$work/m.safetensors" <<'PY'
+import json, math, struct, sys
+tensors, data = {}, b""
+def add(name, dtype, shape, raw):
+    global data
+    tensors[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+    data += raw
+add("w", "F32", [600], b"".join(struct.pack("<f", math.sin(i / 7) * 0.1) for i in range(600)))
+add("b", "BF16", [500], b"".join(struct.pack("<f", math.cos(i))[2:] for i in range(500)))
+add("ids", "I64", [300], b"".join(struct.pack("<q", i) for i in range(300)))
+add("mask", "U8", [400], bytes(i % 3 for i in range(400)))
+add("zeros", "F16", [256], bytes(512))
+header = json.dumps({"__metadata__": {"format": "pt"}, **tensors}).encode()
+header += b" " * (-len(header) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + data)
+PY
+  for chunk in 256 1024 8192; do
+    target/release/brevis pack -q --chunk-size $chunk "$work/m.safetensors" "$seeds/seed-$chunk.brv"
+  done
+  mkdir -p fuzz/corpus/header
+  head -c 2048 "$work/m.safetensors" >fuzz/corpus/header/seed
+  rm -rf "$work"
+fi
+
+for target in "${targets[@]}"; do
+  echo "== fuzz $target for ${seconds}s"
+  cargo +nightly fuzz run "$target" -- -max_total_time="$seconds" -rss_limit_mb=2048
+done
+echo "== no crashes"
