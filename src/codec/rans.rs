@@ -12,7 +12,7 @@
 use super::index::SymbolIndex;
 use super::stats::Alphabet;
 use super::symbols::{self, SymbolSet, Values};
-use super::Stats;
+use super::{Stats, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
 /// Interleaved states; changing it changes the byte format.
@@ -401,7 +401,7 @@ fn renormalise_slow(
     (states, pos)
 }
 
-pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
     let scale = r.u8()? as u32;
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
@@ -441,18 +441,18 @@ pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), 
 /// the AVX2 decoder for the bulk when the CPU has it, then the portable one
 /// specialised for the table's scale, so that the shift and mask are
 /// constants and the table index needs no bounds check.
-fn decode_any_scale(
+fn decode_any_scale<T: Word>(
     states: &mut [u32; LANES],
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [u32],
+    out: &mut [T],
 ) -> usize {
     let (done, pos) = decode_bulk_simd(states, table, data, out);
     let out = &mut out[done..];
     macro_rules! dispatch {
         ($($scale:literal)*) => {
             match table.scale {
-                $($scale => decode_lanes::<$scale>(states, table, data, pos, out),)*
+                $($scale => decode_lanes::<$scale, T>(states, table, data, pos, out),)*
                 _ => unreachable!("rans scale is validated to be at most 14"),
             }
         };
@@ -465,11 +465,11 @@ fn decode_any_scale(
 /// renormalisation words remains; returns the words decoded (a multiple of
 /// `LANES`) and the words read. Does nothing without AVX2.
 #[inline]
-fn decode_bulk_simd(
+fn decode_bulk_simd<T: Word>(
     states: &mut [u32; LANES],
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [u32],
+    out: &mut [T],
 ) -> (usize, usize) {
     #[cfg(target_arch = "x86_64")]
     if simd_allowed()
@@ -498,12 +498,12 @@ fn simd_allowed() -> bool {
 
 /// Decodes `out.len()` words with tables of `2^SCALE` entries, starting at
 /// renormalisation word `pos`, and returns how many words were read in all.
-fn decode_lanes<const SCALE: u32>(
+fn decode_lanes<const SCALE: u32, T: Word>(
     states: &mut [u32; LANES],
     table: &DecodeTable,
     data: &[u8],
     mut pos: usize,
-    out: &mut [u32],
+    out: &mut [T],
 ) -> usize {
     // Their lengths are now a known constant, so indexing by `x mod 2^SCALE`
     // compiles without bounds checks.
@@ -514,7 +514,7 @@ fn decode_lanes<const SCALE: u32>(
     let mut chunks = out.chunks_exact_mut(LANES);
     for chunk in &mut chunks {
         for (o, x) in chunk.iter_mut().zip(st.iter_mut()) {
-            *o = step::<SCALE>(packed, words, x);
+            *o = T::from_u32(step::<SCALE>(packed, words, x));
         }
         let window = data
             .get(2 * pos..2 * pos + 2 * LANES)
@@ -526,7 +526,7 @@ fn decode_lanes<const SCALE: u32>(
     }
     let tail = chunks.into_remainder();
     for (o, x) in tail.iter_mut().zip(st.iter_mut()) {
-        *o = step::<SCALE>(packed, words, x);
+        *o = T::from_u32(step::<SCALE>(packed, words, x));
     }
     (st, pos) = renormalise_slow(st, tail.len(), data, pos);
     *states = st;
@@ -540,7 +540,7 @@ fn decode_lanes<const SCALE: u32>(
 /// permutation chosen by the mask of those lanes.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{DecodeTable, LANES, STATE_LOW};
+    use super::{DecodeTable, Word, LANES, STATE_LOW};
     use std::arch::x86_64::*;
 
     const _: () = assert!(LANES == 32 && STATE_LOW == 1 << 16);
@@ -570,15 +570,21 @@ mod avx2 {
     /// # Safety
     /// The CPU must support AVX2 and POPCNT.
     #[target_feature(enable = "avx2,popcnt")]
-    pub(super) unsafe fn decode(
+    pub(super) unsafe fn decode<T: Word>(
         states: &mut [u32; LANES],
         table: &DecodeTable,
         data: &[u8],
-        out: &mut [u32],
+        out: &mut [T],
     ) -> (usize, usize) {
         let size = 1usize << table.scale;
         // Gathers index the tables by `x & mask`, so they stay inside them.
         assert!(table.packed.len() == size && table.words.len() == size);
+        // `store_group` narrows words by saturation, exact only for words
+        // that fit; the table's words increase, so the last is the largest.
+        assert!(table
+            .words
+            .last()
+            .is_none_or(|&w| w == T::from_u32(w).to_u32()));
         let packed = table.packed.as_ptr() as *const i32;
         let words = table.words.as_ptr() as *const i32;
         let mask = _mm256_set1_epi32(size as i32 - 1);
@@ -600,19 +606,20 @@ mod avx2 {
             // only the renormalisation below ties them together (through the
             // number of words each quarter takes).
             let mut need = [zero; 4];
+            let mut decoded = [zero; 4];
             for (quarter, x) in x.iter_mut().enumerate() {
                 let slot = _mm256_and_si256(*x, mask);
                 // SAFETY: every index is at most `size - 1`.
                 let entry = _mm256_i32gather_epi32::<4>(packed, slot);
-                let word = _mm256_i32gather_epi32::<4>(words, slot);
-                // SAFETY: `chunk` holds 32 words; this writes 8 at `8 * quarter`.
-                _mm256_storeu_si256(chunk.as_mut_ptr().add(8 * quarter) as *mut __m256i, word);
+                decoded[quarter] = _mm256_i32gather_epi32::<4>(words, slot);
                 let freq = _mm256_srli_epi32::<16>(entry);
                 let offset = _mm256_and_si256(entry, low16);
                 let quotient = _mm256_srl_epi32(*x, shift);
                 *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
                 need[quarter] = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), zero);
             }
+            // SAFETY: `chunk` holds 32 words, and every word fits `T`.
+            store_group(decoded, chunk.as_mut_ptr());
             // Renormalise the lanes below 2^16, in lane order.
             for (x, need) in x.iter_mut().zip(need) {
                 let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
@@ -634,6 +641,44 @@ mod avx2 {
             _mm256_storeu_si256(st.add(i), *x);
         }
         (done, pos)
+    }
+
+    /// Stores a group of 32 words, given as four vectors of eight in order,
+    /// as 32 `T`s at `out`. Narrowing packs with unsigned saturation, which
+    /// keeps every word that fits `T` unchanged.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, `out` must have room for 32 `T`s, and
+    /// every word must fit `T`.
+    #[inline(always)]
+    unsafe fn store_group<T: Word>(words: [__m256i; 4], out: *mut T) {
+        let [a, b, c, d] = words;
+        let out = out as *mut __m256i;
+        match std::mem::size_of::<T>() {
+            1 => {
+                // Packing works within 128-bit halves: the 4-byte runs come out
+                // as a0-3 b0-3 c0-3 d0-3 a4-7 b4-7 c4-7 d4-7.
+                let halves =
+                    _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+                let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+                _mm256_storeu_si256(out, _mm256_permutevar8x32_epi32(halves, order));
+            }
+            2 => {
+                // 8-byte runs a0-3 b0-3 a4-7 b4-7, then the same for c and d.
+                for (i, (lo, hi)) in [(a, b), (c, d)].into_iter().enumerate() {
+                    let packed = _mm256_packus_epi32(lo, hi);
+                    _mm256_storeu_si256(
+                        out.add(i),
+                        _mm256_permute4x64_epi64::<0b11_01_10_00>(packed),
+                    );
+                }
+            }
+            _ => {
+                for (i, v) in words.into_iter().enumerate() {
+                    _mm256_storeu_si256(out.add(i), v);
+                }
+            }
+        }
     }
 }
 
@@ -755,7 +800,7 @@ mod avx2_size {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::codec::{decode, encode_with, Codec};
+    use crate::codec::{encode_with, Codec};
     use std::cell::Cell;
 
     thread_local! {
@@ -935,7 +980,8 @@ pub(super) mod tests {
         }
     }
 
-    /// Decodes `buf` with the SIMD bulk decoder allowed or not.
+    /// Decodes `buf` with the SIMD bulk decoder allowed or not, into every
+    /// word type that fits `width` (which must agree).
     fn decode_with(
         buf: &[u8],
         width: u32,
@@ -943,22 +989,31 @@ pub(super) mod tests {
         portable: bool,
     ) -> Result<Vec<u32>, &'static str> {
         FORCE_PORTABLE.with(|f| f.set(portable));
-        let mut out = vec![0; n];
-        let result = decode(buf, width, &mut out);
+        let result = crate::codec::tests::decode_all(buf, width, n);
         FORCE_PORTABLE.with(|f| f.set(false));
-        result.map(|_| out).map_err(|e| e.reason)
+        result.map(|(out, _)| out).map_err(|e| e.reason)
     }
 
     /// The SIMD and portable decoders agree on valid streams of every
     /// length around the group size and every scale, and on corrupt ones
-    /// (same words or same error), including truncated renormalisation data.
+    /// (same words or same error), including truncated renormalisation data,
+    /// storing 8-, 16- and 32-bit words.
     #[test]
     fn simd_and_portable_decoders_agree() {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut lens: Vec<usize> = (0..70).collect();
         lens.extend([255, 256, 257, 1000, 4099, 70_000]);
+        let cases = [
+            (8, 1u64),
+            (8, 2),
+            (8, 21),
+            (8, 256),
+            (16, 2),
+            (16, 256),
+            (16, 3000),
+        ];
         for &n in &lens {
-            for alphabet in [1u64, 2, 21, 256, 3000] {
+            for (width, alphabet) in cases {
                 let words: Vec<u32> = (0..n)
                     .map(|_| {
                         let r = xorshift(&mut seed);
@@ -967,12 +1022,12 @@ pub(super) mod tests {
                     })
                     .collect();
                 let mut buf = Vec::new();
-                if !encode_with(Codec::Rans, &words, 16, &mut buf) {
+                if !encode_with(Codec::Rans, &words, width, &mut buf) {
                     assert_eq!(n, 0, "rans applies to every non-empty stream");
                     continue;
                 }
-                assert_eq!(decode_with(&buf, 16, n, false).as_ref(), Ok(&words));
-                assert_eq!(decode_with(&buf, 16, n, true).as_ref(), Ok(&words));
+                assert_eq!(decode_with(&buf, width, n, false).as_ref(), Ok(&words));
+                assert_eq!(decode_with(&buf, width, n, true).as_ref(), Ok(&words));
                 for _ in 0..4 {
                     let mut bad = buf.clone();
                     let at = (xorshift(&mut seed) as usize) % bad.len();
@@ -980,9 +1035,9 @@ pub(super) mod tests {
                     let cut = bad.len() - (xorshift(&mut seed) as usize % 3);
                     for input in [&bad[..], &bad[..cut]] {
                         assert_eq!(
-                            decode_with(input, 16, n, false),
-                            decode_with(input, 16, n, true),
-                            "n {n} alphabet {alphabet}"
+                            decode_with(input, width, n, false),
+                            decode_with(input, width, n, true),
+                            "n {n} width {width} alphabet {alphabet}"
                         );
                     }
                 }
