@@ -29,6 +29,7 @@ pub fn for_each_chunk(
     let mut buf = Vec::new();
     for first in (0..n).step_by(batch) {
         let last = n.min(first + batch);
+        archive.prefetch(first..last);
         let start = archive.segment_range(first).start;
         let end = archive.segment_range(last - 1).end;
         buf.resize((end - start) as usize, 0);
