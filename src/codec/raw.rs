@@ -32,8 +32,11 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
         3 => widen::<3, T>(bytes, out),
         _ => widen::<4, T>(bytes, out),
     }
-    // The last byte of a word may carry bits beyond the width; such a word is
-    // not something any encoder wrote.
+    // The last byte of a word may carry bits beyond the width (unless the
+    // width is whole bytes); such a word is not something any encoder wrote.
+    if width.is_multiple_of(8) {
+        return Ok(());
+    }
     let high = out.iter().fold(0, |acc, &w| acc | w.to_u32()) & !word_mask(width);
     if high != 0 {
         return Err(WireError {
@@ -46,6 +49,11 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
 
 /// Reads `B`-byte little-endian words into `out` (`T` holds `B` bytes).
 fn widen<const B: usize, T: Word>(bytes: &[u8], out: &mut [T]) {
+    // Words of the type's own size are its little-endian bytes.
+    if B == size_of::<T>() && cfg!(target_endian = "little") {
+        bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(bytes);
+        return;
+    }
     for (o, chunk) in out.iter_mut().zip(bytes.chunks_exact(B)) {
         let mut le = [0u8; 4];
         le[..B].copy_from_slice(chunk);

@@ -1,6 +1,7 @@
 //! The integer types decoded words are written into.
 
 use std::fmt::Debug;
+use std::ops::{BitOr, Shl};
 
 /// An unsigned integer holding one decoded word: `u32` holds words of any
 /// width, `u16` and `u8` hold words of at most 16 and 8 bits. Decoding an
@@ -9,7 +10,20 @@ use std::fmt::Debug;
 ///
 /// Sealed: SIMD decoders store words by the type's size, which is only sound
 /// for these three types.
-pub trait Word: sealed::Sealed + bytemuck::Pod + Default + Eq + Debug + Send + Sync {
+///
+/// Shifts and ors work in the type itself, so loops over narrow words
+/// vectorize with narrow lanes; shifts are by less than `BITS`.
+pub trait Word:
+    sealed::Sealed
+    + bytemuck::Pod
+    + Default
+    + Eq
+    + Debug
+    + Send
+    + Sync
+    + Shl<u32, Output = Self>
+    + BitOr<Output = Self>
+{
     /// Widest word this type holds.
     const BITS: u32;
 

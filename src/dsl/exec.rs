@@ -94,15 +94,16 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             // The first field is built in place; the others go through scratch.
             let (first, rest) = parts.split_first().expect("merge has fields");
             execute(first, out)?;
-            let shift = shifts[0];
-            out.iter_mut()
-                .for_each(|o| *o = T::from_u32(o.to_u32() << shift));
+            // The first field's shift is applied in the pass that ors in the
+            // second, saving a pass over `out`.
+            let mut pending = shifts[0];
             for (part, &shift) in rest.iter().zip(&shifts[1..]) {
                 match part.ty.width {
-                    0..=8 => merge_field::<T, u8, L>(part, shift, out)?,
-                    9..=16 => merge_field::<T, u16, L>(part, shift, out)?,
-                    _ => merge_field::<T, u32, L>(part, shift, out)?,
+                    0..=8 => merge_field::<T, u8, L>(part, pending, shift, out)?,
+                    9..=16 => merge_field::<T, u16, L>(part, pending, shift, out)?,
+                    _ => merge_field::<T, u32, L>(part, pending, shift, out)?,
                 }
+                pending = 0;
             }
         }
     }
@@ -110,16 +111,17 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
 }
 
 /// Runs a Merge's field `part` in scratch words of type `F`, the narrowest that
-/// holds it, and ors it into `out` at bit `shift`.
+/// holds it, shifts `out` left by `pending` and ors the field in at bit `shift`.
 fn merge_field<T: Word, F: Word, L: LiteralSource>(
     part: &Program<L>,
+    pending: u32,
     shift: u32,
     out: &mut [T],
 ) -> Result<(), L::Error> {
     with_scratch(out.len(), |scratch: &mut [F]| {
         execute(part, scratch)?;
-        for (o, s) in out.iter_mut().zip(scratch.iter()) {
-            *o = T::from_u32(o.to_u32() | s.to_u32() << shift);
+        for (o, &s) in out.iter_mut().zip(scratch.iter()) {
+            *o = *o << pending | T::from_u32(s.to_u32()) << shift;
         }
         Ok(())
     })
