@@ -42,9 +42,15 @@ pub fn for_each_chunk(
             slices.push((i, head));
             rest = tail;
         }
-        slices
-            .into_par_iter()
-            .try_for_each(|(i, out)| archive.decode_segment_into(i, out))?;
+        let decode = |(i, out): (usize, &mut [u8])| archive.decode_segment_into(i, out);
+        if rayon::current_num_threads() == 1 {
+            // A single worker would only take turns with this thread: decode
+            // here instead, where `sink` then finds the bytes in this core's
+            // cache.
+            slices.into_iter().try_for_each(decode)?;
+        } else {
+            slices.into_par_iter().try_for_each(decode)?;
+        }
         sink(start, &buf)?;
         progress(end);
         first = last;
