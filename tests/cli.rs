@@ -147,22 +147,26 @@ fn refuses_overwrites_and_reports_errors() {
     let mut bad = before.clone();
     bad[20] ^= 0xff;
     let bad_path = write_temp(dir.path(), "bad.brv", &bad);
-    fails(
-        &["verify", s(&bad_path)],
-        "bad.brv: corrupt archive at byte",
-    );
-    fails(
-        &[
-            "unpack",
-            s(&bad_path),
-            s(&dir.path().join("bad.safetensors")),
-        ],
-        "corrupt archive",
-    );
-    assert!(
-        !dir.path().join("bad.safetensors").exists(),
-        "a failed unpack left output"
-    );
+    // One thread decodes on the calling thread, more in a pool.
+    for threads in ["-j1", "-j2"] {
+        fails(
+            &["verify", threads, s(&bad_path)],
+            "bad.brv: corrupt archive at byte",
+        );
+        fails(
+            &[
+                "unpack",
+                threads,
+                s(&bad_path),
+                s(&dir.path().join("bad.safetensors")),
+            ],
+            "corrupt archive",
+        );
+        assert!(
+            !dir.path().join("bad.safetensors").exists(),
+            "a failed unpack left output"
+        );
+    }
     assert_eq!(brevis(&["pack"]).status.code(), Some(2));
     assert!(ok(&["--help"]).contains("unpack"));
 }

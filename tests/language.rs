@@ -2,8 +2,10 @@
 //! target-directed construction, canonical encoding, strict decoding and execution;
 //! the decoder survives arbitrary bytes.
 
+use brevis::codec::Word;
 use brevis::dsl::*;
 use brevis::synth::{expansions, synthesize, Hint, SynthOptions};
+use brevis::wire::WireError;
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -22,7 +24,27 @@ fn stream() -> impl Strategy<Value = (u32, Vec<u32>)> {
     })
 }
 
-/// Encodes, decodes with the strict decoder and executes.
+/// Executes a decoded program into `T` words, widened back to u32.
+fn execute_as<T: Word>(p: &Program<EncodedLit<'_>>) -> Result<Vec<u32>, WireError> {
+    let mut out = vec![T::default(); p.ty.len];
+    execute(p, &mut out)?;
+    Ok(out.iter().map(|w| w.to_u32()).collect())
+}
+
+/// Executes a decoded program into every word type wide enough for it and
+/// checks they agree (the same words, or the same error).
+fn execute_all(p: &Program<EncodedLit<'_>>) -> Result<Vec<u32>, WireError> {
+    let wide = execute_as::<u32>(p);
+    if p.ty.width <= 16 {
+        assert_eq!(execute_as::<u16>(p), wide, "u16 differs");
+    }
+    if p.ty.width <= 8 {
+        assert_eq!(execute_as::<u8>(p), wide, "u8 differs");
+    }
+    wide
+}
+
+/// Encodes, decodes with the strict decoder and executes (into every word type).
 fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
     let mut bytes = Vec::new();
     encode_program(p, &mut bytes);
@@ -30,9 +52,7 @@ fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
     let (decoded, used) = decode_program(&bytes, p.ty, Limits::default())
         .unwrap_or_else(|e| panic!("decoder rejects {p}: {e}"));
     assert_eq!(used, bytes.len());
-    let mut out = vec![0u32; p.ty.len];
-    execute(&decoded, &mut out).unwrap();
-    out
+    execute_all(&decoded).unwrap()
 }
 
 fn map_ops(width: u32, t: &[u32]) -> Vec<MapOp> {
@@ -143,8 +163,7 @@ proptest! {
         let ty = Type { width, len };
         if let Ok((p, used)) = decode_program(&bytes, ty, Limits::default()) {
             prop_assert!(used <= bytes.len());
-            let mut out = vec![0u32; len];
-            let _ = execute(&p, &mut out);
+            let _ = execute_all(&p);
         }
     }
 
@@ -156,8 +175,7 @@ proptest! {
             let k = at % bytes.len();
             bytes[k] ^= 1 << bit;
             if let Ok((q, _)) = decode_program(&bytes, p.ty, Limits::default()) {
-                let mut out = vec![0u32; p.ty.len];
-                let _ = execute(&q, &mut out);
+                let _ = execute_all(&q);
             }
         }
     }

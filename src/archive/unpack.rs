@@ -9,11 +9,12 @@ use crate::error::{Error, IoContext, Result};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 
-/// Segments decoded per parallel batch, per thread.
-const BATCH_PER_THREAD: usize = 4;
+/// Source bytes decoded per parallel batch, per thread: a few default chunks
+/// to share out, and runs long enough to write without buffering.
+const BATCH_BYTES_PER_THREAD: u64 = 1 << 20;
 
 /// Decodes every segment in order, passing checksum-verified runs of source bytes
 /// (with their offset) to `sink`. `progress` receives source bytes done.
@@ -23,12 +24,14 @@ pub fn for_each_chunk(
     mut sink: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let n = archive.segments().len();
-    let batch = BATCH_PER_THREAD * rayon::current_num_threads();
+    let target = BATCH_BYTES_PER_THREAD * rayon::current_num_threads() as u64;
     // One buffer for a whole batch, reused: fresh allocations per chunk would
     // page-fault on every decoded byte.
     let mut buf = Vec::new();
-    for first in (0..n).step_by(batch) {
-        let last = n.min(first + batch);
+    let mut first = 0;
+    while first < n {
+        let last = batch_end(archive, first, target);
+        archive.prefetch(first..last);
         let start = archive.segment_range(first).start;
         let end = archive.segment_range(last - 1).end;
         buf.resize((end - start) as usize, 0);
@@ -39,24 +42,40 @@ pub fn for_each_chunk(
             slices.push((i, head));
             rest = tail;
         }
-        slices
-            .into_par_iter()
-            .try_for_each(|(i, out)| archive.decode_segment_into(i, out))?;
+        let decode = |(i, out): (usize, &mut [u8])| archive.decode_segment_into(i, out);
+        if rayon::current_num_threads() == 1 {
+            // A single worker would only take turns with this thread: decode
+            // here instead, where `sink` then finds the bytes in this core's
+            // cache.
+            slices.into_iter().try_for_each(decode)?;
+        } else {
+            slices.into_par_iter().try_for_each(decode)?;
+        }
         sink(start, &buf)?;
         progress(end);
+        first = last;
     }
     Ok(())
+}
+
+/// The end of the batch starting at segment `first`: it takes segments until
+/// they reach `target` source bytes, and at least one.
+fn batch_end(archive: &Archive, first: usize, target: u64) -> usize {
+    let start = archive.segment_range(first).start;
+    let mut last = first + 1;
+    while last < archive.segments().len() && archive.segment_range(last - 1).end - start < target {
+        last += 1;
+    }
+    last
 }
 
 /// Decodes `archive` into `dst` (under a temporary name, renamed when verified).
 pub fn unpack_file(archive: &Archive, dst: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<()> {
     let tmp = super::writer::temp_path(dst);
     let result = (|| {
-        let file = File::create(&tmp).at(&tmp)?;
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
-        for_each_chunk(archive, progress, |_, bytes| out.write_all(bytes).at(&tmp))?;
-        out.flush().at(&tmp)?;
-        drop(out);
+        let mut file = File::create(&tmp).at(&tmp)?;
+        // Batches are long runs already: buffering them would only copy them.
+        for_each_chunk(archive, progress, |_, bytes| file.write_all(bytes).at(&tmp))?;
         file.sync_all().at(&tmp)?;
         std::fs::rename(&tmp, dst).at(dst)
     })();

@@ -2,6 +2,7 @@
 //! in `k` bits, packed LSB-first.
 
 use super::bits::BitWriter;
+use super::Word;
 use crate::wire::{Reader, WireError};
 
 /// Number of bits needed to write `v` (0 for 0).
@@ -49,7 +50,7 @@ const WINDOW: usize = 40;
 /// Unpacks whole groups of 8 words (8 words of `K` bits are exactly `K` bytes)
 /// while a full window stays inside `bytes`; returns how many words it wrote.
 /// `K` is a constant so the shifts and offsets compile to immediates.
-fn unpack_const<const K: usize>(bytes: &[u8], out: &mut [u32]) -> usize {
+fn unpack_const<const K: usize, T: Word>(bytes: &[u8], out: &mut [T]) -> usize {
     let mask = (1u64 << K) - 1;
     let groups = (bytes.len().saturating_sub(WINDOW) / K + 1).min(out.len() / 8);
     let groups = if bytes.len() >= WINDOW { groups } else { 0 };
@@ -59,18 +60,18 @@ fn unpack_const<const K: usize>(bytes: &[u8], out: &mut [u32]) -> usize {
             let bit = j * K;
             let at = bit / 8;
             let le: [u8; 8] = window[at..at + 8].try_into().expect("8 bytes");
-            *w = ((u64::from_le_bytes(le) >> (bit % 8)) & mask) as u32;
+            *w = T::from_u32(((u64::from_le_bytes(le) >> (bit % 8)) & mask) as u32);
         }
     }
     groups * 8
 }
 
-fn unpack_groups(k: u32, bytes: &[u8], out: &mut [u32]) -> usize {
+fn unpack_groups<T: Word>(k: u32, bytes: &[u8], out: &mut [T]) -> usize {
     macro_rules! dispatch {
         ($($k:literal)*) => {
             match k {
-                0 => { out.fill(0); out.len() }
-                $($k => unpack_const::<$k>(bytes, out),)*
+                0 => { out.fill(T::default()); out.len() }
+                $($k => unpack_const::<$k, T>(bytes, out),)*
                 _ => 0,
             }
         };
@@ -79,17 +80,17 @@ fn unpack_groups(k: u32, bytes: &[u8], out: &mut [u32]) -> usize {
 }
 
 /// Unpacks words from index `from` on, one at a time.
-fn unpack_tail(k: u32, bytes: &[u8], from: usize, out: &mut [u32]) {
+fn unpack_tail<T: Word>(k: u32, bytes: &[u8], from: usize, out: &mut [T]) {
     let mask = (1u64 << k) - 1;
     for (i, o) in out.iter_mut().enumerate().skip(from) {
         let bit = i as u64 * k as u64;
         // Starting at most 7 bits into a byte, a word of <= 32 bits fits in 64.
         let word = load_u64(bytes, (bit / 8) as usize) >> (bit % 8);
-        *o = (word & mask) as u32;
+        *o = T::from_u32((word & mask) as u32);
     }
 }
 
-pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
     let k = r.u8()? as u32;
     if k > width {
         return Err(r.error("bitpack width exceeds the literal width"));

@@ -9,7 +9,7 @@ use super::codelen::limited_lengths;
 use super::index::SymbolIndex;
 use super::stats::{quarter_ranges, Alphabet};
 use super::symbols::{self, SymbolSet, Values};
-use super::Stats;
+use super::{Stats, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
 const MAX_LEN: u32 = 12;
@@ -126,7 +126,7 @@ fn build_table(set: &SymbolSet) -> Option<Box<Table>> {
     Some(table)
 }
 
-pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
     let set = symbols::read(r, width, Values::Nibbles, MAX_LEN)?;
     let table = build_table(&set).ok_or_else(|| r.error("huffman code is not complete"))?;
     let mut ends = [0usize; 4];
@@ -146,11 +146,11 @@ pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), 
 
 /// Decodes the four quarters, interleaving the streams so their table
 /// lookups overlap, then checks each stream was consumed exactly.
-fn decode_streams(
+fn decode_streams<T: Word>(
     streams: [Bits; 4],
     data: &[u8],
     table: &Table,
-    out: &mut [u32],
+    out: &mut [T],
 ) -> Result<(), &'static str> {
     let [mut s0, mut s1, mut s2, mut s3] = streams;
     let [r0, r1, r2, _] = quarter_ranges(out.len());
@@ -231,19 +231,19 @@ impl Bits {
 
     /// Decodes one word; needs at least 12 valid bits.
     #[inline(always)]
-    fn decode(&mut self, table: &Table) -> u32 {
+    fn decode<T: Word>(&mut self, table: &Table) -> T {
         let entry = table[(self.buf & PEEK_MASK) as usize];
         let len = entry as u32 & 15;
         self.buf >>= len;
         self.pos += len as usize;
-        (entry >> 32) as u32
+        T::from_u32((entry >> 32) as u32)
     }
 
-    fn decode_rest(
+    fn decode_rest<T: Word>(
         mut self,
         data: &[u8],
         table: &Table,
-        out: &mut [u32],
+        out: &mut [T],
     ) -> Result<(), &'static str> {
         for o in out {
             self.refill(data);

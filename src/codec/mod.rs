@@ -20,9 +20,11 @@ mod stats;
 mod symbols;
 #[cfg(test)]
 mod tests;
+mod word;
 
 pub use crate::wire::WireError;
 pub use stats::Stats;
+pub use word::Word;
 
 use crate::wire::Reader;
 
@@ -158,12 +160,18 @@ fn encode_with_stats(
 }
 
 /// Decodes exactly `out.len()` words of `width` bits from the start of `input`
-/// and returns the number of bytes consumed. Never panics on any input.
-pub fn decode(input: &[u8], width: u32, out: &mut [u32]) -> Result<usize, WireError> {
+/// and returns the number of bytes consumed. Never panics on any input; panics
+/// if `T` is too narrow for `width` (a caller bug).
+pub fn decode<T: Word>(input: &[u8], width: u32, out: &mut [T]) -> Result<usize, WireError> {
     let mut r = Reader::new(input);
     if !(1..=32).contains(&width) {
         return Err(r.error("literal width not in 1..=32"));
     }
+    assert!(
+        width <= T::BITS,
+        "{width}-bit words do not fit {} bits",
+        T::BITS
+    );
     let codec = peek_codec(input)?;
     r.u8()?;
     match codec {

@@ -12,7 +12,7 @@
 use super::index::SymbolIndex;
 use super::stats::Alphabet;
 use super::symbols::{self, SymbolSet, Values};
-use super::Stats;
+use super::{Stats, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
 /// Interleaved states; changing it changes the byte format.
@@ -246,8 +246,7 @@ fn count_bulk_simd(
     states: &mut [u32; LANES],
 ) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    if bulk.len() >= SIMD_MIN_WORDS && simd_allowed() && std::arch::is_x86_feature_detected!("avx2")
-    {
+    if bulk.len() >= SIMD_MIN_WORDS && simd_level() != Simd::None {
         let width = alphabet.width();
         let direct;
         let lookup = if width <= DIRECT_MAX_WIDTH && (width <= 8 || bulk.len() >= 8 << width) {
@@ -310,31 +309,39 @@ pub(super) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// Slot -> symbol tables for a validated model, both of exactly `2^scale`
-/// entries.
-struct DecodeTable {
+/// Slot -> symbol tables for a validated model, of exactly `2^scale` entries
+/// (and `word_pad` more words).
+struct DecodeTable<T> {
     scale: u32,
     /// `freq << 16 | (slot - start)` of the symbol owning each slot
     /// (`freq <= 2^14` and `slot - start < 2^14` each fit 16 bits).
     packed: Vec<u32>,
-    /// The word owning each slot.
-    words: Vec<u32>,
+    /// The word owning each slot, in the output's word type: a narrow table
+    /// stays in the L1 cache, which makes the SIMD decoder's gathers faster.
+    words: Vec<T>,
 }
 
-impl DecodeTable {
+/// Zero words after the table: the SIMD decoder reads 4 bytes at each word.
+fn word_pad<T>() -> usize {
+    4 / size_of::<T>() - 1
+}
+
+impl<T: Word> DecodeTable<T> {
     /// Fails unless the frequencies (each >= 1) sum to exactly `2^scale`.
-    fn new(set: &SymbolSet, scale: u32) -> Option<DecodeTable> {
+    /// The words must fit `T`.
+    fn new(set: &SymbolSet, scale: u32) -> Option<DecodeTable<T>> {
         let size = 1usize << scale;
         if set.values.iter().map(|&f| f as u64).sum::<u64>() != size as u64 {
             return None;
         }
         let mut packed = Vec::with_capacity(size);
-        let mut words = Vec::with_capacity(size);
+        let mut words = Vec::with_capacity(size + word_pad::<T>());
         for (&word, &freq) in set.words.iter().zip(&set.values) {
             packed.extend((0..freq).map(|offset| freq << 16 | offset));
-            words.extend(std::iter::repeat_n(word, freq as usize));
+            words.extend(std::iter::repeat_n(T::from_u32(word), freq as usize));
         }
         assert!(packed.len() == size && words.len() == size);
+        words.resize(size + word_pad::<T>(), T::default());
         Some(DecodeTable {
             scale,
             packed,
@@ -348,7 +355,7 @@ impl DecodeTable {
 /// overflow is possible:
 /// `freq * (x >> SCALE) + offset < freq * ((x >> SCALE) + 1) <= 2^32`.
 #[inline(always)]
-fn step<const SCALE: u32>(packed: &[u32], words: &[u32], x: &mut u32) -> u32 {
+fn step<const SCALE: u32, T: Copy>(packed: &[u32], words: &[T], x: &mut u32) -> T {
     let slot = (*x & ((1 << SCALE) - 1)) as usize;
     let entry = packed[slot];
     *x = (entry >> 16) * (*x >> SCALE) + (entry & 0xffff);
@@ -401,13 +408,13 @@ fn renormalise_slow(
     (states, pos)
 }
 
-pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
     let scale = r.u8()? as u32;
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
     }
     let set = symbols::read(r, width, Values::Varints, 1 << scale)?;
-    let table = DecodeTable::new(&set, scale)
+    let table = DecodeTable::<T>::new(&set, scale)
         .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
     let mut states = [STATE_LOW; LANES];
     for state in &mut states[..used_lanes(out.len())] {
@@ -438,21 +445,21 @@ pub(super) fn decode(r: &mut Reader, width: u32, out: &mut [u32]) -> Result<(), 
 
 /// Decodes `out.len()` words and returns how many renormalisation words it
 /// read (possibly more than `data` holds, when the input is corrupt). Uses
-/// the AVX2 decoder for the bulk when the CPU has it, then the portable one
+/// a SIMD decoder for the bulk when the CPU has one, then the portable one
 /// specialised for the table's scale, so that the shift and mask are
 /// constants and the table index needs no bounds check.
-fn decode_any_scale(
+fn decode_any_scale<T: Word>(
     states: &mut [u32; LANES],
-    table: &DecodeTable,
+    table: &DecodeTable<T>,
     data: &[u8],
-    out: &mut [u32],
+    out: &mut [T],
 ) -> usize {
     let (done, pos) = decode_bulk_simd(states, table, data, out);
     let out = &mut out[done..];
     macro_rules! dispatch {
         ($($scale:literal)*) => {
             match table.scale {
-                $($scale => decode_lanes::<$scale>(states, table, data, pos, out),)*
+                $($scale => decode_lanes::<$scale, T>(states, table, data, pos, out),)*
                 _ => unreachable!("rans scale is validated to be at most 14"),
             }
         };
@@ -461,49 +468,79 @@ fn decode_any_scale(
     dispatch!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
 }
 
-/// Decodes whole groups of `LANES` words with AVX2 while a full window of
+/// Decodes whole groups of `LANES` words with SIMD while a full window of
 /// renormalisation words remains; returns the words decoded (a multiple of
 /// `LANES`) and the words read. Does nothing without AVX2.
 #[inline]
-fn decode_bulk_simd(
+fn decode_bulk_simd<T: Word>(
     states: &mut [u32; LANES],
-    table: &DecodeTable,
+    table: &DecodeTable<T>,
     data: &[u8],
-    out: &mut [u32],
+    out: &mut [T],
 ) -> (usize, usize) {
     #[cfg(target_arch = "x86_64")]
-    if simd_allowed()
-        && std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("popcnt")
-    {
-        // SAFETY: the CPU supports AVX2 and POPCNT, as checked just above.
-        return unsafe { avx2::decode(states, table, data, out) };
+    match simd_level() {
+        // SAFETY: `simd_level` checked that the CPU has these features.
+        Simd::Avx512 => return unsafe { simd::decode_avx512(states, table, data, out) },
+        Simd::Avx2 => return unsafe { simd::decode_avx2(states, table, data, out) },
+        Simd::None => {}
     }
     let _ = (states, table, data, out);
     (0, 0)
 }
 
-/// Whether `decode_bulk_simd` may use SIMD; tests switch it off to check the
-/// portable decoder gives the same results.
+/// The instruction sets the SIMD decoders use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Simd {
+    None,
+    /// AVX2 and POPCNT.
+    Avx2,
+    /// Also AVX-512F and VL: mask registers and expand.
+    Avx512,
+}
+
+/// The widest SIMD this CPU has (and tests allow).
+fn simd_level() -> Simd {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let limit = simd_limit();
+        if limit == Simd::Avx512
+            && has!("avx512f")
+            && has!("avx512vl")
+            && has!("avx2")
+            && has!("popcnt")
+        {
+            return Simd::Avx512;
+        }
+        if limit != Simd::None && has!("avx2") && has!("popcnt") {
+            return Simd::Avx2;
+        }
+    }
+    Simd::None
+}
+
+/// The widest SIMD the decoders may use; tests lower it to check that every
+/// decoder gives the same results.
 #[cfg(test)]
-fn simd_allowed() -> bool {
-    !tests::FORCE_PORTABLE.with(|f| f.get())
+fn simd_limit() -> Simd {
+    tests::SIMD_LIMIT.with(|f| f.get())
 }
 
 #[cfg(not(test))]
 #[inline(always)]
-fn simd_allowed() -> bool {
-    true
+fn simd_limit() -> Simd {
+    Simd::Avx512
 }
 
 /// Decodes `out.len()` words with tables of `2^SCALE` entries, starting at
 /// renormalisation word `pos`, and returns how many words were read in all.
-fn decode_lanes<const SCALE: u32>(
+fn decode_lanes<const SCALE: u32, T: Word>(
     states: &mut [u32; LANES],
-    table: &DecodeTable,
+    table: &DecodeTable<T>,
     data: &[u8],
     mut pos: usize,
-    out: &mut [u32],
+    out: &mut [T],
 ) -> usize {
     // Their lengths are now a known constant, so indexing by `x mod 2^SCALE`
     // compiles without bounds checks.
@@ -514,7 +551,7 @@ fn decode_lanes<const SCALE: u32>(
     let mut chunks = out.chunks_exact_mut(LANES);
     for chunk in &mut chunks {
         for (o, x) in chunk.iter_mut().zip(st.iter_mut()) {
-            *o = step::<SCALE>(packed, words, x);
+            *o = step::<SCALE, T>(packed, words, x);
         }
         let window = data
             .get(2 * pos..2 * pos + 2 * LANES)
@@ -526,24 +563,63 @@ fn decode_lanes<const SCALE: u32>(
     }
     let tail = chunks.into_remainder();
     for (o, x) in tail.iter_mut().zip(st.iter_mut()) {
-        *o = step::<SCALE>(packed, words, x);
+        *o = step::<SCALE, T>(packed, words, x);
     }
     (st, pos) = renormalise_slow(st, tail.len(), data, pos);
     *states = st;
     pos
 }
 
-/// The decoder of `decode_lanes` with AVX2: each run of 8 lanes lives in one
+/// The decoder of `decode_lanes` with SIMD: each run of 8 lanes lives in one
 /// vector, so four vectors give four independent dependency chains (one
-/// would wait on its gather latency). Table lookups are gathers, and the
-/// renormalisation words for the lanes that need one are spread to them by a
-/// permutation chosen by the mask of those lanes.
+/// would wait on its gather latency). Table lookups are gathers. The
+/// renormalisation words for the lanes that need one are spread to them by
+/// a permutation chosen by the mask of those lanes (AVX2), or by an expand
+/// under that mask (AVX-512, whose shorter latency matters: the loop is
+/// bound by the chain gather, multiply, renormalise).
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{DecodeTable, LANES, STATE_LOW};
+mod simd {
+    use super::{DecodeTable, Word, LANES, STATE_LOW};
     use std::arch::x86_64::*;
 
     const _: () = assert!(LANES == 32 && STATE_LOW == 1 << 16);
+
+    /// # Safety
+    /// The CPU must support AVX2 and POPCNT.
+    #[target_feature(enable = "avx2,popcnt")]
+    pub(super) unsafe fn decode_avx2<T: Word>(
+        states: &mut [u32; LANES],
+        table: &DecodeTable<T>,
+        data: &[u8],
+        out: &mut [T],
+    ) -> (usize, usize) {
+        decode::<T, Avx2>(states, table, data, out)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, POPCNT, AVX-512F and AVX-512VL.
+    #[target_feature(enable = "avx2,popcnt,avx512f,avx512vl")]
+    pub(super) unsafe fn decode_avx512<T: Word>(
+        states: &mut [u32; LANES],
+        table: &DecodeTable<T>,
+        data: &[u8],
+        out: &mut [T],
+    ) -> (usize, usize) {
+        decode::<T, Avx512>(states, table, data, out)
+    }
+
+    /// How a vector of 8 lanes renormalises.
+    trait Renorm {
+        /// Which lanes are below 2^16.
+        type Need: Copy;
+        unsafe fn need(x: __m256i) -> Self::Need;
+        unsafe fn count(need: Self::Need) -> usize;
+        /// `x` with the lanes of `need` shifted up by 16 bits and given, in
+        /// lane order, the zero-extended words of `next`.
+        unsafe fn renormalise(x: __m256i, need: Self::Need, next: __m256i) -> __m256i;
+    }
+
+    struct Avx2;
 
     /// `PERM[mask][lane]`: for a lane whose bit is set in `mask`, the number
     /// of set bits below it, i.e. which of the next words it takes.
@@ -564,26 +640,77 @@ mod avx2 {
         table
     };
 
+    impl Renorm for Avx2 {
+        /// All ones in the lanes below 2^16.
+        type Need = __m256i;
+
+        #[inline(always)]
+        unsafe fn need(x: __m256i) -> __m256i {
+            _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(x), _mm256_setzero_si256())
+        }
+
+        #[inline(always)]
+        unsafe fn count(need: __m256i) -> usize {
+            _mm256_movemask_ps(_mm256_castsi256_ps(need)).count_ones() as usize
+        }
+
+        #[inline(always)]
+        unsafe fn renormalise(x: __m256i, need: __m256i, next: __m256i) -> __m256i {
+            let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
+            // SAFETY: `bits < 256` and each row holds 8 u32.
+            let perm = _mm256_loadu_si256(PERM[bits & 255].as_ptr() as *const __m256i);
+            let renormed = _mm256_or_si256(
+                _mm256_slli_epi32::<16>(x),
+                _mm256_permutevar8x32_epi32(next, perm),
+            );
+            _mm256_blendv_epi8(x, renormed, need)
+        }
+    }
+
+    struct Avx512;
+
+    impl Renorm for Avx512 {
+        type Need = __mmask8;
+
+        #[inline(always)]
+        unsafe fn need(x: __m256i) -> __mmask8 {
+            _mm256_cmplt_epu32_mask(x, _mm256_set1_epi32(STATE_LOW as i32))
+        }
+
+        #[inline(always)]
+        unsafe fn count(need: __mmask8) -> usize {
+            need.count_ones() as usize
+        }
+
+        #[inline(always)]
+        unsafe fn renormalise(x: __m256i, need: __mmask8, next: __m256i) -> __m256i {
+            let shifted = _mm256_mask_slli_epi32::<16>(x, need, x);
+            _mm256_or_si256(shifted, _mm256_maskz_expand_epi32(need, next))
+        }
+    }
+
     /// As `super::decode_lanes` for whole groups while `data` holds at least
     /// `LANES` more words; returns the words decoded and the words read.
     ///
     /// # Safety
-    /// The CPU must support AVX2 and POPCNT.
-    #[target_feature(enable = "avx2,popcnt")]
-    pub(super) unsafe fn decode(
+    /// The CPU must support AVX2 and POPCNT, and what `R` uses.
+    #[inline(always)]
+    unsafe fn decode<T: Word, R: Renorm>(
         states: &mut [u32; LANES],
-        table: &DecodeTable,
+        table: &DecodeTable<T>,
         data: &[u8],
-        out: &mut [u32],
+        out: &mut [T],
     ) -> (usize, usize) {
         let size = 1usize << table.scale;
-        // Gathers index the tables by `x & mask`, so they stay inside them.
-        assert!(table.packed.len() == size && table.words.len() == size);
+        // Gathers index the tables by `x & mask`, so they stay inside them
+        // (a word gather reads 4 bytes, which the padding covers).
+        assert!(table.packed.len() == size);
+        assert!((size - 1) * size_of::<T>() + 4 <= table.words.len() * size_of::<T>());
         let packed = table.packed.as_ptr() as *const i32;
         let words = table.words.as_ptr() as *const i32;
         let mask = _mm256_set1_epi32(size as i32 - 1);
         let low16 = _mm256_set1_epi32(0xffff);
-        let zero = _mm256_setzero_si256();
+        let word_mask = _mm256_set1_epi32((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
         let shift = _mm_cvtsi32_si128(table.scale as i32);
         // SAFETY (loads/stores of `states`): 32 u32 are four 32-byte quarters.
         let st = states.as_mut_ptr() as *mut __m256i;
@@ -599,34 +726,34 @@ mod avx2 {
             // Decode all four quarters first: they are independent chains, and
             // only the renormalisation below ties them together (through the
             // number of words each quarter takes).
-            let mut need = [zero; 4];
-            for (quarter, x) in x.iter_mut().enumerate() {
+            let mut decoded = [_mm256_setzero_si256(); 4];
+            let need: [R::Need; 4] = std::array::from_fn(|quarter| {
+                let x = &mut x[quarter];
                 let slot = _mm256_and_si256(*x, mask);
-                // SAFETY: every index is at most `size - 1`.
+                // SAFETY: every index is at most `size - 1`, and the 4 bytes
+                // read at each word end inside `words` (asserted above).
                 let entry = _mm256_i32gather_epi32::<4>(packed, slot);
-                let word = _mm256_i32gather_epi32::<4>(words, slot);
-                // SAFETY: `chunk` holds 32 words; this writes 8 at `8 * quarter`.
-                _mm256_storeu_si256(chunk.as_mut_ptr().add(8 * quarter) as *mut __m256i, word);
+                let word = match size_of::<T>() {
+                    1 => _mm256_i32gather_epi32::<1>(words, slot),
+                    2 => _mm256_i32gather_epi32::<2>(words, slot),
+                    _ => _mm256_i32gather_epi32::<4>(words, slot),
+                };
+                decoded[quarter] = _mm256_and_si256(word, word_mask);
                 let freq = _mm256_srli_epi32::<16>(entry);
                 let offset = _mm256_and_si256(entry, low16);
                 let quotient = _mm256_srl_epi32(*x, shift);
                 *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
-                need[quarter] = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), zero);
-            }
+                R::need(*x)
+            });
+            // SAFETY: `chunk` holds 32 words, and every word fits `T`.
+            store_group(decoded, chunk.as_mut_ptr());
             // Renormalise the lanes below 2^16, in lane order.
             for (x, need) in x.iter_mut().zip(need) {
-                let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
                 // SAFETY: `2 * pos + 16 <= data.len()` by the check above,
                 // since the earlier quarters advanced `pos` by at most 24.
                 let raw = _mm_loadu_si128(data.as_ptr().add(2 * pos) as *const __m128i);
-                let next = _mm256_permutevar8x32_epi32(
-                    _mm256_cvtepu16_epi32(raw),
-                    // SAFETY: `bits < 256` and each row holds 8 u32.
-                    _mm256_loadu_si256(PERM[bits & 255].as_ptr() as *const __m256i),
-                );
-                let renormed = _mm256_or_si256(_mm256_slli_epi32::<16>(*x), next);
-                *x = _mm256_blendv_epi8(*x, renormed, need);
-                pos += bits.count_ones() as usize;
+                *x = R::renormalise(*x, need, _mm256_cvtepu16_epi32(raw));
+                pos += R::count(need);
             }
             done += LANES;
         }
@@ -634,6 +761,44 @@ mod avx2 {
             _mm256_storeu_si256(st.add(i), *x);
         }
         (done, pos)
+    }
+
+    /// Stores a group of 32 words, given as four vectors of eight in order,
+    /// as 32 `T`s at `out`. Narrowing packs with unsigned saturation, which
+    /// keeps every word that fits `T` unchanged.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, `out` must have room for 32 `T`s, and
+    /// every word must fit `T`.
+    #[inline(always)]
+    unsafe fn store_group<T: Word>(words: [__m256i; 4], out: *mut T) {
+        let [a, b, c, d] = words;
+        let out = out as *mut __m256i;
+        match std::mem::size_of::<T>() {
+            1 => {
+                // Packing works within 128-bit halves: the 4-byte runs come out
+                // as a0-3 b0-3 c0-3 d0-3 a4-7 b4-7 c4-7 d4-7.
+                let halves =
+                    _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+                let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+                _mm256_storeu_si256(out, _mm256_permutevar8x32_epi32(halves, order));
+            }
+            2 => {
+                // 8-byte runs a0-3 b0-3 a4-7 b4-7, then the same for c and d.
+                for (i, (lo, hi)) in [(a, b), (c, d)].into_iter().enumerate() {
+                    let packed = _mm256_packus_epi32(lo, hi);
+                    _mm256_storeu_si256(
+                        out.add(i),
+                        _mm256_permute4x64_epi64::<0b11_01_10_00>(packed),
+                    );
+                }
+            }
+            _ => {
+                for (i, v) in words.into_iter().enumerate() {
+                    _mm256_storeu_si256(out.add(i), v);
+                }
+            }
+        }
     }
 }
 
@@ -755,12 +920,20 @@ mod avx2_size {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::codec::{decode, encode_with, Codec};
+    use crate::codec::{encode_with, Codec};
     use std::cell::Cell;
 
     thread_local! {
-        /// Makes this thread's decoder skip SIMD (see `simd_allowed`).
-        pub(super) static FORCE_PORTABLE: Cell<bool> = const { Cell::new(false) };
+        /// The widest SIMD this thread's coder may use (see `simd_limit`).
+        pub(super) static SIMD_LIMIT: Cell<Simd> = const { Cell::new(Simd::Avx512) };
+    }
+
+    /// Runs `f` with SIMD limited to `limit` on this thread.
+    fn with_simd_limit<R>(limit: Simd, f: impl FnOnce() -> R) -> R {
+        SIMD_LIMIT.with(|l| l.set(limit));
+        let result = f();
+        SIMD_LIMIT.with(|l| l.set(Simd::Avx512));
+        result
     }
 
     use crate::codec::tests::xorshift;
@@ -837,9 +1010,7 @@ pub(super) mod tests {
         let model = Model::new(alphabet, words.len());
         let reference = count_emitted(words, alphabet.index(), &model);
         let simd = count_emitted_fast(words, alphabet, &model);
-        FORCE_PORTABLE.with(|f| f.set(true));
-        let portable = count_emitted_fast(words, alphabet, &model);
-        FORCE_PORTABLE.with(|f| f.set(false));
+        let portable = with_simd_limit(Simd::None, || count_emitted_fast(words, alphabet, &model));
         (reference, simd, portable)
     }
 
@@ -935,55 +1106,86 @@ pub(super) mod tests {
         }
     }
 
-    /// Decodes `buf` with the SIMD bulk decoder allowed or not.
+    /// Decodes `buf` with every decoder up to `limit` (the SIMD one for the
+    /// bulk, then the portable one), into every word type that fits `width`
+    /// (which must agree).
     fn decode_with(
         buf: &[u8],
         width: u32,
         n: usize,
-        portable: bool,
+        limit: Simd,
     ) -> Result<Vec<u32>, &'static str> {
-        FORCE_PORTABLE.with(|f| f.set(portable));
-        let mut out = vec![0; n];
-        let result = decode(buf, width, &mut out);
-        FORCE_PORTABLE.with(|f| f.set(false));
-        result.map(|_| out).map_err(|e| e.reason)
+        let result = with_simd_limit(limit, || crate::codec::tests::decode_all(buf, width, n));
+        result.map(|(out, _)| out).map_err(|e| e.reason)
     }
 
-    /// The SIMD and portable decoders agree on valid streams of every
-    /// length around the group size and every scale, and on corrupt ones
-    /// (same words or same error), including truncated renormalisation data.
+    /// Every SIMD level this CPU has.
+    fn simd_levels() -> Vec<Simd> {
+        [Simd::None, Simd::Avx2, Simd::Avx512]
+            .into_iter()
+            .filter(|&l| with_simd_limit(l, simd_level) == l)
+            .collect()
+    }
+
+    /// The AVX-512, AVX2 and portable decoders agree on valid streams of
+    /// every length around the group size and every scale, and on corrupt
+    /// ones (same words or same error), including truncated renormalisation
+    /// data, storing 8-, 16- and 32-bit words.
     #[test]
     fn simd_and_portable_decoders_agree() {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut lens: Vec<usize> = (0..70).collect();
         lens.extend([255, 256, 257, 1000, 4099, 70_000]);
+        let cases = [
+            (8, 1u64),
+            (8, 2),
+            (8, 21),
+            (8, 256),
+            (16, 2),
+            (16, 256),
+            (16, 3000),
+            (32, 2),
+            (32, 3000),
+        ];
+        let levels = simd_levels();
+        println!("SIMD levels tested: {levels:?}");
         for &n in &lens {
-            for alphabet in [1u64, 2, 21, 256, 3000] {
+            for (width, alphabet) in cases {
                 let words: Vec<u32> = (0..n)
                     .map(|_| {
                         let r = xorshift(&mut seed);
-                        // Skewed, so some lanes renormalise and others not.
-                        ((r % alphabet) * (r >> 40 & 3) / 3) as u32
+                        // Skewed, so some lanes renormalise and others not;
+                        // spread over all 32 bits in the widest case.
+                        let w = ((r % alphabet) * (r >> 40 & 3) / 3) as u32;
+                        if width == 32 {
+                            w.wrapping_mul(0x9E37_79B1)
+                        } else {
+                            w
+                        }
                     })
                     .collect();
                 let mut buf = Vec::new();
-                if !encode_with(Codec::Rans, &words, 16, &mut buf) {
+                if !encode_with(Codec::Rans, &words, width, &mut buf) {
                     assert_eq!(n, 0, "rans applies to every non-empty stream");
                     continue;
                 }
-                assert_eq!(decode_with(&buf, 16, n, false).as_ref(), Ok(&words));
-                assert_eq!(decode_with(&buf, 16, n, true).as_ref(), Ok(&words));
+                for &level in &levels {
+                    assert_eq!(decode_with(&buf, width, n, level).as_ref(), Ok(&words));
+                }
                 for _ in 0..4 {
                     let mut bad = buf.clone();
                     let at = (xorshift(&mut seed) as usize) % bad.len();
                     bad[at] ^= 1 << (xorshift(&mut seed) % 8);
                     let cut = bad.len() - (xorshift(&mut seed) as usize % 3);
                     for input in [&bad[..], &bad[..cut]] {
-                        assert_eq!(
-                            decode_with(input, 16, n, false),
-                            decode_with(input, 16, n, true),
-                            "n {n} alphabet {alphabet}"
-                        );
+                        let portable = decode_with(input, width, n, Simd::None);
+                        for &level in &levels {
+                            assert_eq!(
+                                decode_with(input, width, n, level),
+                                portable,
+                                "n {n} width {width} alphabet {alphabet} {level:?}"
+                            );
+                        }
                     }
                 }
             }

@@ -60,8 +60,33 @@ fn len_strategy() -> impl Strategy<Value = usize> {
     prop_oneof![4 => 0usize..40, 4 => 40usize..3000, 1 => 3000usize..100_000]
 }
 
-/// Encodes with `codec`, checks the exact size, and decodes from a buffer
-/// followed by unrelated bytes.
+/// Decodes `n` words into `T`s, widened back to u32 for comparison.
+fn decode_as<T: Word>(input: &[u8], width: u32, n: usize) -> Result<(Vec<u32>, usize), WireError> {
+    let mut out = vec![T::default(); n];
+    let used = decode(input, width, &mut out)?;
+    Ok((out.iter().map(|w| w.to_u32()).collect(), used))
+}
+
+/// Decodes `n` words into every word type wide enough for `width`, checks
+/// that all give the same words and bytes used, or the same error, and
+/// returns that result.
+pub(super) fn decode_all(
+    input: &[u8],
+    width: u32,
+    n: usize,
+) -> Result<(Vec<u32>, usize), WireError> {
+    let wide = decode_as::<u32>(input, width, n);
+    if width <= 16 {
+        assert_eq!(decode_as::<u16>(input, width, n), wide, "u16 differs");
+    }
+    if width <= 8 {
+        assert_eq!(decode_as::<u8>(input, width, n), wide, "u8 differs");
+    }
+    wide
+}
+
+/// Encodes with `codec`, checks the exact size, and decodes (into every word
+/// type that fits) from a buffer followed by unrelated bytes.
 fn check_round_trip(codec: Codec, words: &[u32], width: u32, stats: &Stats) {
     let size = encoded_size(codec, words, width, stats);
     let mut buf = vec![0xAB];
@@ -78,8 +103,7 @@ fn check_round_trip(codec: Codec, words: &[u32], width: u32, stats: &Stats) {
     assert_eq!(buf.len() - 1, size, "{codec:?} encoded_size is not exact");
     assert_eq!(peek_codec(&buf[1..]).unwrap(), codec);
     buf.extend_from_slice(&[0x5A; 9]);
-    let mut out = vec![0; words.len()];
-    let used = decode(&buf[1..], width, &mut out).unwrap();
+    let (out, used) = decode_all(&buf[1..], width, words.len()).unwrap();
     assert_eq!(used, size, "{codec:?} consumed the wrong number of bytes");
     assert!(out == words, "{codec:?} round trip differs");
 }
@@ -128,23 +152,21 @@ proptest! {
         if !encode_with(Codec::ALL[codec_pick], &words, width, &mut buf) {
             return Ok(());
         }
-        let mut out = vec![0; words.len()];
         let mut flipped = buf.clone();
         for &(at, bit) in &flips {
             let at = at % flipped.len();
             flipped[at] ^= 1 << (bit % 8);
         }
-        let _ = decode(&flipped, width, &mut out);
+        let _ = decode_all(&flipped, width, words.len());
         let truncated = &buf[..cut.index(buf.len())];
-        prop_assert!(decode(truncated, width, &mut out).is_err());
+        prop_assert!(decode_all(truncated, width, words.len()).is_err());
     }
 
     #[test]
     fn arbitrary_bytes_never_panic(
         width in 1u32..=32, bytes in prop::collection::vec(any::<u8>(), 0..300), len in 0usize..500,
     ) {
-        let mut out = vec![0; len];
-        if let Ok(used) = decode(&bytes, width, &mut out) {
+        if let Ok((out, used)) = decode_all(&bytes, width, len) {
             prop_assert!(used <= bytes.len());
             prop_assert!(out.iter().all(|&w| w <= word_mask(width)));
         }
@@ -157,8 +179,7 @@ proptest! {
     ) {
         let mut input = vec![tag];
         input.extend_from_slice(&bytes);
-        let mut out = vec![0; len];
-        let _ = decode(&input, width, &mut out);
+        let _ = decode_all(&input, width, len);
     }
 }
 
@@ -183,7 +204,7 @@ fn long_streams_round_trip_at_every_width() {
 }
 
 fn decode_err(input: &[u8], width: u32, n: usize) -> &'static str {
-    decode(input, width, &mut vec![0; n]).unwrap_err().reason
+    decode_all(input, width, n).unwrap_err().reason
 }
 
 #[test]
@@ -233,7 +254,7 @@ fn rejects_unconsumed_and_mismatched_streams() {
         let mut buf = Vec::new();
         assert!(encode_with(codec, &words, 8, &mut buf));
         // Decoding fewer words than were encoded leaves data unread.
-        assert!(decode(&buf, 8, &mut vec![0; 999]).is_err(), "{codec:?}");
+        assert!(decode_all(&buf, 8, 999).is_err(), "{codec:?}");
     }
 }
 

@@ -8,7 +8,7 @@
 use super::exec::LiteralSource;
 use super::ops::{Fields, FloatFormat, MapOp, ScanOp};
 use super::{mask, Literal, Op, Program, Type};
-use crate::codec;
+use crate::codec::{self, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
 const TAG_LIT: u8 = 0;
@@ -45,7 +45,7 @@ pub struct EncodedLit<'a> {
 
 impl LiteralSource for EncodedLit<'_> {
     type Error = WireError;
-    fn write_words(&self, width: u32, out: &mut [u32]) -> Result<(), WireError> {
+    fn write_words<T: Word>(&self, width: u32, out: &mut [T]) -> Result<(), WireError> {
         let shift = |e: WireError| WireError {
             at: self.at + e.at,
             reason: e.reason,

@@ -2,23 +2,29 @@
 //!
 //! Every node writes its output straight into its slice of the caller's buffer;
 //! only Merge needs scratch space, one buffer per call reused across its parts.
+//! Words are held in any [`Word`] type wide enough for the program's width, so
+//! that narrow lanes and fields move as few bytes as possible.
 
 use super::{Literal, Op, Program};
+use crate::codec::Word;
 use std::cell::RefCell;
 
 thread_local! {
-    /// Word buffers reused across calls on this thread (one per nesting level in use).
+    /// Buffers reused across calls on this thread (one per nesting level in use).
     static SCRATCH: RefCell<Vec<Vec<u32>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` on a scratch buffer of `len` words (contents unspecified). Reusing
 /// buffers keeps decoding from page-faulting fresh memory for every chunk.
-pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
+pub fn with_scratch<T: Word, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
-    if buf.len() < len {
-        buf.resize(len, 0);
+    // Held as u32s, whose alignment suits every word type.
+    let units = (len * size_of::<T>()).div_ceil(size_of::<u32>());
+    if buf.len() < units {
+        buf.resize(units, 0);
     }
-    let result = f(&mut buf[..len]);
+    let words: &mut [T] = bytemuck::cast_slice_mut(&mut buf[..units]);
+    let result = f(&mut words[..len]);
     SCRATCH.with(|s| s.borrow_mut().push(buf));
     result
 }
@@ -26,26 +32,30 @@ pub fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
 /// Where a literal's words come from.
 pub trait LiteralSource {
     type Error;
-    /// Writes exactly `out.len()` words of `width` bits.
-    fn write_words(&self, width: u32, out: &mut [u32]) -> Result<(), Self::Error>;
+    /// Writes exactly `out.len()` words of `width` bits (`width <= T::BITS`).
+    fn write_words<T: Word>(&self, width: u32, out: &mut [T]) -> Result<(), Self::Error>;
 }
 
 impl LiteralSource for Literal {
     type Error = std::convert::Infallible;
-    fn write_words(&self, _width: u32, out: &mut [u32]) -> Result<(), Self::Error> {
-        out.copy_from_slice(&self.words);
+    fn write_words<T: Word>(&self, _width: u32, out: &mut [T]) -> Result<(), Self::Error> {
+        for (o, &w) in out.iter_mut().zip(self.words.iter()) {
+            *o = T::from_u32(w);
+        }
         Ok(())
     }
 }
 
-/// Runs `p` into `out`, which must hold exactly `p.ty.len` words. The program must
-/// be well typed (as built by the synthesizer or accepted by `decode_program`).
-pub fn execute<L: LiteralSource>(p: &Program<L>, out: &mut [u32]) -> Result<(), L::Error> {
+/// Runs `p` into `out`, which must hold exactly `p.ty.len` words of at least
+/// `p.ty.width` bits. The program must be well typed (as built by the
+/// synthesizer or accepted by `decode_program`).
+pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Result<(), L::Error> {
     debug_assert_eq!(out.len(), p.ty.len);
+    debug_assert!(p.ty.width <= T::BITS);
     let width = p.ty.width;
     match &p.op {
         Op::Lit(lit) => lit.write_words(width, out)?,
-        Op::Const(w) => out.fill(*w),
+        Op::Const(w) => out.fill(T::from_u32(*w)),
         Op::Concat(parts) => {
             let mut rest = out;
             for part in parts {
@@ -68,14 +78,15 @@ pub fn execute<L: LiteralSource>(p: &Program<L>, out: &mut [u32]) -> Result<(), 
         Op::Map { op, body } => {
             execute(body, out)?;
             let op = *op;
-            out.iter_mut().for_each(|x| *x = op.apply(*x, width));
+            out.iter_mut()
+                .for_each(|x| *x = T::from_u32(op.apply(x.to_u32(), width)));
         }
         Op::Scan { op, init, updates } => {
             execute(updates, out)?;
             let mut acc = *init;
             for x in out.iter_mut() {
-                acc = op.step(acc, *x, width);
-                *x = acc;
+                acc = op.step(acc, x.to_u32(), width);
+                *x = T::from_u32(acc);
             }
         }
         Op::Merge { fields, parts } => {
@@ -83,17 +94,35 @@ pub fn execute<L: LiteralSource>(p: &Program<L>, out: &mut [u32]) -> Result<(), 
             // The first field is built in place; the others go through scratch.
             let (first, rest) = parts.split_first().expect("merge has fields");
             execute(first, out)?;
-            out.iter_mut().for_each(|o| *o <<= shifts[0]);
-            with_scratch(out.len(), |scratch| {
-                for (part, shift) in rest.iter().zip(&shifts[1..]) {
-                    execute(part, scratch)?;
-                    for (o, s) in out.iter_mut().zip(scratch.iter()) {
-                        *o |= s << shift;
-                    }
+            // The first field's shift is applied in the pass that ors in the
+            // second, saving a pass over `out`.
+            let mut pending = shifts[0];
+            for (part, &shift) in rest.iter().zip(&shifts[1..]) {
+                match part.ty.width {
+                    0..=8 => merge_field::<T, u8, L>(part, pending, shift, out)?,
+                    9..=16 => merge_field::<T, u16, L>(part, pending, shift, out)?,
+                    _ => merge_field::<T, u32, L>(part, pending, shift, out)?,
                 }
-                Ok(())
-            })?;
+                pending = 0;
+            }
         }
     }
     Ok(())
+}
+
+/// Runs a Merge's field `part` in scratch words of type `F`, the narrowest that
+/// holds it, shifts `out` left by `pending` and ors the field in at bit `shift`.
+fn merge_field<T: Word, F: Word, L: LiteralSource>(
+    part: &Program<L>,
+    pending: u32,
+    shift: u32,
+    out: &mut [T],
+) -> Result<(), L::Error> {
+    with_scratch(out.len(), |scratch: &mut [F]| {
+        execute(part, scratch)?;
+        for (o, &s) in out.iter_mut().zip(scratch.iter()) {
+            *o = *o << pending | T::from_u32(s.to_u32()) << shift;
+        }
+        Ok(())
+    })
 }
