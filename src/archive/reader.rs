@@ -154,16 +154,15 @@ impl Archive {
 
     /// Maps the records of `segments` into memory ahead of decoding them: for
     /// a sequential pass over the archive, one call per batch costs less than
-    /// the page faults of touching the mapping. Only a hint; kernels before
-    /// Linux 5.14 reject it, which is harmless.
+    /// the page faults of touching the mapping. Only a hint (and nothing to do
+    /// for an unmapped archive); kernels before Linux 5.14 reject it, which is
+    /// harmless.
     pub fn prefetch(&self, segments: Range<usize>) {
         #[cfg(target_os = "linux")]
-        {
+        if let Backing::Mapped(map) = &self.bytes {
             let start = self.rec_starts[segments.start] as usize;
             let end = self.rec_starts[segments.end] as usize;
-            let _ = self
-                .map
-                .advise_range(memmap2::Advice::PopulateRead, start, end - start);
+            let _ = map.advise_range(memmap2::Advice::PopulateRead, start, end - start);
         }
         #[cfg(not(target_os = "linux"))]
         let _ = segments;
