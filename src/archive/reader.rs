@@ -50,6 +50,29 @@ impl Backing {
             }
         }
     }
+
+    /// Calls `f` with `len` bytes at `offset` (checked by the caller as for
+    /// `read`). Positional reads go into a buffer kept per thread, so decoding
+    /// many records neither allocates nor zeroes one for each.
+    fn with<R>(&self, offset: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> std::io::Result<R> {
+        thread_local! {
+            static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        match self {
+            Backing::Mapped(map) => Ok(f(&map[offset as usize..][..len])),
+            Backing::Read { file, .. } => {
+                // Taken out of the cell while in use, so a nested call gets its own.
+                let mut buf = BUFFER.take();
+                if buf.len() < len {
+                    buf.resize(len, 0);
+                }
+                let result = file.read_exact_at(&mut buf[..len], offset);
+                let out = result.map(|()| f(&buf[..len]));
+                BUFFER.set(buf);
+                out
+            }
+        }
+    }
 }
 
 impl Archive {
@@ -173,7 +196,10 @@ impl Archive {
     pub fn decode_segment_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
         let seg = &self.index.segments[i];
         let base = self.rec_starts[i];
-        decode_chunk(&self.record(i)?, seg.layout, out)
+        let len = (self.rec_starts[i + 1] - base) as usize;
+        self.bytes
+            .with(base, len, |record| decode_chunk(record, seg.layout, out))
+            .at(&self.path)?
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
         if xxhash_rust::xxh3::xxh3_64(out) != seg.checksum {
             return Err(Error::corrupt(
@@ -186,13 +212,6 @@ impl Archive {
             ));
         }
         Ok(())
-    }
-
-    /// Decodes and verifies segment `i`.
-    pub fn decode_segment(&self, i: usize) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; self.index.segments[i].src_len as usize];
-        self.decode_segment_into(i, &mut out)?;
-        Ok(out)
     }
 
     /// Fills `buf` with source bytes starting at `offset`, decoding only the

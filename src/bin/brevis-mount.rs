@@ -43,7 +43,7 @@ struct Cli {
     /// kernel's page cache keeps what was read besides this, so the chunk cache
     /// only needs to hold chunks between the reads that share them and those
     /// decoded ahead; a larger one helps random reads larger than the page cache.
-    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     cache_size: usize,
     /// Chunks decoded ahead of a reader that reads sequentially.
     #[arg(long, value_name = "CHUNKS", default_value_t = 8)]

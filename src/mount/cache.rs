@@ -20,10 +20,17 @@ pub struct ChunkCache {
 
 struct State {
     ready: LruCache<ChunkKey, Chunk>,
-    /// Bytes held by `ready`.
+    /// Bytes held by `ready` (buffer capacities).
     bytes: usize,
     decoding: HashMap<ChunkKey, Arc<Flight>>,
+    /// Buffers of evicted chunks, handed to the next decodes: reusing them
+    /// spares the page faults and zeroing of fresh memory.
+    spare: Vec<Vec<u8>>,
+    spare_bytes: usize,
 }
+
+/// Most bytes of spare buffers kept.
+const SPARE_BYTES: usize = 8 << 20;
 
 /// One decode in progress, awaited by the readers that arrived after it started.
 #[derive(Default)]
@@ -42,6 +49,8 @@ impl ChunkCache {
                 ready: LruCache::unbounded(),
                 bytes: 0,
                 decoding: HashMap::new(),
+                spare: Vec::new(),
+                spare_bytes: 0,
             }),
         }
     }
@@ -59,14 +68,15 @@ impl ChunkCache {
     }
 
     /// The chunk for `key`, decoded by `decode` if no one holds or is decoding
-    /// it. A failed decode is reported to everyone waiting on it and not kept,
-    /// so a later read tries again.
+    /// it. `decode` gets a buffer to decode into (a spare one or empty, of any
+    /// length) and returns it filled. A failed decode is reported to everyone
+    /// waiting on it and not kept, so a later read tries again.
     pub fn get_or_decode(
         &self,
         key: ChunkKey,
-        decode: impl FnOnce() -> Result<Vec<u8>, String>,
+        decode: impl FnOnce(Vec<u8>) -> Result<Vec<u8>, String>,
     ) -> Result<Chunk, String> {
-        let flight = {
+        let (flight, buffer) = {
             let mut state = self.lock();
             if let Some(chunk) = state.ready.get(&key) {
                 return Ok(chunk.clone());
@@ -78,7 +88,9 @@ impl ChunkCache {
             }
             let flight = Arc::new(Flight::default());
             state.decoding.insert(key, flight.clone());
-            flight
+            let buffer = state.spare.pop().unwrap_or_default();
+            state.spare_bytes -= buffer.capacity();
+            (flight, buffer)
         };
         // If `decode` panics, waiters must not sleep forever: the guard ends the
         // flight with an error as it unwinds.
@@ -88,7 +100,7 @@ impl ChunkCache {
             flight: &flight,
             result: Some(Err("the decoder panicked".to_string())),
         };
-        let result = decode().map(Arc::new);
+        let result = decode(buffer).map(Arc::new);
         landing.result = Some(result.clone());
         drop(landing);
         result
@@ -105,20 +117,34 @@ impl ChunkCache {
             let mut state = self.lock();
             state.decoding.remove(&key);
             if let Ok(chunk) = &result {
-                if chunk.len() <= self.capacity {
-                    state.bytes += chunk.len();
+                if chunk.capacity() <= self.capacity {
+                    state.bytes += chunk.capacity();
                     if let Some(old) = state.ready.put(key, chunk.clone()) {
-                        state.bytes -= old.len();
+                        state.evicted(old);
                     }
                     while state.bytes > self.capacity {
                         let (_, evicted) = state.ready.pop_lru().expect("bytes > 0");
-                        state.bytes -= evicted.len();
+                        state.evicted(evicted);
                     }
                 }
             }
         }
         *flight.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
         flight.done.notify_all();
+    }
+}
+
+impl State {
+    /// Accounts for a chunk leaving `ready`, keeping its buffer as a spare if no
+    /// reader holds it any more and there is room.
+    fn evicted(&mut self, chunk: Chunk) {
+        self.bytes -= chunk.capacity();
+        if let Ok(buffer) = Arc::try_unwrap(chunk) {
+            if self.spare_bytes + buffer.capacity() <= SPARE_BYTES {
+                self.spare_bytes += buffer.capacity();
+                self.spare.push(buffer);
+            }
+        }
     }
 }
 
@@ -163,22 +189,45 @@ mod tests {
         let cache = ChunkCache::new(250);
         for i in 0..3 {
             cache
-                .get_or_decode((0, i), || Ok(vec![i as u8; 100]))
+                .get_or_decode((0, i), |_| Ok(vec![i as u8; 100]))
                 .unwrap();
         }
         assert_eq!(cache.held_bytes(), 200);
         assert!(!cache.contains((0, 0)), "oldest chunk evicted");
         assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
         // Touching 1 makes 2 the least recent.
-        cache.get_or_decode((0, 1), || unreachable!()).unwrap();
-        cache.get_or_decode((0, 3), || Ok(vec![3; 100])).unwrap();
+        cache.get_or_decode((0, 1), |_| unreachable!()).unwrap();
+        cache.get_or_decode((0, 3), |_| Ok(vec![3; 100])).unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 2)));
+    }
+
+    #[test]
+    fn evicted_buffers_are_handed_to_later_decodes() {
+        let cache = ChunkCache::new(100);
+        cache.get_or_decode((0, 0), |_| Ok(vec![1; 100])).unwrap();
+        let held = cache.get_or_decode((0, 1), |_| Ok(vec![2; 100])).unwrap();
+        // Chunk 0 was evicted while no one held it: its buffer comes back.
+        let chunk = cache
+            .get_or_decode((0, 2), |spare| {
+                assert_eq!(spare, vec![1; 100]);
+                Ok(spare)
+            })
+            .unwrap();
+        assert_eq!(chunk.len(), 100);
+        // Chunk 1 was evicted while a reader held it: its buffer stays theirs.
+        cache
+            .get_or_decode((0, 3), |spare| {
+                assert!(spare.is_empty(), "a held chunk's buffer must not be reused");
+                Ok(vec![4; 100])
+            })
+            .unwrap();
+        assert_eq!(held[0], 2);
     }
 
     #[test]
     fn oversized_chunks_are_served_but_not_kept() {
         let cache = ChunkCache::new(10);
-        let chunk = cache.get_or_decode((1, 0), || Ok(vec![7; 11])).unwrap();
+        let chunk = cache.get_or_decode((1, 0), |_| Ok(vec![7; 11])).unwrap();
         assert_eq!(&chunk[..], &[7; 11]);
         assert_eq!(cache.held_bytes(), 0);
         assert!(!cache.contains((1, 0)));
@@ -188,11 +237,11 @@ mod tests {
     fn errors_reach_the_reader_and_are_not_kept() {
         let cache = ChunkCache::new(1000);
         let err = cache
-            .get_or_decode((0, 0), || Err("bad".into()))
+            .get_or_decode((0, 0), |_| Err("bad".into()))
             .unwrap_err();
         assert_eq!(err, "bad");
         assert!(!cache.contains((0, 0)));
-        let ok = cache.get_or_decode((0, 0), || Ok(vec![1])).unwrap();
+        let ok = cache.get_or_decode((0, 0), |_| Ok(vec![1])).unwrap();
         assert_eq!(&ok[..], &[1]);
     }
 
@@ -206,7 +255,7 @@ mod tests {
                 s.spawn(|| {
                     start.wait();
                     let chunk = cache
-                        .get_or_decode((9, 9), || {
+                        .get_or_decode((9, 9), |_| {
                             decodes.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(50));
                             Ok(vec![5; 1000])
@@ -223,11 +272,11 @@ mod tests {
     fn a_panicking_decode_releases_its_waiters() {
         let cache = ChunkCache::new(1 << 20);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            cache.get_or_decode((2, 2), || panic!("decoder bug"))
+            cache.get_or_decode((2, 2), |_| panic!("decoder bug"))
         }));
         assert!(caught.is_err());
         assert!(!cache.contains((2, 2)), "the flight ended");
-        let ok = cache.get_or_decode((2, 2), || Ok(vec![1, 2])).unwrap();
+        let ok = cache.get_or_decode((2, 2), |_| Ok(vec![1, 2])).unwrap();
         assert_eq!(&ok[..], &[1, 2]);
     }
 }

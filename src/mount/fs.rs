@@ -181,9 +181,16 @@ impl BrevisFs {
 
 /// Segment `i` of an archive, from the cache or decoded and verified into it.
 fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
+    let len = archive.segments()[i].src_len as usize;
     cache
-        .get_or_decode((id, i), || {
-            archive.decode_segment(i).map_err(|e| e.to_string())
+        .get_or_decode((id, i), |mut buffer| {
+            // A spare buffer is overwritten whole: only growth needs zeroing.
+            buffer.truncate(len);
+            buffer.resize(len, 0);
+            archive
+                .decode_segment_into(i, &mut buffer)
+                .map_err(|e| e.to_string())?;
+            Ok(buffer)
         })
         .map_err(|message| log::error!("{message}"))
 }
