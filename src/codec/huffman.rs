@@ -11,6 +11,7 @@ use super::stats::{quarter_ranges, Alphabet};
 use super::symbols::{self, SymbolSet, Values};
 use super::{Stats, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
+use std::cell::RefCell;
 
 const MAX_LEN: u32 = 12;
 const TABLE_SIZE: usize = 1 << MAX_LEN;
@@ -126,9 +127,46 @@ fn build_table(set: &SymbolSet) -> Option<Box<Table>> {
     Some(table)
 }
 
+/// The tables for one code. Checkpoints repeat the same code over many
+/// chunks (the same lane of same-typed tensors), and building the tables
+/// costs about as much as decoding a few thousand words (the multi-word table
+/// several times that), so each thread keeps the last code's tables.
+struct Tables {
+    set: SymbolSet,
+    single: Box<Table>,
+    /// Built on the first long enough stream, when [`multi_pays`].
+    multi: Option<Box<MultiTable>>,
+}
+
+thread_local! {
+    static TABLES: RefCell<Option<Tables>> = const { RefCell::new(None) };
+}
+
 pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
     let set = symbols::read(r, width, Values::Nibbles, MAX_LEN)?;
-    let table = build_table(&set).ok_or_else(|| r.error("huffman code is not complete"))?;
+    TABLES.with_borrow_mut(|cached| {
+        let tables = match cached {
+            Some(t) if t.set.words == set.words && t.set.values == set.values => t,
+            _ => {
+                *cached = None;
+                let single =
+                    build_table(&set).ok_or_else(|| r.error("huffman code is not complete"))?;
+                cached.insert(Tables {
+                    set,
+                    single,
+                    multi: None,
+                })
+            }
+        };
+        if tables.multi.is_none() && out.len() >= MULTI_MIN_WORDS && multi_pays(&tables.set) {
+            tables.multi = Some(build_multi_table(&tables.single));
+        }
+        decode_with(r, tables, out)
+    })
+}
+
+/// Decodes the streams (after the symbol set) with `tables`.
+fn decode_with<T: Word>(r: &mut Reader, tables: &Tables, out: &mut [T]) -> Result<(), WireError> {
     let mut ends = [0usize; 4];
     let mut total = 0usize;
     for end in &mut ends {
@@ -141,7 +179,66 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
     let mut starts = [0; 4];
     starts[1..].copy_from_slice(&ends[..3]);
     let streams = std::array::from_fn(|q| Bits::new(starts[q], ends[q]));
-    decode_streams(streams, data, &table, out).map_err(|reason| WireError { at, reason })
+    let single = &tables.single;
+    let result = match &tables.multi {
+        Some(multi) if out.len() >= MULTI_MIN_WORDS => {
+            decode_streams_multi(streams, data, single, multi, out)
+        }
+        _ => decode_streams(streams, data, single, out),
+    };
+    result.map_err(|reason| WireError { at, reason })
+}
+
+/// Most words one multi-word table entry holds.
+const MULTI_WORDS: usize = 7;
+
+/// Output slots one multi-word lookup writes: the entry's eight bytes, of
+/// which only the first `count` are words (the rest are overwritten later).
+const MULTI_SLOTS: usize = 8;
+
+/// Shortest stream decoded with the multi-word table: shorter ones gain less
+/// than building the table costs.
+const MULTI_MIN_WORDS: usize = 4 * TABLE_SIZE;
+
+/// Decoding table indexed by the next 12 bits of a stream, holding every word
+/// whose code lies wholly within those bits (at most [`MULTI_WORDS`], at
+/// least one): bytes 0..7 are the words, byte 7 is `count << 4 | bits`, the
+/// number of words and the bits they take.
+type MultiTable = [u64; TABLE_SIZE];
+
+/// Whether a code suits the multi-word table: its words must fit in a byte,
+/// and the codes must be short enough that a lookup decodes two or more
+/// words on average.
+fn multi_pays(set: &SymbolSet) -> bool {
+    // Expected code length if word j has probability 2^-l_j, times 4096.
+    let mean_len: u32 = set.values.iter().map(|&l| l << (MAX_LEN - l)).sum();
+    mean_len <= MAX_LEN / 2 * TABLE_SIZE as u32 && set.words.iter().all(|&w| w <= 0xff)
+}
+
+/// Builds the multi-word table from the single-word one; all words must fit
+/// in a byte.
+fn build_multi_table(table: &Table) -> Box<MultiTable> {
+    let mut multi: Box<MultiTable> = vec![0; TABLE_SIZE]
+        .into_boxed_slice()
+        .try_into()
+        .expect("TABLE_SIZE entries");
+    for (peek, slot) in multi.iter_mut().enumerate() {
+        let (mut entry, mut used, mut count) = (0u64, 0u32, 0u64);
+        while count < MULTI_WORDS as u64 {
+            // The single-word entry for the bits not yet used (zeros above
+            // them) is right exactly when its code fits in those bits.
+            let single = table[peek >> used];
+            let len = single as u32 & 15;
+            if used + len > MAX_LEN {
+                break;
+            }
+            entry |= (single >> 32) << (8 * count);
+            used += len;
+            count += 1;
+        }
+        *slot = entry | (count << 4 | used as u64) << 56;
+    }
+    multi
 }
 
 /// Decodes the four quarters, interleaving the streams so their table
@@ -153,10 +250,7 @@ fn decode_streams<T: Word>(
     out: &mut [T],
 ) -> Result<(), &'static str> {
     let [mut s0, mut s1, mut s2, mut s3] = streams;
-    let [r0, r1, r2, _] = quarter_ranges(out.len());
-    let (q0, rest) = out.split_at_mut(r0.len());
-    let (q1, rest) = rest.split_at_mut(r1.len());
-    let (q2, q3) = rest.split_at_mut(r2.len());
+    let [q0, q1, q2, q3] = quarters(out);
     let mut done = 0;
     let groups = q0
         .chunks_exact_mut(4)
@@ -181,6 +275,92 @@ fn decode_streams<T: Word>(
         s.decode_rest(data, table, &mut q[done..])?;
     }
     Ok(())
+}
+
+/// As [`decode_streams`], several words per lookup. Each stream advances its
+/// own output position by the count each lookup decodes; the interleaved
+/// loop runs while every quarter has room for four lookups' slots, so no
+/// lookup decodes words past its quarter's end.
+fn decode_streams_multi<T: Word>(
+    streams: [Bits; 4],
+    data: &[u8],
+    table: &Table,
+    multi: &MultiTable,
+    out: &mut [T],
+) -> Result<(), &'static str> {
+    let [mut s0, mut s1, mut s2, mut s3] = streams;
+    let [q0, q1, q2, q3] = quarters(out);
+    let [mut p0, mut p1, mut p2, mut p3] = [0usize; 4];
+    const GROUP: usize = 3 * MULTI_WORDS + MULTI_SLOTS;
+    while p0 + GROUP <= q0.len()
+        && p1 + GROUP <= q1.len()
+        && p2 + GROUP <= q2.len()
+        && p3 + GROUP <= q3.len()
+    {
+        // One refill leaves >= 57 bits: enough for four lookups of <= 12.
+        s0.refill(data);
+        s1.refill(data);
+        s2.refill(data);
+        s3.refill(data);
+        for _ in 0..4 {
+            s0.decode_multi(multi, q0, &mut p0);
+            s1.decode_multi(multi, q1, &mut p1);
+            s2.decode_multi(multi, q2, &mut p2);
+            s3.decode_multi(multi, q3, &mut p3);
+        }
+    }
+    for (s, q, mut p) in [(s0, q0, p0), (s1, q1, p1), (s2, q2, p2), (s3, q3, p3)] {
+        let mut s = s;
+        while p + MULTI_SLOTS <= q.len() {
+            s.refill(data);
+            s.decode_multi(multi, q, &mut p);
+        }
+        s.decode_rest(data, table, &mut q[p..])?;
+    }
+    Ok(())
+}
+
+/// Stores the eight bytes of `bytes` (least significant first) as eight
+/// words. Widening within 64-bit integers (each byte moved to its lane, then
+/// one store per 64 bits) keeps this to a few instructions, where storing
+/// word by word would make stores the bottleneck.
+#[inline(always)]
+fn store_bytes<T: Word>(bytes: u64, slots: &mut [T; MULTI_SLOTS]) {
+    if cfg!(target_endian = "big") {
+        *slots = bytes.to_le_bytes().map(|b| T::from_u32(b as u32));
+        return;
+    }
+    let out: &mut [u8] = bytemuck::cast_slice_mut(slots);
+    let lanes = out.chunks_exact_mut(8);
+    match T::BITS {
+        8 => out.copy_from_slice(&bytes.to_le_bytes()),
+        16 => {
+            for (i, lane) in lanes.enumerate() {
+                // Four bytes into four 16-bit lanes.
+                let x = bytes >> (32 * i) & 0xffff_ffff;
+                let x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+                let x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+                lane.copy_from_slice(&x.to_le_bytes());
+            }
+        }
+        _ => {
+            for (i, lane) in lanes.enumerate() {
+                // Two bytes into two 32-bit lanes.
+                let x = bytes >> (16 * i);
+                let x = (x & 0xff) | (x & 0xff00) << 24;
+                lane.copy_from_slice(&x.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// `out` split into the four quarters the streams decode.
+fn quarters<T>(out: &mut [T]) -> [&mut [T]; 4] {
+    let [r0, r1, r2, _] = quarter_ranges(out.len());
+    let (q0, rest) = out.split_at_mut(r0.len());
+    let (q1, rest) = rest.split_at_mut(r1.len());
+    let (q2, q3) = rest.split_at_mut(r2.len());
+    [q0, q1, q2, q3]
 }
 
 /// A bit reader over one stream inside the concatenated streams, least
@@ -239,6 +419,23 @@ impl Bits {
         T::from_u32((entry >> 32) as u32)
     }
 
+    /// Decodes the words of one multi-word entry into `out` from `*at` on,
+    /// advancing `*at` past them; needs at least 12 valid bits and
+    /// [`MULTI_SLOTS`] slots from `*at`. All slots are written (one store of
+    /// the whole entry) since that is cheaper than storing just `count`.
+    #[inline(always)]
+    fn decode_multi<T: Word>(&mut self, table: &MultiTable, out: &mut [T], at: &mut usize) {
+        let entry = table[(self.buf & PEEK_MASK) as usize];
+        let slots: &mut [T; MULTI_SLOTS] = (&mut out[*at..*at + MULTI_SLOTS])
+            .try_into()
+            .expect("MULTI_SLOTS slots");
+        store_bytes(entry, slots);
+        let len = (entry >> 56) as u32 & 15;
+        *at += (entry >> 60) as usize;
+        self.buf >>= len;
+        self.pos += len as usize;
+    }
+
     fn decode_rest<T: Word>(
         mut self,
         data: &[u8],
@@ -269,5 +466,162 @@ impl Bits {
             return Err("huffman padding bits are not zero");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::tests::{decode_all, xorshift};
+    use crate::codec::{word_mask, Codec};
+    use std::collections::HashMap;
+
+    /// A random complete code: start from two 1-bit codes and repeatedly
+    /// split a code into two one bit longer (which keeps the Kraft sum 1).
+    fn random_lengths(seed: &mut u64, max_symbols: usize) -> Vec<u32> {
+        let mut lengths = vec![1, 1];
+        let splits = xorshift(seed) as usize % (max_symbols.max(2) - 1);
+        for _ in 0..splits {
+            let i = xorshift(seed) as usize % lengths.len();
+            if lengths[i] < MAX_LEN {
+                lengths[i] += 1;
+                lengths.push(lengths[i]);
+            }
+        }
+        lengths
+    }
+
+    /// Word by (length, canonical code).
+    type Codes = HashMap<(u32, u32), u32>;
+
+    /// Reference decoder, one bit at a time: the word whose canonical code
+    /// (most significant bit first) matches the bits read so far, or `None`
+    /// if the stream ends first.
+    fn decode_one(codes: &Codes, bits: &mut impl Iterator<Item = u32>) -> Option<u32> {
+        let (mut code, mut len) = (0, 0);
+        loop {
+            code = code << 1 | bits.next()?;
+            len += 1;
+            if let Some(&word) = codes.get(&(len, code)) {
+                return Some(word);
+            }
+        }
+    }
+
+    fn stream_bits(stream: &[u8]) -> impl Iterator<Item = u32> + '_ {
+        (0..stream.len() * 8).map(|i| (stream[i / 8] >> (i % 8) & 1) as u32)
+    }
+
+    /// Reference decode of `n` words from the four streams, with the
+    /// format's checks: no bits past a stream, fewer than 8 left, all zero.
+    fn reference(codes: &Codes, streams: &[&[u8]; 4], n: usize) -> Option<Vec<u32>> {
+        let mut words = Vec::with_capacity(n);
+        for (stream, range) in streams.iter().zip(quarter_ranges(n)) {
+            let mut bits = stream_bits(stream);
+            for _ in range {
+                words.push(decode_one(codes, &mut bits)?);
+            }
+            let rest: Vec<u32> = bits.collect();
+            if rest.len() >= 8 || rest.contains(&1) {
+                return None;
+            }
+        }
+        Some(words)
+    }
+
+    /// Random codes at every width, random words drawn with the
+    /// probabilities the code implies, streams encoded independently of the
+    /// codec's encoder; then decoded with the right word count, a different
+    /// one (streams ending early or late) and flipped bits, each compared
+    /// with the reference. Lengths reach past `MULTI_MIN_WORDS` so both
+    /// table kinds run, and codes repeat across decodes so the per-thread
+    /// table cache is hit, including by streams of other lengths.
+    #[test]
+    fn matches_reference_decoder() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut previous: Option<(u32, Vec<u32>, Vec<u32>)> = None;
+        for case in 0..600 {
+            let (width, words, lengths) = match previous.take() {
+                Some(code) if case % 3 == 0 => code,
+                _ => {
+                    let width = 1 + case as u32 % 32;
+                    let mask = word_mask(width) as u64;
+                    let max_symbols = match xorshift(&mut seed) % 4 {
+                        0 => 4096,
+                        1 => 300,
+                        _ => 20,
+                    };
+                    let lengths = random_lengths(&mut seed, max_symbols.min(mask as usize + 1));
+                    let mut words: Vec<u32> = Vec::new();
+                    while words.len() < lengths.len() {
+                        words.push((xorshift(&mut seed) & mask) as u32);
+                        words.sort_unstable();
+                        words.dedup();
+                    }
+                    (width, words, lengths)
+                }
+            };
+            let by_word: HashMap<u32, (u32, u32)> = canonical_codes(&lengths)
+                .into_iter()
+                .zip(&lengths)
+                .zip(&words)
+                .map(|((code, &len), &word)| (word, (len, code)))
+                .collect();
+            let codes: Codes = by_word.iter().map(|(&w, &lc)| (lc, w)).collect();
+            let n = match xorshift(&mut seed) % 8 {
+                0 => MULTI_MIN_WORDS + xorshift(&mut seed) as usize % 30_000,
+                _ => xorshift(&mut seed) as usize % 3000,
+            };
+            // Words with probability 2^-len: decode random bits.
+            let mut random_bits = std::iter::repeat_with(|| xorshift(&mut seed) as u32 & 1);
+            let expected: Vec<u32> = (0..n)
+                .map(|_| decode_one(&codes, &mut random_bits).expect("endless bits"))
+                .collect();
+
+            let mut streams: [Vec<u8>; 4] = Default::default();
+            for (stream, range) in streams.iter_mut().zip(quarter_ranges(n)) {
+                let mut bits = BitWriter::new(stream);
+                for w in &expected[range] {
+                    let (len, code) = by_word[w];
+                    bits.put(reverse(code, len), len);
+                }
+                bits.finish();
+            }
+            for variant in 0..3 {
+                let mut streams = streams.clone();
+                let mut n = n;
+                match variant {
+                    0 => {}
+                    1 => n = (n as i64 + xorshift(&mut seed) as i64 % 20 - 10).max(0) as usize,
+                    _ => {
+                        let q = xorshift(&mut seed) as usize % 4;
+                        if !streams[q].is_empty() {
+                            let bit = xorshift(&mut seed) as usize % (streams[q].len() * 8);
+                            streams[q][bit / 8] ^= 1 << (bit % 8);
+                        }
+                    }
+                }
+                let mut input = vec![Codec::Huffman.tag()];
+                symbols::write(&words, &lengths, Values::Nibbles, &mut input);
+                for s in &streams {
+                    put_varint(&mut input, s.len() as u64);
+                }
+                for s in &streams {
+                    input.extend_from_slice(s);
+                }
+                let got = decode_all(&input, width, n).ok().map(|(words, _)| words);
+                let slices = [0, 1, 2, 3].map(|q| streams[q].as_slice());
+                let want = reference(&codes, &slices, n);
+                assert!(
+                    got == want,
+                    "case {case} variant {variant}: width {width}, {} symbols, n {n}",
+                    words.len()
+                );
+                if variant == 0 {
+                    assert_eq!(want.as_deref(), Some(&expected[..]));
+                }
+            }
+            previous = Some((width, words, lengths));
+        }
     }
 }
