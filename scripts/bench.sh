@@ -303,7 +303,7 @@ bench_mount() {
     lorig+=("$(load_secs "$src")")
   done
   umount "$mnt"
-  local lm lo
+  local lm lo rel
   if [[ ${lmount[0]} == - ]]; then lm=- lo=- rel=-
   else
     lm=$(median "${lmount[@]}") lo=$(median "${lorig[@]}")

@@ -28,6 +28,19 @@ fn brevis(args: &[&str]) {
     );
 }
 
+/// `brevis pack -q --force` with the small test chunk size: a file or a directory.
+fn pack(src: &Path, dst: &Path) {
+    brevis(&[
+        "pack",
+        "-q",
+        "--force",
+        "--chunk-size",
+        CHUNK,
+        s(src),
+        s(dst),
+    ]);
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -68,14 +81,7 @@ fn model() -> Model {
     std::fs::write(originals.join("config.json"), br#"{"hidden_size": 8}"#).unwrap();
     std::fs::write(originals.join("shards/tokenizer.json"), noise(3, 5000)).unwrap();
     let archives = dir.path().join("archives");
-    brevis(&[
-        "pack",
-        "-q",
-        "--chunk-size",
-        CHUNK,
-        s(&originals),
-        s(&archives),
-    ]);
+    pack(&originals, &archives);
     Model {
         _dir: dir,
         originals,
@@ -319,14 +325,7 @@ fn python_safetensors_loads_through_the_mount() {
     )
     .unwrap();
     let archives = dir.path().join("archives");
-    brevis(&[
-        "pack",
-        "-q",
-        "--chunk-size",
-        CHUNK,
-        s(&originals),
-        s(&archives),
-    ]);
+    pack(&originals, &archives);
     let m = mount(&archives, &[]);
     let python = std::env::var("BREVIS_PYTHON").unwrap_or_else(|_| "python3".into());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/load_through_mount.py");
@@ -461,7 +460,7 @@ fn replaced_and_added_archives_show_without_mixing_versions() {
     let archives = dir.path().join("archives");
     std::fs::create_dir(&archives).unwrap();
     let target = archives.join("a.brv");
-    brevis(&["pack", "-q", "--chunk-size", CHUNK, s(&one_src), s(&target)]);
+    pack(&one_src, &target);
     let m = mount(&archives, &[]);
     let presented = m.path("a.safetensors");
     let mut old = File::open(&presented).unwrap();
@@ -469,23 +468,8 @@ fn replaced_and_added_archives_show_without_mixing_versions() {
     old.read_exact(&mut head).unwrap();
 
     // `pack` writes a temporary file and renames it over the old archive.
-    brevis(&[
-        "pack",
-        "-q",
-        "--force",
-        "--chunk-size",
-        CHUNK,
-        s(&two_src),
-        s(&target),
-    ]);
-    brevis(&[
-        "pack",
-        "-q",
-        "--chunk-size",
-        CHUNK,
-        s(&one_src),
-        s(&archives.join("b.brv")),
-    ]);
+    pack(&two_src, &target);
+    pack(&one_src, &archives.join("b.brv"));
     let mut rest = Vec::new();
     old.read_to_end(&mut rest).unwrap();
     head.extend_from_slice(&rest);
