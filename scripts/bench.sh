@@ -164,7 +164,11 @@ elapsed() {
   t1=$(now)
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }'
 }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# median VALUES...: "-" (not measured) if the first value is "-"
+median() {
+  [[ $1 == - ]] && { echo -; return; }
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 mbps() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0) ? n / 1e6 / s : 0 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
 fsize() { stat -c %s "$1"; }
@@ -269,13 +273,20 @@ bench_search() {
   rm -f "$work/search.brv"
 }
 
-# bench_mount NAME SRC: sequential reads and a safetensors load through brevis-mount.
+# bench_mount NAME SRC: sequential reads and a safetensors load through brevis-mount, next
+# to the same on the original file in the page cache.
+#   cold      a fresh mount (empty chunk cache, nothing of the presented file in the page
+#             cache) with the archive itself in the page cache, as the original is
+#   disk      the same after dropping all caches, so the archive is read from disk (root only)
+#   warm      the presented file read again: the kernel serves it from its page cache
+# Loads: the original from the page cache, the mount cold (fresh mount), and warm (the
+# same mount loaded a second time).
 mount_rows=()
 mnt=$work/mnt
 mount_fresh() {
   if mountpoint -q "$mnt"; then umount "$mnt"; fi
   mkdir -p "$mnt"
-  if [[ $(id -u) -eq 0 ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
+  if [[ ${1:-} == drop ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
   "$work/brevis-mount" "$work/archives" "$mnt" || die "brevis-mount failed"
 }
 read_secs() { elapsed sh -c 'cat "$1" >/dev/null' sh "$1"; }
@@ -284,35 +295,40 @@ load_secs() {
   out=$("$py" "$scripts/bench_load.py" "$1") || die "bench_load.py failed on $1"
   case $out in none*) echo "-" ;; *) echo "$out" | awk '{ print $2 }' ;; esac
 }
+ms() { [[ $1 == - ]] && echo - || awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
+times_of() { [[ $1 == - || $2 == - ]] && echo - || awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 bench_mount() {
-  local name=$1 src=$2 orig i shown
+  local name=$1 src=$2 orig i shown archive
   orig=$(fsize "$src")
   rm -rf "$work/archives" && mkdir -p "$work/archives"
-  "$brevis" pack -q "$src" "$work/archives/$name.brv" >&2 || die "brevis pack failed on $name"
+  archive=$work/archives/$name.brv
+  "$brevis" pack -q "$src" "$archive" >&2 || die "brevis pack failed on $name"
   shown=$mnt/$name.safetensors
-  local -a cold=() warm=() plain=() lmount=() lorig=()
+  local -a cold=() disk=() warm=() plain=() lorig=() lcold=() lwarm=()
   for ((i = 0; i < runs; i++)); do
+    cat "$src" "$archive" >/dev/null
+    plain+=("$(read_secs "$src")")
+    lorig+=("$(load_secs "$src")")
     mount_fresh
     cold+=("$(read_secs "$shown")")
     warm+=("$(read_secs "$shown")")
     cmp -s "$src" "$shown" || die "$shown DIFFERS from $src"
-    cat "$src" >/dev/null
-    plain+=("$(read_secs "$src")")
     mount_fresh
-    lmount+=("$(load_secs "$shown")")
-    lorig+=("$(load_secs "$src")")
+    lcold+=("$(load_secs "$shown")")
+    lwarm+=("$(load_secs "$shown")")
+    if [[ $(id -u) -eq 0 ]]; then
+      mount_fresh drop
+      disk+=("$(read_secs "$shown")")
+    fi
   done
   umount "$mnt"
-  local lm lo rel
-  if [[ ${lmount[0]} == - ]]; then lm=- lo=- rel=-
-  else
-    lm=$(median "${lmount[@]}") lo=$(median "${lorig[@]}")
-    rel=$(awk -v a="$lm" -v b="$lo" 'BEGIN { printf "%.2fx", a / b }')
-    lm=$(printf '%.1f' "$(awk -v s="$lm" 'BEGIN { print s * 1000 }')") lo=$(printf '%.1f' "$(awk -v s="$lo" 'BEGIN { print s * 1000 }')")
-  fi
-  mount_rows+=("$(printf '%s\t' "$name" "$(ratio "$orig" "$(fsize "$work/archives/$name.brv")")" \
-    "$(mbps "$orig" "$(median "${cold[@]}")")" "$(mbps "$orig" "$(median "${warm[@]}")")" \
-    "$(mbps "$orig" "$(median "${plain[@]}")")" "$lm" "$lo" "$rel")")
+  local lo lc lw dk=-
+  lo=$(median "${lorig[@]}") lc=$(median "${lcold[@]}") lw=$(median "${lwarm[@]}")
+  if (( ${#disk[@]} )); then dk=$(mbps "$orig" "$(median "${disk[@]}")"); fi
+  mount_rows+=("$(printf '%s\t' "$name" "$(ratio "$orig" "$(fsize "$archive")")" \
+    "$(mbps "$orig" "$(median "${cold[@]}")")" "$dk" "$(mbps "$orig" "$(median "${warm[@]}")")" \
+    "$(mbps "$orig" "$(median "${plain[@]}")")" "$(ms "$lo")" "$(ms "$lc")" "$(times_of "$lc" "$lo")" \
+    "$(ms "$lw")" "$(times_of "$lw" "$lo")")")
 }
 
 # print_table HEADER ROWS...: tab-separated rows as an aligned markdown table
@@ -368,9 +384,9 @@ if (( ${#search_rows[@]} )); then
 fi
 if (( ${#mount_rows[@]} )); then
   echo
-  echo "Reads through brevis-mount (MB/s of presented bytes; load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy)):"
+  echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache, mount cold and warm as for reads):"
   echo
-  print_table "$(printf 'file\tratio\tcold MB/s\twarm MB/s\toriginal MB/s\tload mount ms\tload original ms\tmount/original\t')" "${mount_rows[@]}"
+  print_table "$(printf 'file\tratio\tcold MB/s\tdisk MB/s\twarm MB/s\toriginal MB/s\tload original ms\tload cold ms\tcold/original\tload warm ms\twarm/original\t')" "${mount_rows[@]}"
 fi
 echo
 zipnn_version=n/a

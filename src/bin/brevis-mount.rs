@@ -45,8 +45,10 @@ struct Cli {
     /// decoded ahead; a larger one helps random reads larger than the page cache.
     #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     cache_size: usize,
-    /// Chunks decoded ahead of a reader that reads sequentially.
-    #[arg(long, value_name = "CHUNKS", default_value_t = 8)]
+    /// Bytes decoded ahead of a reader that reads sequentially, so that both
+    /// cores stay busy between the kernel's requests; at most half of
+    /// --cache-size is used, and 0 turns it off.
+    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size)]
     read_ahead: usize,
     /// Seconds the kernel may cache names and attributes. Changes in the archives
     /// directory are pushed to the kernel at once; this bounds how long a change
@@ -99,7 +101,7 @@ fn main() -> ExitCode {
         serve: ServeOptions {
             cache_bytes: cli.cache_size,
             ttl: Duration::from_secs(cli.ttl),
-            read_ahead: cli.read_ahead,
+            read_ahead_bytes: cli.read_ahead as u64,
         },
         allow_other: cli.allow_other,
         threads: cli.threads,

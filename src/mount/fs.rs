@@ -27,8 +27,9 @@ pub struct ServeOptions {
     /// How long the kernel may cache names and attributes. Changes seen by the
     /// watcher are pushed to the kernel at once regardless.
     pub ttl: Duration,
-    /// Chunks decoded ahead of a handle that reads sequentially.
-    pub read_ahead: usize,
+    /// Source bytes decoded ahead of a handle that reads sequentially (at most
+    /// half the cache, so that chunks decoded ahead are not evicted unread).
+    pub read_ahead_bytes: u64,
 }
 
 /// A read that lands within this distance of where the handle's last read
@@ -38,6 +39,11 @@ const SEQUENTIAL_SLACK: u64 = 4 << 20;
 
 /// The largest read the kernel is asked to send, and read-ahead it is asked for.
 const MAX_READ: u32 = 1 << 20;
+
+thread_local! {
+    /// Where a request thread assembles a reply that spans several chunks.
+    static REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 pub struct BrevisFs {
     nodes: Nodes,
@@ -61,7 +67,7 @@ struct ArchiveReader {
     archive: Arc<Archive>,
     /// Source offset where the last read ended.
     last_end: AtomicU64,
-    /// Segments up to here have been queued for read-ahead.
+    /// Segments before this one have been queued for read-ahead.
     ahead_until: AtomicUsize,
 }
 
@@ -150,21 +156,33 @@ impl BrevisFs {
             let to = end.min(range.end) - range.start;
             &chunk[from as usize..to as usize]
         });
-        match chunks.len() {
-            // The common case, a read within one chunk, needs no copy.
-            1 => reply.data(pieces.next().expect("one chunk")),
-            _ => reply.data(&pieces.collect::<Vec<_>>().concat()),
+        if chunks.len() == 1 {
+            // A read within one chunk needs no copy.
+            return reply.data(pieces.next().expect("one chunk"));
         }
+        // The reply must be one slice. Each request thread keeps its buffer:
+        // a fresh megabyte per read would cost page faults and unmapping.
+        REPLY.with_borrow_mut(|buffer| {
+            buffer.clear();
+            pieces.for_each(|piece| buffer.extend_from_slice(piece));
+            reply.data(buffer);
+        });
     }
 
-    /// Queues decoding of the chunks after `next` when the handle reads
-    /// sequentially, so that they are ready when the reader gets there.
+    /// Queues decoding of the chunks from `next` on, up to the read-ahead
+    /// distance past `end`, when the handle reads sequentially, so that they
+    /// are ready when the reader gets there.
     fn read_ahead(&self, reader: &ArchiveReader, offset: u64, end: u64, next: usize) {
         let last_end = reader.last_end.swap(end, Ordering::Relaxed);
-        if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || self.options.read_ahead == 0 {
+        let distance = self
+            .options
+            .read_ahead_bytes
+            .min(self.options.cache_bytes as u64 / 2);
+        let archive = &reader.archive;
+        if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || distance == 0 || end >= archive.len() {
             return;
         }
-        let stop = (next + self.options.read_ahead).min(reader.archive.segments().len());
+        let stop = archive.segment_at((end + distance).min(archive.len() - 1)) + 1;
         let start = reader
             .ahead_until
             .fetch_max(stop, Ordering::Relaxed)
