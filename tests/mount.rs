@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -98,11 +98,25 @@ struct Mounted {
 }
 
 fn mount(archives: &Path, options: &[&str]) -> Mounted {
+    mount_with(
+        Command::new(env!("CARGO_BIN_EXE_brevis-mount")),
+        archives,
+        options,
+    )
+}
+
+/// Mounts with `server` (brevis-mount, perhaps run as another user), on a
+/// mountpoint that user owns.
+fn mount_with(mut server: Command, archives: &Path, options: &[&str]) -> Mounted {
     let dir = tempfile::tempdir().unwrap();
     let point = dir.path().join("mnt");
     std::fs::create_dir(&point).unwrap();
+    if running_as_root() {
+        std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&point, Some(USER), Some(USER)).unwrap();
+    }
     let log = dir.path().join("log");
-    let child = Command::new(env!("CARGO_BIN_EXE_brevis-mount"))
+    let child = server
         .args(["-f", s(archives), s(&point)])
         .args(options)
         .stderr(File::create(&log).unwrap())
@@ -123,6 +137,37 @@ fn mount(archives: &Path, options: &[&str]) -> Mounted {
         std::thread::sleep(Duration::from_millis(20));
     }
     mounted
+}
+
+/// The user that mounts without root: nobody.
+const USER: u32 = 65534;
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The user `as_user` runs commands as.
+fn mounting_user() -> u32 {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    if running_as_root() {
+        USER
+    } else {
+        uid
+    }
+}
+
+/// `program` run as `USER` when the tests run as root, else as the current
+/// (non-root) user.
+fn as_user(program: &str) -> Command {
+    if !running_as_root() {
+        return Command::new(program);
+    }
+    let mut command = Command::new("setpriv");
+    let id = USER.to_string();
+    command.args(["--reuid", &id, "--regid", &id, "--clear-groups", program]);
+    command
 }
 
 fn is_mounted(point: &Path) -> bool {
@@ -522,6 +567,36 @@ fn sigterm_unmounts_cleanly_even_with_files_open() {
     );
     drop(open);
     assert!(m.wait_exit(Duration::from_secs(10)), "{}", m.log_text());
+}
+
+/// The non-root way the README documents: fusermount3 mounts and unmounts, and
+/// the user reads the presented files. Needs fusermount3 and a /dev/fuse that
+/// users may open, as distributions set it up (scripts/test.sh does).
+#[test]
+fn a_user_mounts_through_fusermount3() {
+    let model = model();
+    std::fs::set_permissions(model._dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let server = as_user(env!("CARGO_BIN_EXE_brevis-mount"));
+    let mut m = mount_with(server, &model.archives, &[]);
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = info.lines().find(|l| l.contains(s(&m.point))).unwrap();
+    let user_id = format!("user_id={}", mounting_user());
+    assert!(line.contains(&user_id), "mounted as the user: {line}");
+    for rel in [
+        "model.safetensors",
+        "config.json",
+        "shards/part-2.safetensors",
+    ] {
+        let status = as_user("cmp")
+            .arg(m.path(rel))
+            .arg(model.originals.join(rel))
+            .status()
+            .unwrap();
+        assert!(status.success(), "{rel} differs when read by the user");
+    }
+    m.signal(libc::SIGTERM);
+    assert!(m.wait_exit(Duration::from_secs(10)), "{}", m.log_text());
+    assert!(!is_mounted(&m.point), "fusermount3 unmounted it");
 }
 
 #[test]

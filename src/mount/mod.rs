@@ -147,7 +147,7 @@ pub fn serve(
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
     let mut session = fuser::Session::new(fs, mountpoint, &config)
-        .map_err(|e| Error::invalid(mountpoint, format!("cannot mount: {e}")))?;
+        .map_err(|e| Error::invalid(mountpoint, mount_failure(e)))?;
     let mut unmounter = session.unmount_callable();
     let notifier = session.notifier();
     let (events, waiting) = mpsc::channel();
@@ -194,6 +194,18 @@ pub fn serve(
         }
     }
     Ok(())
+}
+
+/// Why mounting failed, with what a user without root needs when permission
+/// was the reason.
+fn mount_failure(err: std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot mount: {err}; without root this needs read-write access to \
+             /dev/fuse and the fusermount3 helper (Debian: apt install fuse3)"
+        ),
+        _ => format!("cannot mount: {err}"),
+    }
 }
 
 /// Raises the kernel's read-ahead for the mount (its default is 128 KiB), so
