@@ -1,0 +1,71 @@
+//! Decoding whole archives of the real corpus on one thread, in memory: every
+//! chunk decoded and checked against its checksum, as the mount and unpack do,
+//! without their file I/O. Counters are in bytes of the original file.
+//!
+//! The corpus comes from `BREVIS_CORPUS` (default ~/.cache/brevis-corpus, see
+//! scripts/fetch-corpus.sh); archives are packed with the default options into
+//! `BREVIS_BENCH_ARCHIVES` (default target/bench-archives) once, and reused
+//! while their checkpoint is older than them. Set `BREVIS_BENCH_ARCHIVES` to a
+//! folder of archives made another way (same names, NAME.brv) to compare them.
+
+use brevis::{Archive, PackOptions};
+use divan::counter::BytesCount;
+use divan::Bencher;
+use std::path::PathBuf;
+
+const NAMES: [&str; 5] = [
+    "minilm-f32",
+    "minilm-bf16",
+    "minilm-fp8",
+    "minilm-upcast",
+    "wordllama-f16",
+];
+
+fn main() {
+    divan::main();
+}
+
+fn env_dir(var: &str, default: impl FnOnce() -> PathBuf) -> PathBuf {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(default)
+}
+
+/// The archive of corpus checkpoint `name`, packed first if missing or stale.
+fn archive(name: &str) -> Archive {
+    let corpus = env_dir("BREVIS_CORPUS", || {
+        PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/brevis-corpus")
+    });
+    let archives = env_dir("BREVIS_BENCH_ARCHIVES", || {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-archives")
+    });
+    let src = corpus.join(name).join("model.safetensors");
+    let dst = archives.join(format!("{name}.brv"));
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&dst).is_none() || modified(&dst) < modified(&src) {
+        assert!(
+            src.is_file(),
+            "{} missing: run scripts/fetch-corpus.sh",
+            src.display()
+        );
+        std::fs::create_dir_all(&archives).expect("archives folder");
+        brevis::archive::pack_file(&src, &dst, &PackOptions::default(), &|_| ())
+            .unwrap_or_else(|e| panic!("packing {name}: {e}"));
+    }
+    Archive::open(&dst).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[divan::bench(args = NAMES, sample_count = 20)]
+fn decode_archive(bencher: Bencher, name: &str) {
+    let archive = archive(name);
+    let largest = archive.segments().iter().map(|s| s.src_len).max();
+    let mut buffer = vec![0u8; largest.unwrap_or(0) as usize];
+    bencher
+        .counter(BytesCount::new(archive.len()))
+        .bench_local(|| {
+            for i in 0..archive.segments().len() {
+                let out = &mut buffer[..archive.segments()[i].src_len as usize];
+                archive.decode_segment_into(i, out).expect("decodes");
+            }
+        });
+}
