@@ -136,6 +136,7 @@ fn ors_in<L: LiteralSource>(part: &Program<L>) -> bool {
     match &part.op {
         Op::Lit(lit) => lit.ors_in(),
         Op::Const(_) => true,
+        Op::Merge { parts, .. } => parts.iter().all(ors_in),
         _ => false,
     }
 }
@@ -149,9 +150,23 @@ fn merge_field<T: Word, L: LiteralSource>(
 ) -> Result<(), L::Error> {
     match &part.op {
         Op::Lit(lit) if lit.ors_in() => lit.or_words(part.ty.width, or_in, out),
+        // Oring in zeros changes nothing (as in the zero low half of a
+        // bf16 upcast to f32).
+        Op::Const(0) if or_in.pending == 0 => Ok(()),
         Op::Const(w) => {
             let w = T::from_u32(*w) << or_in.shift;
             out.iter_mut().for_each(|o| *o = *o << or_in.pending | w);
+            Ok(())
+        }
+        // A nested Merge's fields each go straight to their bits of `out`.
+        Op::Merge { fields, parts } if parts.iter().all(ors_in) => {
+            let shifts = fields.shifts(part.ty.width);
+            let mut pending = or_in.pending;
+            for (field, shift) in parts.iter().zip(shifts) {
+                let shift = or_in.shift + shift;
+                merge_field(field, OrIn { pending, shift }, out)?;
+                pending = 0;
+            }
             Ok(())
         }
         _ => match part.ty.width {
