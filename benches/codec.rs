@@ -4,7 +4,11 @@
 //! (near-uniform over 128 values) and whole 16-bit words
 //! (thousands of distinct values). Counters are in words.
 
+use brevis::archive;
 use brevis::codec::{self, Codec, Stats};
+use brevis::dsl::FloatFormat;
+use brevis::safetensors::Layout;
+use brevis::synth::{Hint, SynthOptions};
 use divan::counter::ItemsCount;
 use divan::{black_box, Bencher};
 
@@ -36,8 +40,8 @@ fn print_sizes() {
 const N: usize = 131_072;
 const KINDS: [&str; 4] = ["exponent", "mantissa", "mantissa7", "bf16"];
 
-/// bf16 bit patterns of roughly normal weights (sum of uniforms, sd ~0.02).
-fn bf16_words() -> Vec<u32> {
+/// `n` roughly normal weights (sum of uniforms, sd ~0.02).
+fn f32_values(n: usize) -> impl Iterator<Item = f32> {
     let mut state = 0x1234_5678_9abc_def0u64;
     let mut uniform = move || {
         state ^= state << 13;
@@ -45,12 +49,12 @@ fn bf16_words() -> Vec<u32> {
         state ^= state << 17;
         (state >> 11) as f32 / (1u64 << 53) as f32
     };
-    (0..N)
-        .map(|_| {
-            let x = ((0..4).map(|_| uniform()).sum::<f32>() - 2.0) * 0.035;
-            x.to_bits() >> 16
-        })
-        .collect()
+    (0..n).map(move |_| ((0..4).map(|_| uniform()).sum::<f32>() - 2.0) * 0.035)
+}
+
+/// bf16 bit patterns of roughly normal weights.
+fn bf16_words() -> Vec<u32> {
+    f32_values(N).map(|x| x.to_bits() >> 16).collect()
 }
 
 /// The stream of `kind` and its width.
@@ -66,8 +70,12 @@ fn stream(kind: &str) -> (Vec<u32>, u32) {
 
 fn bench_decode(bencher: Bencher, kind: &str, codec: Codec) {
     let (words, width) = stream(kind);
+    bench_decode_words(bencher, &words, width, codec);
+}
+
+fn bench_decode_words(bencher: Bencher, words: &[u32], width: u32, codec: Codec) {
     let mut buf = Vec::new();
-    assert!(codec::encode_with(codec, &words, width, &mut buf));
+    assert!(codec::encode_with(codec, words, width, &mut buf));
     let mut out = vec![0; words.len()];
     bencher.counter(ItemsCount::new(N)).bench_local(|| {
         codec::decode(black_box(&buf), width, &mut out).unwrap();
@@ -92,6 +100,47 @@ fn decode_huffman(bencher: Bencher, kind: &str) {
 #[divan::bench(args = KINDS)]
 fn decode_rans(bencher: Bencher, kind: &str) {
     bench_decode(bencher, kind, Codec::Rans);
+}
+
+/// Uniform words of `width` bits, bit-packed, decoded into u32 words.
+#[divan::bench(args = [1, 4, 7, 23])]
+fn decode_bitpack(bencher: Bencher, width: u32) {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let words: Vec<u32> = (0..N)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u32 & (u32::MAX >> (32 - width))
+        })
+        .collect();
+    bench_decode_words(bencher, &words, width, Codec::BitPack);
+}
+
+/// A whole 256 KiB chunk of weights as stored (f32: sign, exponent and
+/// mantissa fields; bf16: its own program), decoded into element bytes.
+/// Counter in elements.
+#[divan::bench(args = ["f32", "bf16"])]
+fn decode_chunk(bencher: Bencher, dtype: &str) {
+    let (bytes, layout, float) = match dtype {
+        "f32" => {
+            let bytes: Vec<u8> = f32_values(N / 2).flat_map(f32::to_le_bytes).collect();
+            (bytes, Layout::Word, FloatFormat::F32)
+        }
+        _ => {
+            let words = bf16_words();
+            let bytes = words.iter().flat_map(|&w| (w as u16).to_le_bytes());
+            (bytes.collect(), Layout::Half, FloatFormat::Bf16)
+        }
+    };
+    let hint = Hint { float: Some(float) };
+    let record = archive::encode_chunk(&bytes, layout, hint, &SynthOptions::default());
+    let mut out = vec![0u8; bytes.len()];
+    let elements = bytes.len() / layout.element_bytes();
+    bencher.counter(ItemsCount::new(elements)).bench_local(|| {
+        archive::decode_chunk(black_box(&record), layout, &mut out).unwrap();
+    });
+    assert!(out == bytes);
 }
 
 #[divan::bench(args = KINDS)]

@@ -2,7 +2,7 @@
 //! in `k` bits, packed LSB-first.
 
 use super::bits::BitWriter;
-use super::Word;
+use super::word::{Put, Word};
 use crate::wire::{Reader, WireError};
 
 /// Number of bits needed to write `v` (0 for 0).
@@ -48,31 +48,51 @@ fn load_u64(bytes: &[u8], at: usize) -> u64 {
 const WINDOW: usize = 40;
 
 /// Unpacks whole groups of 8 words (8 words of `K` bits are exactly `K` bytes)
-/// while a full window stays inside `bytes`; returns how many words it wrote.
-/// `K` is a constant so the shifts and offsets compile to immediates.
-fn unpack_const<const K: usize, T: Word>(bytes: &[u8], out: &mut [T]) -> usize {
+/// from word `from` (a multiple of 8) on, while a full window stays inside
+/// `bytes`; returns how many words are done. `K` is a constant so the shifts
+/// and offsets compile to immediates.
+fn unpack_const<const K: usize, T: Word, P: Put>(
+    bytes: &[u8],
+    from: usize,
+    out: &mut [T],
+    put: P,
+) -> usize {
     let mask = (1u64 << K) - 1;
-    let groups = (bytes.len().saturating_sub(WINDOW) / K + 1).min(out.len() / 8);
-    let groups = if bytes.len() >= WINDOW { groups } else { 0 };
-    for (g, words) in out.chunks_exact_mut(8).take(groups).enumerate() {
+    let groups = match bytes.len().checked_sub(WINDOW) {
+        Some(room) => (room / K + 1).min(out.len() / 8),
+        None => 0,
+    };
+    let first = from / 8;
+    for (g, words) in out.chunks_exact_mut(8).enumerate().take(groups).skip(first) {
         let window: &[u8; WINDOW] = bytes[g * K..g * K + WINDOW].try_into().expect("window");
         for (j, w) in words.iter_mut().enumerate() {
             let bit = j * K;
             let at = bit / 8;
             let le: [u8; 8] = window[at..at + 8].try_into().expect("8 bytes");
-            *w = T::from_u32(((u64::from_le_bytes(le) >> (bit % 8)) & mask) as u32);
+            put.put(w, ((u64::from_le_bytes(le) >> (bit % 8)) & mask) as u32);
         }
     }
-    groups * 8
+    (groups * 8).max(from)
 }
 
-fn unpack_groups<T: Word>(k: u32, bytes: &[u8], out: &mut [T]) -> usize {
+/// Unpacks words from word `from` on in groups, stopping short of the end
+/// where a group's window would not fit; returns how many words are done.
+fn unpack_groups<T: Word, P: Put>(
+    k: u32,
+    bytes: &[u8],
+    from: usize,
+    out: &mut [T],
+    put: P,
+) -> usize {
     macro_rules! dispatch {
         ($($k:literal)*) => {
             match k {
-                0 => { out.fill(T::default()); out.len() }
-                $($k => unpack_const::<$k, T>(bytes, out),)*
-                _ => 0,
+                0 => {
+                    out[from..].iter_mut().for_each(|o| put.put(o, 0));
+                    out.len()
+                }
+                $($k => unpack_const::<$k, T, P>(bytes, from, out, put),)*
+                _ => from,
             }
         };
     }
@@ -80,27 +100,345 @@ fn unpack_groups<T: Word>(k: u32, bytes: &[u8], out: &mut [T]) -> usize {
 }
 
 /// Unpacks words from index `from` on, one at a time.
-fn unpack_tail<T: Word>(k: u32, bytes: &[u8], from: usize, out: &mut [T]) {
+fn unpack_tail<T: Word, P: Put>(k: u32, bytes: &[u8], from: usize, out: &mut [T], put: P) {
     let mask = (1u64 << k) - 1;
     for (i, o) in out.iter_mut().enumerate().skip(from) {
         let bit = i as u64 * k as u64;
         // Starting at most 7 bits into a byte, a word of <= 32 bits fits in 64.
         let word = load_u64(bytes, (bit / 8) as usize) >> (bit % 8);
-        *o = T::from_u32((word & mask) as u32);
+        put.put(o, (word & mask) as u32);
     }
 }
 
-pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
+pub(super) fn decode<T: Word, P: Put>(
+    r: &mut Reader,
+    width: u32,
+    out: &mut [T],
+    put: P,
+) -> Result<(), WireError> {
     let k = r.u8()? as u32;
     if k > width {
         return Err(r.error("bitpack width exceeds the literal width"));
     }
     let bytes = r.bytes(packed_bytes(out.len(), k))?;
-    let done = unpack_groups(k, bytes, out);
-    unpack_tail(k, bytes, done, out);
+    let done = unpack_simd(k, bytes, out, put);
+    let done = unpack_groups(k, bytes, done, out, put);
+    unpack_tail(k, bytes, done, out, put);
     let used = (out.len() as u64 * k as u64 % 8) as u32;
     if used != 0 && bytes.last().is_some_and(|&b| b >> used != 0) {
         return Err(r.error("bitpack padding bits are not zero"));
     }
     Ok(())
+}
+
+/// Unpacks a prefix of the words with SIMD where the CPU has it; returns how
+/// many words it did (a multiple of 8, possibly 0).
+#[inline]
+fn unpack_simd<T: Word, P: Put>(k: u32, bytes: &[u8], out: &mut [T], put: P) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if (1..=avx512::MAX_K).contains(&k) && avx512::available() {
+        // SAFETY: `available` checked that the CPU has the kernel's features.
+        return unsafe { avx512::unpack(k, bytes, out, put) };
+    }
+    let _ = (k, bytes, out, put);
+    0
+}
+
+/// Unpacking with AVX-512: each of 16 u32 lanes gathers the 4 bytes holding
+/// its word with one byte permutation (VBMI) of a 64-byte load, shifts its
+/// word down by its own amount and masks it. Modelled on the usual SIMD
+/// bit-unpacking scheme (shuffle, variable shift, mask) of integer
+/// compression libraries.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::super::word::{Put, Word};
+    use std::arch::x86_64::*;
+
+    /// Words per step: one vector of u32 lanes.
+    const STEP: usize = 16;
+    /// Bytes each step loads.
+    const LOAD: usize = 64;
+    /// Widest word a lane can gather: starting up to 7 bits into its first
+    /// byte, it must end within 4 bytes.
+    pub(super) const MAX_K: u32 = 25;
+
+    /// Whether the CPU (and, in tests, the test) allows this kernel.
+    pub(super) fn available() -> bool {
+        use std::arch::is_x86_feature_detected as has;
+        super::simd_allowed() && has!("avx512f") && has!("avx512bw") && has!("avx512vbmi")
+    }
+
+    /// Unpacks whole steps of 16 words of `k` bits (`1..=MAX_K`) while the
+    /// step's 64-byte load stays inside `bytes`; returns the words done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VBMI.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    pub(super) unsafe fn unpack<T: Word, P: Put>(
+        k: u32,
+        bytes: &[u8],
+        out: &mut [T],
+        put: P,
+    ) -> usize {
+        debug_assert!((1..=MAX_K).contains(&k));
+        // 16 words of k bits are 2k bytes.
+        let stride = 2 * k as usize;
+        let steps = match bytes.len().checked_sub(LOAD) {
+            Some(room) => (room / stride + 1).min(out.len() / STEP),
+            None => 0,
+        };
+        let (gather, shifts) = lanes(k);
+        let mask = _mm512_set1_epi32(((1u32 << k) - 1) as i32);
+        for s in 0..steps {
+            // SAFETY: `s * stride + LOAD <= bytes.len()` by the choice of `steps`.
+            let v = unsafe { _mm512_loadu_si512(bytes.as_ptr().add(s * stride).cast()) };
+            let words = _mm512_permutexvar_epi8(gather, v);
+            let words = _mm512_and_si512(_mm512_srlv_epi32(words, shifts), mask);
+            // SAFETY: `(s + 1) * STEP <= out.len()` by the choice of `steps`,
+            // and every word has at most `k <= T::BITS` bits.
+            unsafe { store(out.as_mut_ptr().add(s * STEP), words, put) };
+        }
+        steps * STEP
+    }
+
+    /// The byte permutation that gives lane `j` the 4 bytes from the one
+    /// holding bit `j * k`, and each lane's shift down to its word.
+    #[target_feature(enable = "avx512f")]
+    fn lanes(k: u32) -> (__m512i, __m512i) {
+        let mut gather = [0u8; 64];
+        let mut shifts = [0u32; STEP];
+        for (j, (bytes, shift)) in gather.chunks_exact_mut(4).zip(&mut shifts).enumerate() {
+            let bit = j as u32 * k;
+            for (b, byte) in bytes.iter_mut().enumerate() {
+                *byte = (bit / 8) as u8 + b as u8;
+            }
+            *shift = bit % 8;
+        }
+        // SAFETY: both arrays are exactly 64 bytes.
+        unsafe {
+            (
+                _mm512_loadu_si512(gather.as_ptr().cast()),
+                _mm512_loadu_si512(shifts.as_ptr().cast()),
+            )
+        }
+    }
+
+    /// Puts 16 words (u32 lanes) into `out[..16]`, narrowed to `T`.
+    ///
+    /// # Safety
+    /// `out` must be valid for 16 `T`s, and every word must fit `T`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn store<T: Word, P: Put>(out: *mut T, words: __m512i, put: P) {
+        let words = match put.or_in() {
+            None => words,
+            Some(m) => {
+                // SAFETY: the caller guarantees `out` holds 16 `T`s.
+                let old = unsafe { load_widened(out) };
+                let old = _mm512_sll_epi32(old, _mm_cvtsi32_si128(m.pending as i32));
+                _mm512_or_si512(
+                    old,
+                    _mm512_sll_epi32(words, _mm_cvtsi32_si128(m.shift as i32)),
+                )
+            }
+        };
+        // SAFETY: the caller guarantees `out` holds 16 `T`s. Narrowing
+        // truncates each lane, as the `T` shift above would.
+        unsafe {
+            match size_of::<T>() {
+                1 => _mm_storeu_si128(out.cast(), _mm512_cvtepi32_epi8(words)),
+                2 => _mm256_storeu_si256(out.cast(), _mm512_cvtepi32_epi16(words)),
+                _ => _mm512_storeu_si512(out.cast(), words),
+            }
+        }
+    }
+
+    /// The 16 `T`s at `out`, widened to u32 lanes.
+    ///
+    /// # Safety
+    /// `out` must be valid for 16 `T`s.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn load_widened<T: Word>(out: *const T) -> __m512i {
+        // SAFETY: the caller guarantees `out` holds 16 `T`s: 16, 32 or 64 bytes.
+        unsafe {
+            match size_of::<T>() {
+                1 => _mm512_cvtepu8_epi32(_mm_loadu_si128(out.cast())),
+                2 => _mm512_cvtepu16_epi32(_mm256_loadu_si256(out.cast())),
+                _ => _mm512_loadu_si512(out.cast()),
+            }
+        }
+    }
+}
+
+/// Whether SIMD kernels may run; tests turn them off to check the portable
+/// path gives the same results.
+#[cfg(test)]
+fn simd_allowed() -> bool {
+    super::tests::SIMD.with(|s| s.get())
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn simd_allowed() -> bool {
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{with_simd, xorshift};
+    use super::super::{decode, decode_or_in, OrIn, Word};
+
+    /// Word `i` of `k` bits, read bit by bit: the reference for the unpackers.
+    fn naive(payload: &[u8], k: u32, i: usize) -> u32 {
+        (0..k as usize).fold(0, |w, b| {
+            let bit = i * k as usize + b;
+            w | ((payload[bit / 8] >> (bit % 8)) as u32 & 1) << b
+        })
+    }
+
+    /// Random payload bytes for `n` words of `k` bits, as tag, `k` and bytes
+    /// with zero padding bits.
+    fn random_encoding(k: u32, n: usize, seed: &mut u64) -> Vec<u8> {
+        let mut payload: Vec<u8> = (0..super::packed_bytes(n, k))
+            .map(|_| xorshift(seed) as u8)
+            .collect();
+        let used = (n * k as usize % 8) as u32;
+        if let (Some(last), true) = (payload.last_mut(), used != 0) {
+            *last &= (1u8 << used) - 1;
+        }
+        [vec![1, k as u8], payload].concat()
+    }
+
+    /// Decodes into `T`, with SIMD or not, overwriting or oring in.
+    fn unpack<T: Word>(
+        input: &[u8],
+        width: u32,
+        n: usize,
+        simd: bool,
+        or_in: Option<OrIn>,
+    ) -> Vec<T> {
+        let mut out = vec![T::from_u32(0x5A5A_5A5A & (u32::MAX >> (32 - T::BITS))); n];
+        let used = with_simd(simd, || match or_in {
+            None => decode(input, width, &mut out),
+            Some(m) => decode_or_in(input, width, m, &mut out),
+        });
+        assert_eq!(used, Ok(input.len()));
+        out
+    }
+
+    /// Every word width and type, with lengths around the SIMD kernel's
+    /// steps and windows: the SIMD and portable unpackers match the bit-by-bit
+    /// reference, overwriting and oring in.
+    fn check_type<T: Word>(seed: &mut u64) {
+        for k in 0..=T::BITS {
+            let width = k.max(1);
+            for n in (0..80).chain([255, 256, 257, 1000, 4099]) {
+                let input = random_encoding(k, n, seed);
+                let want: Vec<u32> = (0..n).map(|i| naive(&input[2..], k, i)).collect();
+                let m = OrIn {
+                    pending: xorshift(seed) as u32 % T::BITS,
+                    shift: xorshift(seed) as u32 % (T::BITS - width + 1),
+                };
+                let fill = T::from_u32(0x5A5A_5A5A & (u32::MAX >> (32 - T::BITS)));
+                for simd in [true, false] {
+                    let got = unpack::<T>(&input, width, n, simd, None);
+                    assert!(
+                        got.iter().map(|w| w.to_u32()).eq(want.iter().copied()),
+                        "k {k} n {n} simd {simd}"
+                    );
+                    let got = unpack::<T>(&input, width, n, simd, Some(m));
+                    let merged = want
+                        .iter()
+                        .map(|&w| fill << m.pending | T::from_u32(w) << m.shift);
+                    assert!(
+                        got.iter().copied().eq(merged),
+                        "k {k} n {n} simd {simd} {m:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unpackers_match_the_bitwise_reference() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15;
+        check_type::<u8>(&mut seed);
+        check_type::<u16>(&mut seed);
+        check_type::<u32>(&mut seed);
+    }
+
+    /// Memory whose last byte is followed by an inaccessible page, so that
+    /// any read or write past its end faults.
+    struct Guarded {
+        base: *mut u8,
+        size: usize,
+    }
+
+    impl Guarded {
+        fn new(pages: usize) -> Guarded {
+            let page = 4096;
+            let size = (pages + 1) * page;
+            // SAFETY: an anonymous private mapping, checked below, then the
+            // last page made inaccessible; both calls only touch this mapping.
+            unsafe {
+                let base = libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(base, libc::MAP_FAILED);
+                let guard = base.cast::<u8>().add(size - page);
+                assert_eq!(libc::mprotect(guard.cast(), page, libc::PROT_NONE), 0);
+                Guarded {
+                    base: base.cast(),
+                    size: size - page,
+                }
+            }
+        }
+
+        /// The last `len` bytes before the guard page, as `T`s.
+        fn tail<T: Word>(&mut self, len: usize) -> &mut [T] {
+            let bytes = len * size_of::<T>();
+            assert!(bytes <= self.size);
+            // SAFETY: the range lies inside the accessible part of the
+            // mapping, which this borrow holds exclusively, and starts
+            // aligned for `T` since it ends on a page boundary.
+            unsafe { std::slice::from_raw_parts_mut(self.base.add(self.size - bytes).cast(), len) }
+        }
+    }
+
+    impl Drop for Guarded {
+        fn drop(&mut self) {
+            // SAFETY: unmaps exactly the mapping made in `new`.
+            unsafe { libc::munmap(self.base.cast(), self.size + 4096) };
+        }
+    }
+
+    /// Input and output that end right before a guard page: the unpackers
+    /// (the SIMD one loads 64 bytes at a time) touch nothing past either.
+    #[test]
+    fn unpackers_stay_inside_input_and_output() {
+        let mut seed = 0x2545_F491_4F6C_DD1D;
+        let (mut input, mut output) = (Guarded::new(8), Guarded::new(8));
+        for k in 0..=32 {
+            for n in [0, 1, 15, 16, 17, 31, 32, 33, 100, 513, 4096] {
+                let encoding = random_encoding(k, n, &mut seed);
+                input.tail(encoding.len()).copy_from_slice(&encoding);
+                let encoding = &*input.tail::<u8>(encoding.len());
+                let out = output.tail::<u32>(n);
+                assert_eq!(decode(encoding, k.max(1), out), Ok(encoding.len()));
+                let m = OrIn {
+                    pending: 1,
+                    shift: 0,
+                };
+                assert_eq!(decode_or_in(encoding, k.max(1), m, out), Ok(encoding.len()));
+                if k <= 8 {
+                    let out = output.tail::<u8>(n);
+                    assert_eq!(decode(encoding, k.max(1), out), Ok(encoding.len()));
+                }
+            }
+        }
+    }
 }

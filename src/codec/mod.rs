@@ -24,7 +24,9 @@ mod word;
 
 pub use crate::wire::WireError;
 pub use stats::Stats;
-pub use word::Word;
+pub use word::{OrIn, Word};
+
+use word::{Overwrite, Put};
 
 use crate::wire::Reader;
 
@@ -163,6 +165,39 @@ fn encode_with_stats(
 /// and returns the number of bytes consumed. Never panics on any input; panics
 /// if `T` is too narrow for `width` (a caller bug).
 pub fn decode<T: Word>(input: &[u8], width: u32, out: &mut [T]) -> Result<usize, WireError> {
+    decode_with(input, width, out, Overwrite)
+}
+
+/// Whether `decode_or_in` takes encodings with `codec`: those whose words
+/// come out one by one in order, so they can be ored in as they are decoded.
+pub fn ors_in(codec: Codec) -> bool {
+    matches!(codec, Codec::Raw | Codec::BitPack)
+}
+
+/// `decode`, but ors each word into its slot as a Merge field (see [`OrIn`])
+/// instead of overwriting it, with no scratch buffer. On an error, `out` holds
+/// unspecified words. Panics if the codec does not pass [`ors_in`] (a caller
+/// bug: check with `peek_codec` first).
+pub fn decode_or_in<T: Word>(
+    input: &[u8],
+    width: u32,
+    or_in: OrIn,
+    out: &mut [T],
+) -> Result<usize, WireError> {
+    assert!(
+        or_in.pending < T::BITS && or_in.shift < T::BITS,
+        "merge shifts {or_in:?} do not fit {} bits",
+        T::BITS
+    );
+    decode_with(input, width, out, or_in)
+}
+
+fn decode_with<T: Word, P: Put>(
+    input: &[u8],
+    width: u32,
+    out: &mut [T],
+    put: P,
+) -> Result<usize, WireError> {
     let mut r = Reader::new(input);
     if !(1..=32).contains(&width) {
         return Err(r.error("literal width not in 1..=32"));
@@ -174,11 +209,12 @@ pub fn decode<T: Word>(input: &[u8], width: u32, out: &mut [T]) -> Result<usize,
     );
     let codec = peek_codec(input)?;
     r.u8()?;
-    match codec {
-        Codec::Raw => raw::decode(&mut r, width, out)?,
-        Codec::BitPack => bitpack::decode(&mut r, width, out)?,
-        Codec::Huffman => huffman::decode(&mut r, width, out)?,
-        Codec::Rans => rans::decode(&mut r, width, out)?,
+    match (codec, put.or_in()) {
+        (Codec::Raw, _) => raw::decode(&mut r, width, out, put)?,
+        (Codec::BitPack, _) => bitpack::decode(&mut r, width, out, put)?,
+        (Codec::Huffman, None) => huffman::decode(&mut r, width, out)?,
+        (Codec::Rans, None) => rans::decode(&mut r, width, out)?,
+        (_, Some(_)) => panic!("{} cannot or words in", codec.name()),
     }
     Ok(r.pos())
 }

@@ -1,6 +1,7 @@
 //! Raw: each word in `ceil(width / 8)` little-endian bytes.
 
-use super::{word_mask, Word};
+use super::word::{Put, Word};
+use super::word_mask;
 use crate::wire::{Reader, WireError};
 
 fn bytes_per_word(width: u32) -> usize {
@@ -20,25 +21,30 @@ pub(super) fn encode(words: &[u32], width: u32, out: &mut Vec<u8>) {
     }
 }
 
-pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
+pub(super) fn decode<T: Word, P: Put>(
+    r: &mut Reader,
+    width: u32,
+    out: &mut [T],
+    put: P,
+) -> Result<(), WireError> {
     let b = bytes_per_word(width);
     let start = r.pos();
     // A slice of u32 holds at most isize::MAX / 4 words, so this cannot overflow.
     let bytes = r.bytes(out.len() * b)?;
     // One loop per word size, so each compiles to fixed-size loads.
-    match b {
-        1 => widen::<1, T>(bytes, out),
-        2 => widen::<2, T>(bytes, out),
-        3 => widen::<3, T>(bytes, out),
-        _ => widen::<4, T>(bytes, out),
-    }
+    let all = match b {
+        1 => widen::<1, T, P>(bytes, out, put),
+        2 => widen::<2, T, P>(bytes, out, put),
+        3 => widen::<3, T, P>(bytes, out, put),
+        _ => widen::<4, T, P>(bytes, out, put),
+    };
     // The last byte of a word may carry bits beyond the width (unless the
     // width is whole bytes); such a word is not something any encoder wrote.
     if width.is_multiple_of(8) {
         return Ok(());
     }
-    let high = out.iter().fold(0, |acc, &w| acc | w.to_u32()) & !word_mask(width);
-    if high != 0 {
+    let all = all.unwrap_or_else(|| out.iter().fold(0, |acc, &w| acc | w.to_u32()));
+    if all & !word_mask(width) != 0 {
         return Err(WireError {
             at: start,
             reason: "raw word exceeds the literal width",
@@ -47,16 +53,21 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
     Ok(())
 }
 
-/// Reads `B`-byte little-endian words into `out` (`T` holds `B` bytes).
-fn widen<const B: usize, T: Word>(bytes: &[u8], out: &mut [T]) {
+/// Puts `B`-byte little-endian words into `out` (`T` holds `B` bytes); returns
+/// the or of all words, unless it copied them without looking.
+fn widen<const B: usize, T: Word, P: Put>(bytes: &[u8], out: &mut [T], put: P) -> Option<u32> {
     // Words of the type's own size are its little-endian bytes.
-    if B == size_of::<T>() && cfg!(target_endian = "little") {
+    if B == size_of::<T>() && cfg!(target_endian = "little") && put.or_in().is_none() {
         bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(bytes);
-        return;
+        return None;
     }
+    let mut all = 0;
     for (o, chunk) in out.iter_mut().zip(bytes.chunks_exact(B)) {
         let mut le = [0u8; 4];
         le[..B].copy_from_slice(chunk);
-        *o = T::from_u32(u32::from_le_bytes(le));
+        let word = u32::from_le_bytes(le);
+        all |= word;
+        put.put(o, word);
     }
+    Some(all)
 }

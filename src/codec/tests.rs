@@ -3,6 +3,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use std::cell::Cell;
 
 /// Shapes of streams the tests draw from.
 #[derive(Clone, Copy, Debug)]
@@ -60,11 +61,71 @@ fn len_strategy() -> impl Strategy<Value = usize> {
     prop_oneof![4 => 0usize..40, 4 => 40usize..3000, 1 => 3000usize..100_000]
 }
 
-/// Decodes `n` words into `T`s, widened back to u32 for comparison.
+thread_local! {
+    /// Whether this thread's decoders may use SIMD kernels (see `with_simd`).
+    pub(super) static SIMD: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Runs `f` with SIMD kernels allowed or not on this thread.
+pub(super) fn with_simd<R>(allowed: bool, f: impl FnOnce() -> R) -> R {
+    SIMD.with(|s| s.set(allowed));
+    let result = f();
+    SIMD.with(|s| s.set(true));
+    result
+}
+
+/// Decodes `n` words into `T`s, widened back to u32 for comparison, with and
+/// without SIMD (which must agree); where the codec can, also ors them in
+/// and checks that against oring the decoded words in.
 fn decode_as<T: Word>(input: &[u8], width: u32, n: usize) -> Result<(Vec<u32>, usize), WireError> {
-    let mut out = vec![T::default(); n];
-    let used = decode(input, width, &mut out)?;
+    let decode_into = |simd| {
+        let mut out = vec![T::default(); n];
+        with_simd(simd, || decode(input, width, &mut out)).map(|used| (out, used))
+    };
+    let result = decode_into(true);
+    assert_eq!(
+        result,
+        decode_into(false),
+        "SIMD and portable decoding differ"
+    );
+    if peek_codec(input).is_ok_and(ors_in) {
+        check_or_in(input, width, n, &result);
+    }
+    let (out, used) = result?;
     Ok((out.iter().map(|w| w.to_u32()).collect(), used))
+}
+
+/// Checks `decode_or_in` against oring the words `decoded` (or failing like
+/// it), with and without SIMD, over arbitrary earlier fields and shifts.
+fn check_or_in<T: Word>(
+    input: &[u8],
+    width: u32,
+    n: usize,
+    decoded: &Result<(Vec<T>, usize), WireError>,
+) {
+    let mut seed = (n as u64) << 8 | width as u64 | 1;
+    let pending = xorshift(&mut seed) as u32 % T::BITS;
+    let shift = xorshift(&mut seed) as u32 % (T::BITS - width + 1);
+    let or_in = OrIn { pending, shift };
+    let earlier: Vec<T> = (0..n)
+        .map(|_| T::from_u32(xorshift(&mut seed) as u32 & word_mask(T::BITS)))
+        .collect();
+    for simd in [true, false] {
+        let mut out = earlier.clone();
+        let used = with_simd(simd, || decode_or_in(input, width, or_in, &mut out));
+        let Ok((words, want_used)) = decoded else {
+            assert_eq!(
+                used.unwrap_err(),
+                decoded.clone().unwrap_err(),
+                "or_in error"
+            );
+            continue;
+        };
+        assert_eq!(used, Ok(*want_used), "or_in used");
+        for ((&o, &e), &w) in out.iter().zip(&earlier).zip(words) {
+            assert_eq!(o, e << pending | w << shift, "or_in {or_in:?}, simd {simd}");
+        }
+    }
 }
 
 /// Decodes `n` words into every word type wide enough for `width`, checks

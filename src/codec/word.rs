@@ -58,3 +58,46 @@ macro_rules! impl_word {
 }
 
 impl_word!(u8, u16, u32);
+
+/// How a decoder puts each word into its output slot: overwriting it, or
+/// oring the word in as one field of a Merge (see [`OrIn`]).
+pub(super) trait Put: Copy {
+    /// The shifts to or in with, or None to overwrite. Constant per type, so
+    /// the branch on it compiles away.
+    fn or_in(self) -> Option<OrIn>;
+
+    #[inline(always)]
+    fn put<T: Word>(self, slot: &mut T, word: u32) {
+        *slot = match self.or_in() {
+            None => T::from_u32(word),
+            Some(m) => *slot << m.pending | T::from_u32(word) << m.shift,
+        };
+    }
+}
+
+/// Writes each word over its slot.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Overwrite;
+
+impl Put for Overwrite {
+    #[inline(always)]
+    fn or_in(self) -> Option<OrIn> {
+        None
+    }
+}
+
+/// Ors a Merge field into words that hold the fields before it:
+/// `slot = slot << pending | word << shift`, both shifts below `T::BITS`.
+/// Shifting the earlier fields here saves a pass over the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrIn {
+    pub pending: u32,
+    pub shift: u32,
+}
+
+impl Put for OrIn {
+    #[inline(always)]
+    fn or_in(self) -> Option<OrIn> {
+        Some(self)
+    }
+}

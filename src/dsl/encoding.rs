@@ -8,7 +8,7 @@
 use super::exec::LiteralSource;
 use super::ops::{Fields, FloatFormat, MapOp, ScanOp};
 use super::{mask, Literal, Op, Program, Type};
-use crate::codec::{self, Word};
+use crate::codec::{self, OrIn, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
 const TAG_LIT: u8 = 0;
@@ -46,11 +46,26 @@ pub struct EncodedLit<'a> {
 impl LiteralSource for EncodedLit<'_> {
     type Error = WireError;
     fn write_words<T: Word>(&self, width: u32, out: &mut [T]) -> Result<(), WireError> {
-        let shift = |e: WireError| WireError {
+        self.check_used(codec::decode(self.bytes, width, out))
+    }
+
+    fn ors_in(&self) -> bool {
+        codec::peek_codec(self.bytes).is_ok_and(codec::ors_in)
+    }
+
+    fn or_words<T: Word>(&self, width: u32, or_in: OrIn, out: &mut [T]) -> Result<(), WireError> {
+        self.check_used(codec::decode_or_in(self.bytes, width, or_in, out))
+    }
+}
+
+impl EncodedLit<'_> {
+    /// Places a decoder's error within the whole buffer, and checks that
+    /// the decoder used every byte of the literal.
+    fn check_used(&self, used: Result<usize, WireError>) -> Result<(), WireError> {
+        let used = used.map_err(|e| WireError {
             at: self.at + e.at,
             reason: e.reason,
-        };
-        let used = codec::decode(self.bytes, width, out).map_err(shift)?;
+        })?;
         if used != self.bytes.len() {
             return Err(WireError {
                 at: self.at + used,

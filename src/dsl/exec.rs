@@ -6,7 +6,7 @@
 //! that narrow lanes and fields move as few bytes as possible.
 
 use super::{Literal, Op, Program};
-use crate::codec::Word;
+use crate::codec::{OrIn, Word};
 use std::cell::RefCell;
 
 thread_local! {
@@ -34,6 +34,14 @@ pub trait LiteralSource {
     type Error;
     /// Writes exactly `out.len()` words of `width` bits (`width <= T::BITS`).
     fn write_words<T: Word>(&self, width: u32, out: &mut [T]) -> Result<(), Self::Error>;
+
+    /// Whether `or_words` may be called: the words can be ored into a Merge's
+    /// output as they come, with no scratch buffer.
+    fn ors_in(&self) -> bool;
+
+    /// Ors the words into `out` as a Merge field (`out.len()` words of
+    /// `width` bits, see [`OrIn`]). Only called if `ors_in()`.
+    fn or_words<T: Word>(&self, width: u32, or_in: OrIn, out: &mut [T]) -> Result<(), Self::Error>;
 }
 
 impl LiteralSource for Literal {
@@ -41,6 +49,17 @@ impl LiteralSource for Literal {
     fn write_words<T: Word>(&self, _width: u32, out: &mut [T]) -> Result<(), Self::Error> {
         for (o, &w) in out.iter_mut().zip(self.words.iter()) {
             *o = T::from_u32(w);
+        }
+        Ok(())
+    }
+
+    fn ors_in(&self) -> bool {
+        true
+    }
+
+    fn or_words<T: Word>(&self, _width: u32, m: OrIn, out: &mut [T]) -> Result<(), Self::Error> {
+        for (o, &w) in out.iter_mut().zip(self.words.iter()) {
+            *o = *o << m.pending | T::from_u32(w) << m.shift;
         }
         Ok(())
     }
@@ -91,18 +110,20 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
         }
         Op::Merge { fields, parts } => {
             let shifts = fields.shifts(width);
-            // The first field is built in place; the others go through scratch.
-            let (first, rest) = parts.split_first().expect("merge has fields");
-            execute(first, out)?;
+            // Fields occupy disjoint bits, so they can be merged in any order.
+            // One field is built in place, unshifted: pick one that could not
+            // be ored in without scratch, so that at most the others need it.
+            let first = parts.iter().position(|p| !ors_in(p)).unwrap_or(0);
+            execute(&parts[first], out)?;
             // The first field's shift is applied in the pass that ors in the
-            // second, saving a pass over `out`.
-            let mut pending = shifts[0];
-            for (part, &shift) in rest.iter().zip(&shifts[1..]) {
-                match part.ty.width {
-                    0..=8 => merge_field::<T, u8, L>(part, pending, shift, out)?,
-                    9..=16 => merge_field::<T, u16, L>(part, pending, shift, out)?,
-                    _ => merge_field::<T, u32, L>(part, pending, shift, out)?,
-                }
+            // next, saving a pass over `out`.
+            let mut pending = shifts[first];
+            for (i, part) in parts.iter().enumerate().filter(|&(i, _)| i != first) {
+                let or_in = OrIn {
+                    pending,
+                    shift: shifts[i],
+                };
+                merge_field(part, or_in, out)?;
                 pending = 0;
             }
         }
@@ -110,18 +131,63 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
     Ok(())
 }
 
-/// Runs a Merge's field `part` in scratch words of type `F`, the narrowest that
-/// holds it, shifts `out` left by `pending` and ors the field in at bit `shift`.
-fn merge_field<T: Word, F: Word, L: LiteralSource>(
+/// Whether `part` can be ored into a Merge's output without scratch.
+fn ors_in<L: LiteralSource>(part: &Program<L>) -> bool {
+    match &part.op {
+        Op::Lit(lit) => lit.ors_in(),
+        Op::Const(_) => true,
+        Op::Merge { parts, .. } => parts.iter().all(ors_in),
+        _ => false,
+    }
+}
+
+/// Ors the Merge field `part` into `out` (see [`OrIn`]): straight from its
+/// literal or constant where it can, else through scratch.
+fn merge_field<T: Word, L: LiteralSource>(
     part: &Program<L>,
-    pending: u32,
-    shift: u32,
+    or_in: OrIn,
+    out: &mut [T],
+) -> Result<(), L::Error> {
+    match &part.op {
+        Op::Lit(lit) if lit.ors_in() => lit.or_words(part.ty.width, or_in, out),
+        // Oring in zeros changes nothing (as in the zero low half of a
+        // bf16 upcast to f32).
+        Op::Const(0) if or_in.pending == 0 => Ok(()),
+        Op::Const(w) => {
+            let w = T::from_u32(*w) << or_in.shift;
+            out.iter_mut().for_each(|o| *o = *o << or_in.pending | w);
+            Ok(())
+        }
+        // A nested Merge's fields each go straight to their bits of `out`.
+        Op::Merge { fields, parts } if parts.iter().all(ors_in) => {
+            let shifts = fields.shifts(part.ty.width);
+            let mut pending = or_in.pending;
+            for (field, shift) in parts.iter().zip(shifts) {
+                let shift = or_in.shift + shift;
+                merge_field(field, OrIn { pending, shift }, out)?;
+                pending = 0;
+            }
+            Ok(())
+        }
+        _ => match part.ty.width {
+            0..=8 => merge_scratch::<T, u8, L>(part, or_in, out),
+            9..=16 => merge_scratch::<T, u16, L>(part, or_in, out),
+            _ => merge_scratch::<T, u32, L>(part, or_in, out),
+        },
+    }
+}
+
+/// Runs the Merge field `part` in scratch words of type `F`, the narrowest
+/// that holds it, and ors them into `out`.
+fn merge_scratch<T: Word, F: Word, L: LiteralSource>(
+    part: &Program<L>,
+    or_in: OrIn,
     out: &mut [T],
 ) -> Result<(), L::Error> {
     with_scratch(out.len(), |scratch: &mut [F]| {
         execute(part, scratch)?;
         for (o, &s) in out.iter_mut().zip(scratch.iter()) {
-            *o = *o << pending | T::from_u32(s.to_u32()) << shift;
+            *o = *o << or_in.pending | T::from_u32(s.to_u32()) << or_in.shift;
         }
         Ok(())
     })
