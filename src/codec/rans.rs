@@ -765,7 +765,15 @@ mod simd {
         let shift = _mm_cvtsi32_si128(table.scale as i32);
         // SAFETY (loads/stores of `states`): 32 u32 are four 32-byte quarters.
         let st = states.as_mut_ptr() as *mut __m256i;
-        let mut x: [__m256i; 4] = std::array::from_fn(|i| _mm256_loadu_si256(st.add(i)));
+        // Written out rather than with `array::from_fn`: a closure does not
+        // get this function's target features, so its intrinsics would become
+        // calls unless the compiler happens to inline it.
+        let mut x = [
+            _mm256_loadu_si256(st),
+            _mm256_loadu_si256(st.add(1)),
+            _mm256_loadu_si256(st.add(2)),
+            _mm256_loadu_si256(st.add(3)),
+        ];
         let mut pos = 0usize;
         let mut done = 0usize;
         for chunk in out.chunks_exact_mut(LANES) {
@@ -778,8 +786,7 @@ mod simd {
             // only the renormalisation below ties them together (through the
             // number of words each quarter takes).
             let mut decoded = [_mm256_setzero_si256(); 4];
-            let need: [R::Need; 4] = std::array::from_fn(|quarter| {
-                let x = &mut x[quarter];
+            for (x, decoded) in x.iter_mut().zip(&mut decoded) {
                 let slot = _mm256_and_si256(*x, mask);
                 // SAFETY: every index is at most `size - 1`, and the 4 bytes
                 // read at each word end inside `words` (asserted above).
@@ -789,13 +796,13 @@ mod simd {
                     2 => _mm256_i32gather_epi32::<2>(words, slot),
                     _ => _mm256_i32gather_epi32::<4>(words, slot),
                 };
-                decoded[quarter] = _mm256_and_si256(word, word_mask);
+                *decoded = _mm256_and_si256(word, word_mask);
                 let freq = _mm256_srli_epi32::<16>(entry);
                 let offset = _mm256_and_si256(entry, low16);
                 let quotient = _mm256_srl_epi32(*x, shift);
                 *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
-                R::need(*x)
-            });
+            }
+            let need = [R::need(x[0]), R::need(x[1]), R::need(x[2]), R::need(x[3])];
             // SAFETY: `chunk` holds 32 words, and every word fits `T`.
             store_group(decoded, chunk.as_mut_ptr());
             // Renormalise the lanes below 2^16, in lane order.
@@ -917,7 +924,15 @@ mod avx2_size {
         let base = symbols.as_ptr() as *const i32;
         // SAFETY (loads/stores of `states`): 32 u32 are four 32-byte quarters.
         let st = states.as_mut_ptr() as *mut __m256i;
-        let mut x: [__m256i; 4] = std::array::from_fn(|i| _mm256_loadu_si256(st.add(i)));
+        // Written out rather than with `array::from_fn`: a closure does not
+        // get this function's target features, so its intrinsics would become
+        // calls unless the compiler happens to inline it.
+        let mut x = [
+            _mm256_loadu_si256(st),
+            _mm256_loadu_si256(st.add(1)),
+            _mm256_loadu_si256(st.add(2)),
+            _mm256_loadu_si256(st.add(3)),
+        ];
         let mut count = _mm256_setzero_si256();
         for chunk in words.chunks_exact(LANES).rev() {
             for (quarter, x) in x.iter_mut().enumerate() {
