@@ -67,6 +67,13 @@ impl ChunkCache {
         state.ready.contains(&key) || state.decoding.contains_key(&key)
     }
 
+    /// Makes `key` the first chunk to evict: its reader has gone past it, and
+    /// the kernel's page cache holds what was read. Otherwise the chunks
+    /// decoded ahead, which wait unread the longest, would be evicted first.
+    pub fn demote(&self, key: ChunkKey) {
+        self.lock().ready.demote(&key);
+    }
+
     /// The chunk for `key`, decoded by `decode` if no one holds or is decoding
     /// it. `decode` gets a buffer to decode into (a spare one or empty, of any
     /// length) and returns it filled. A failed decode is reported to everyone
@@ -199,6 +206,10 @@ mod tests {
         cache.get_or_decode((0, 1), |_| unreachable!()).unwrap();
         cache.get_or_decode((0, 3), |_| Ok(vec![3; 100])).unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 2)));
+        // A demoted chunk goes first, though it was used last.
+        cache.demote((0, 3));
+        cache.get_or_decode((0, 4), |_| Ok(vec![4; 100])).unwrap();
+        assert!(cache.contains((0, 1)) && !cache.contains((0, 3)));
     }
 
     #[test]

@@ -150,6 +150,14 @@ impl BrevisFs {
             return reply.error(Errno::EIO);
         };
         self.read_ahead(reader, offset, end, segments.end);
+        // Chunks this read went to the end of are done with (the kernel keeps
+        // the pages); the last one may be continued by the next read.
+        for i in segments
+            .clone()
+            .filter(|&i| archive.segment_range(i).end <= end)
+        {
+            self.cache.demote((reader.id, i));
+        }
         let mut pieces = segments.zip(&chunks).map(|(i, chunk)| {
             let range = archive.segment_range(i);
             let from = offset.max(range.start) - range.start;
