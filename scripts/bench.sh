@@ -279,8 +279,9 @@ bench_search() {
 #             cache) with the archive itself in the page cache, as the original is
 #   disk      the same after dropping all caches, so the archive is read from disk (root only)
 #   warm      the presented file read again: the kernel serves it from its page cache
-# Loads: the original from the page cache, the mount cold (fresh mount), and warm (the
-# same mount loaded a second time).
+# Loads: the original from the page cache and the mount warm (the same mount loaded
+# again) are medians of 5 loads in one process after an untimed one; the mount cold is
+# one load through a fresh mount.
 mount_rows=()
 mnt=$work/mnt
 mount_fresh() {
@@ -290,9 +291,11 @@ mount_fresh() {
   "$work/brevis-mount" "$work/archives" "$mnt" || die "brevis-mount failed"
 }
 read_secs() { elapsed sh -c 'cat "$1" >/dev/null' sh "$1"; }
+# load_secs FILE [N]: seconds of one load, or with N the median of N after an
+# untimed one (bench_load.py)
 load_secs() {
   local out
-  out=$("$py" "$scripts/bench_load.py" "$1") || die "bench_load.py failed on $1"
+  out=$("$py" "$scripts/bench_load.py" "$@") || die "bench_load.py failed on $1"
   case $out in none*) echo "-" ;; *) echo "$out" | awk '{ print $2 }' ;; esac
 }
 ms() { [[ $1 == - ]] && echo - || awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
@@ -308,18 +311,14 @@ bench_mount() {
   for ((i = 0; i < runs; i++)); do
     cat "$src" "$archive" >/dev/null
     plain+=("$(read_secs "$src")")
-    # An untimed load first: the previous run dropped all caches, and the
-    # loader's own code (torch's libraries) must not be read from disk inside
-    # the timing.
-    load_secs "$src" >/dev/null
-    lorig+=("$(load_secs "$src")")
+    lorig+=("$(load_secs "$src" 5)")
     mount_fresh
     cold+=("$(read_secs "$shown")")
     warm+=("$(read_secs "$shown")")
     cmp -s "$src" "$shown" || die "$shown DIFFERS from $src"
     mount_fresh
     lcold+=("$(load_secs "$shown")")
-    lwarm+=("$(load_secs "$shown")")
+    lwarm+=("$(load_secs "$shown" 5)")
     if [[ $(id -u) -eq 0 ]]; then
       mount_fresh drop
       disk+=("$(read_secs "$shown")")
@@ -388,7 +387,7 @@ if (( ${#search_rows[@]} )); then
 fi
 if (( ${#mount_rows[@]} )); then
   echo
-  echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache, mount cold and warm as for reads):"
+  echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache and mount warm: median of 5 loads after an untimed one; mount cold: one load through a fresh mount):"
   echo
   print_table "$(printf 'file\tratio\tcold MB/s\tdisk MB/s\twarm MB/s\toriginal MB/s\tload original ms\tload cold ms\tcold/original\tload warm ms\twarm/original\t')" "${mount_rows[@]}"
 fi
