@@ -190,7 +190,7 @@ impl BrevisFs {
         if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || distance == 0 || end >= archive.len() {
             return;
         }
-        let stop = archive.segment_at((end + distance).min(archive.len() - 1)) + 1;
+        let stop = archive.segment_at(end.saturating_add(distance).min(archive.len() - 1)) + 1;
         let start = reader
             .ahead_until
             .fetch_max(stop, Ordering::Relaxed)
