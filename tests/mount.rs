@@ -171,9 +171,16 @@ fn as_user(program: &str) -> Command {
 }
 
 fn is_mounted(point: &Path) -> bool {
+    mount_line(point).is_some()
+}
+
+/// The line of /proc/self/mountinfo for the mount at `point`, if any.
+fn mount_line(point: &Path) -> Option<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let wanted = point.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(wanted))
+    info.lines()
+        .find(|l| l.split(' ').nth(4) == Some(wanted))
+        .map(str::to_string)
 }
 
 impl Mounted {
@@ -578,8 +585,7 @@ fn a_user_mounts_through_fusermount3() {
     std::fs::set_permissions(model._dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
     let server = as_user(env!("CARGO_BIN_EXE_brevis-mount"));
     let mut m = mount_with(server, &model.archives, &[]);
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let line = info.lines().find(|l| l.contains(s(&m.point))).unwrap();
+    let line = mount_line(&m.point).unwrap();
     let user_id = format!("user_id={}", mounting_user());
     assert!(line.contains(&user_id), "mounted as the user: {line}");
     for rel in [

@@ -165,7 +165,10 @@ mod avx512 {
     /// Whether the CPU (and, in tests, the test) allows this kernel.
     pub(super) fn available() -> bool {
         use std::arch::is_x86_feature_detected as has;
-        super::simd_allowed() && has!("avx512f") && has!("avx512bw") && has!("avx512vbmi")
+        super::super::simd::limit() == super::super::simd::Simd::Avx512
+            && has!("avx512f")
+            && has!("avx512bw")
+            && has!("avx512vbmi")
     }
 
     /// Unpacks whole steps of 16 words of `k` bits (`1..=MAX_K`) while the
@@ -267,19 +270,6 @@ mod avx512 {
             }
         }
     }
-}
-
-/// Whether SIMD kernels may run; tests turn them off to check the portable
-/// path gives the same results.
-#[cfg(test)]
-fn simd_allowed() -> bool {
-    super::tests::SIMD.with(|s| s.get())
-}
-
-#[cfg(not(test))]
-#[inline(always)]
-fn simd_allowed() -> bool {
-    true
 }
 
 #[cfg(test)]

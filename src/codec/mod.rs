@@ -16,6 +16,7 @@ mod huffman;
 mod index;
 mod rans;
 mod raw;
+mod simd;
 mod stats;
 mod symbols;
 #[cfg(test)]

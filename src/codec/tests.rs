@@ -1,9 +1,9 @@
 //! Property tests over every codec: exact sizes, round trips, `best`'s choice,
 //! and decoding of corrupt or arbitrary bytes without panics.
 
+use super::simd::Simd;
 use super::*;
 use proptest::prelude::*;
-use std::cell::Cell;
 
 /// Shapes of streams the tests draw from.
 #[derive(Clone, Copy, Debug)]
@@ -61,17 +61,10 @@ fn len_strategy() -> impl Strategy<Value = usize> {
     prop_oneof![4 => 0usize..40, 4 => 40usize..3000, 1 => 3000usize..100_000]
 }
 
-thread_local! {
-    /// Whether this thread's decoders may use SIMD kernels (see `with_simd`).
-    pub(super) static SIMD: Cell<bool> = const { Cell::new(true) };
-}
-
-/// Runs `f` with SIMD kernels allowed or not on this thread.
+/// Runs `f` with all SIMD kernels allowed, or none.
 pub(super) fn with_simd<R>(allowed: bool, f: impl FnOnce() -> R) -> R {
-    SIMD.with(|s| s.set(allowed));
-    let result = f();
-    SIMD.with(|s| s.set(true));
-    result
+    let limit = if allowed { Simd::Avx512 } else { Simd::None };
+    super::simd::tests::with_limit(limit, f)
 }
 
 /// Decodes `n` words into `T`s, widened back to u32 for comparison, with and

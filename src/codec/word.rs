@@ -70,7 +70,7 @@ pub(super) trait Put: Copy {
     fn put<T: Word>(self, slot: &mut T, word: u32) {
         *slot = match self.or_in() {
             None => T::from_u32(word),
-            Some(m) => *slot << m.pending | T::from_u32(word) << m.shift,
+            Some(m) => m.apply(*slot, word),
         };
     }
 }
@@ -93,6 +93,14 @@ impl Put for Overwrite {
 pub struct OrIn {
     pub pending: u32,
     pub shift: u32,
+}
+
+impl OrIn {
+    /// `slot` with its earlier fields shifted into place and `word` ored in.
+    #[inline(always)]
+    pub fn apply<T: Word>(self, slot: T, word: u32) -> T {
+        slot << self.pending | T::from_u32(word) << self.shift
+    }
 }
 
 impl Put for OrIn {

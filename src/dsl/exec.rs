@@ -59,7 +59,7 @@ impl LiteralSource for Literal {
 
     fn or_words<T: Word>(&self, _width: u32, m: OrIn, out: &mut [T]) -> Result<(), Self::Error> {
         for (o, &w) in out.iter_mut().zip(self.words.iter()) {
-            *o = *o << m.pending | T::from_u32(w) << m.shift;
+            *o = m.apply(*o, w);
         }
         Ok(())
     }
@@ -154,8 +154,7 @@ fn merge_field<T: Word, L: LiteralSource>(
         // bf16 upcast to f32).
         Op::Const(0) if or_in.pending == 0 => Ok(()),
         Op::Const(w) => {
-            let w = T::from_u32(*w) << or_in.shift;
-            out.iter_mut().for_each(|o| *o = *o << or_in.pending | w);
+            out.iter_mut().for_each(|o| *o = or_in.apply(*o, *w));
             Ok(())
         }
         // A nested Merge's fields each go straight to their bits of `out`.
@@ -187,7 +186,7 @@ fn merge_scratch<T: Word, F: Word, L: LiteralSource>(
     with_scratch(out.len(), |scratch: &mut [F]| {
         execute(part, scratch)?;
         for (o, &s) in out.iter_mut().zip(scratch.iter()) {
-            *o = *o << or_in.pending | T::from_u32(s.to_u32()) << or_in.shift;
+            *o = or_in.apply(*o, s.to_u32());
         }
         Ok(())
     })

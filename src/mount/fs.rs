@@ -51,7 +51,9 @@ pub struct BrevisFs {
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_handle: AtomicU64,
     watcher: Option<Arc<Watcher>>,
-    options: ServeOptions,
+    ttl: Duration,
+    /// Source bytes decoded ahead of a sequential reader (see `ServeOptions`).
+    read_ahead_bytes: u64,
 }
 
 /// An open file.
@@ -81,7 +83,8 @@ impl BrevisFs {
             handles: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             watcher,
-            options,
+            ttl: options.ttl,
+            read_ahead_bytes: options.read_ahead_bytes.min(options.cache_bytes as u64 / 2),
         }
     }
 
@@ -182,10 +185,7 @@ impl BrevisFs {
     /// are ready when the reader gets there.
     fn read_ahead(&self, reader: &ArchiveReader, offset: u64, end: u64, next: usize) {
         let last_end = reader.last_end.swap(end, Ordering::Relaxed);
-        let distance = self
-            .options
-            .read_ahead_bytes
-            .min(self.options.cache_bytes as u64 / 2);
+        let distance = self.read_ahead_bytes;
         let archive = &reader.archive;
         if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || distance == 0 || end >= archive.len() {
             return;
@@ -255,7 +255,7 @@ impl Filesystem for BrevisFs {
                 if let (Kind::Dir, Some(watcher)) = (node.kind, &self.watcher) {
                     watch_dir(watcher, &node, ino);
                 }
-                reply.entry(&self.options.ttl, &self.attr(ino, &node), Generation(0));
+                reply.entry(&self.ttl, &self.attr(ino, &node), Generation(0));
             }
             Err(err) => reply.error(errno(err)),
         }
@@ -267,7 +267,7 @@ impl Filesystem for BrevisFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.nodes.get(ino.0) {
-            Some(node) => reply.attr(&self.options.ttl, &self.attr(ino.0, &node)),
+            Some(node) => reply.attr(&self.ttl, &self.attr(ino.0, &node)),
             None => reply.error(Errno::ENOENT),
         }
     }

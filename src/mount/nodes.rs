@@ -186,8 +186,9 @@ impl Nodes {
             let Some((kind, meta)) = stat_as(&real, kind) else {
                 continue;
             };
+            let key = Key::of(&real, &meta);
             let archive = match kind {
-                Kind::Archive => Some(self.open_archive(&real, &meta)?),
+                Kind::Archive => Some(self.open_archive(&key)?),
                 _ => None,
             };
             let node = Node {
@@ -196,7 +197,7 @@ impl Nodes {
                 meta,
                 archive,
             };
-            return Ok(self.insert(node, 1));
+            return Ok(self.insert(key, node, 1));
         }
         Err(LookupError::NotFound)
     }
@@ -236,7 +237,11 @@ impl Nodes {
                     meta,
                     archive: None,
                 };
-                (self.insert(node, 0).0, kind, name)
+                (
+                    self.insert(Key::of(&node.real, &node.meta), node, 0).0,
+                    kind,
+                    name,
+                )
             })
             .collect();
         listed.sort_by(|a, b| a.2.cmp(&b.2));
@@ -266,25 +271,23 @@ impl Nodes {
     }
 
     /// The archive behind a known version of a file, or newly opened.
-    fn open_archive(&self, real: &Path, meta: &Metadata) -> Result<Arc<Archive>, LookupError> {
-        let key = Key::of(real, meta);
+    fn open_archive(&self, key: &Key) -> Result<Arc<Archive>, LookupError> {
         let known = {
             let state = self.lock();
-            let ino = state.by_key.get(&key);
+            let ino = state.by_key.get(key);
             ino.and_then(|ino| state.by_ino[ino].node.archive.clone())
         };
         match known {
             Some(archive) => Ok(archive),
-            None => Archive::open_unmapped(real)
+            None => Archive::open_unmapped(&key.real)
                 .map(Arc::new)
                 .map_err(|e| LookupError::BadArchive(e.to_string())),
         }
     }
 
-    /// Returns the inode of `node`'s version, adding it if new, and counts
-    /// `lookups` more kernel references to it.
-    fn insert(&self, node: Node, lookups: u64) -> (u64, Node) {
-        let key = Key::of(&node.real, &node.meta);
+    /// Returns the inode of `node`'s version (`key`), adding it if new, and
+    /// counts `lookups` more kernel references to it.
+    fn insert(&self, key: Key, node: Node, lookups: u64) -> (u64, Node) {
         let mut state = self.lock();
         if let Some(&ino) = state.by_key.get(&key) {
             let entry = state.by_ino.get_mut(&ino).expect("maps agree");

@@ -1,0 +1,45 @@
+//! Which SIMD instruction sets the decoders may use. Each kernel still checks
+//! that the CPU has its features; tests lower the limit on their thread to
+//! check that every kernel gives the same results as the portable code.
+
+/// Instruction sets of the SIMD kernels, narrowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Simd {
+    None,
+    /// AVX2 and POPCNT.
+    Avx2,
+    /// AVX-512 (each kernel names the extensions it needs).
+    Avx512,
+}
+
+/// The widest SIMD the decoders may use.
+#[cfg(not(test))]
+#[inline(always)]
+pub(super) fn limit() -> Simd {
+    Simd::Avx512
+}
+
+#[cfg(test)]
+pub(super) use tests::limit;
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::Simd;
+    use std::cell::Cell;
+
+    thread_local! {
+        static LIMIT: Cell<Simd> = const { Cell::new(Simd::Avx512) };
+    }
+
+    pub(in crate::codec) fn limit() -> Simd {
+        LIMIT.with(|l| l.get())
+    }
+
+    /// Runs `f` with this thread's decoders limited to `limit`.
+    pub(in crate::codec) fn with_limit<R>(limit: Simd, f: impl FnOnce() -> R) -> R {
+        LIMIT.with(|l| l.set(limit));
+        let result = f();
+        LIMIT.with(|l| l.set(Simd::Avx512));
+        result
+    }
+}
