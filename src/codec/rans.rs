@@ -86,10 +86,18 @@ impl Model {
         counts
             .iter()
             .zip(&self.freqs)
-            .map(|(&count, &freq)| count as i128 * (one - log2_q16(freq) as i128))
+            .map(|(&count, &freq)| count as i128 * (one - LOG2_FREQ[freq as usize] as i128))
             .sum()
     }
 }
+
+/// `log2_q16` of every frequency a model can hold: models are sized for every
+/// candidate stream while packing, so the logs are computed once.
+static LOG2_FREQ: std::sync::LazyLock<Vec<u32>> = std::sync::LazyLock::new(|| {
+    (0..=1u32 << MAX_SCALE)
+        .map(|freq| log2_q16(freq.max(1)) as u32)
+        .collect()
+});
 
 /// log2(x) for x >= 1, in 1/65536ths, by integer steps (repeated squaring of
 /// the mantissa), so that choices made with it are the same on every machine.
