@@ -1,7 +1,7 @@
 //! Random-access reading of an archive.
 
 use super::chunk::decode_chunk;
-use super::format::{decode_trailer, Index, Segment, HEAD_MAGIC, TRAILER_LEN};
+use super::format::{checksum, decode_trailer, Index, Segment, HEAD_MAGIC, TRAILER_LEN};
 use crate::error::{Error, IoContext, Result};
 use memmap2::Mmap;
 use std::borrow::Cow;
@@ -201,7 +201,7 @@ impl Archive {
             .with(base, len, |record| decode_chunk(record, seg.layout, out))
             .at(&self.path)?
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
-        if xxhash_rust::xxh3::xxh3_64(out) != seg.checksum {
+        if checksum(out) != seg.checksum {
             return Err(Error::corrupt(
                 &self.path,
                 base,
@@ -265,14 +265,14 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> 
     let trailer_at = len - TRAILER_LEN as u64;
     let trailer = read(trailer_at, TRAILER_LEN)?;
     let trailer: &[u8; TRAILER_LEN] = trailer[..].try_into().expect("trailer length");
-    let (index_offset, index_len, checksum) =
+    let (index_offset, index_len, index_checksum) =
         decode_trailer(trailer).ok_or_else(|| corrupt(trailer_at, "bad trailer magic"))?;
     let fits = index_offset >= 8 && index_offset.checked_add(index_len) == Some(trailer_at);
     if !fits {
         return Err(corrupt(trailer_at, "index position does not fit the file"));
     }
     let index_bytes = read(index_offset, index_len as usize)?;
-    if xxhash_rust::xxh3::xxh3_64(&index_bytes) != checksum {
+    if checksum(&index_bytes) != index_checksum {
         return Err(corrupt(index_offset, "index checksum mismatch"));
     }
     Index::decode(&index_bytes, index_offset - HEAD_MAGIC.len() as u64)

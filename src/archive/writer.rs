@@ -5,7 +5,7 @@
 //! bounded by threads x chunk size and the bytes do not depend on the thread count.
 
 use super::chunk::{encode_chunk, to_lanes};
-use super::format::{encode_trailer, Index, Segment, HEAD_MAGIC};
+use super::format::{checksum, encode_trailer, Index, Segment, HEAD_MAGIC};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
 use crate::synth::{learn_prior, Hint, Prior, SynthOptions};
@@ -267,7 +267,7 @@ fn encode_segment(bytes: &[u8], p: &Planned, synth: &SynthOptions) -> (Segment, 
         layout,
         src_len: p.len,
         rec_len: record.len() as u64,
-        checksum: xxhash_rust::xxh3::xxh3_64(bytes),
+        checksum: checksum(bytes),
     };
     (segment, record)
 }
