@@ -379,6 +379,24 @@ struct DecodeTable<T> {
     /// The word owning each slot, in the output's word type: a narrow table
     /// stays in the L1 cache, which makes the SIMD decoder's gathers faster.
     words: Vec<T>,
+    /// `word << 24 | freq << 12 | (slot - start)`, where all three fit (see
+    /// [`fuse`]): the SIMD decoder then needs one gather per step, not two.
+    fused: Option<Vec<u32>>,
+}
+
+/// The fused table of `packed` and `words` if every word fits 8 bits and
+/// every frequency and offset 12 bits: byte alphabets at scales up to 12,
+/// which long streams mostly use, except a lone symbol owning every slot.
+fn fuse<T: Word>(packed: &[u32], words: &[T]) -> Option<Vec<u32>> {
+    const FIELD: u32 = (1 << 12) - 1;
+    packed
+        .iter()
+        .zip(words)
+        .map(|(&entry, &word)| {
+            let (freq, offset, word) = (entry >> 16, entry & 0xffff, word.to_u32());
+            (freq <= FIELD && word <= 0xff).then_some(word << 24 | freq << 12 | offset)
+        })
+        .collect()
 }
 
 /// Zero words after the table: the SIMD decoder reads 4 bytes at each word.
@@ -388,8 +406,9 @@ fn word_pad<T>() -> usize {
 
 impl<T: Word> DecodeTable<T> {
     /// Fails unless the frequencies (each >= 1) sum to exactly `2^scale`.
-    /// The words must fit `T`.
-    fn new(set: &SymbolSet, scale: u32) -> Option<DecodeTable<T>> {
+    /// The words must fit `T`. The fused table is only worth building for
+    /// streams long enough for the SIMD decoder.
+    fn new(set: &SymbolSet, scale: u32, fused: bool) -> Option<DecodeTable<T>> {
         let size = 1usize << scale;
         if set.values.iter().map(|&f| f as u64).sum::<u64>() != size as u64 {
             return None;
@@ -401,11 +420,13 @@ impl<T: Word> DecodeTable<T> {
             words.extend(std::iter::repeat_n(T::from_u32(word), freq as usize));
         }
         assert!(packed.len() == size && words.len() == size);
+        let fused = fused.then(|| fuse(&packed, &words)).flatten();
         words.resize(size + word_pad::<T>(), T::default());
         Some(DecodeTable {
             scale,
             packed,
             words,
+            fused,
         })
     }
 }
@@ -474,7 +495,7 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
         return Err(r.error("rans scale above 14"));
     }
     let set = symbols::read(r, width, Values::Varints, 1 << scale)?;
-    let table = DecodeTable::<T>::new(&set, scale)
+    let table = DecodeTable::<T>::new(&set, scale, out.len() >= SIMD_MIN_WORDS)
         .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
     let mut states = [STATE_LOW; LANES];
     for state in &mut states[..used_lanes(out.len())] {
@@ -658,7 +679,7 @@ mod simd {
         data: &[u8],
         out: &mut [T],
     ) -> (usize, usize) {
-        decode::<T, Avx2>(states, table, data, out)
+        decode_table::<T, Avx2>(states, table, data, out)
     }
 
     /// # Safety
@@ -670,7 +691,7 @@ mod simd {
         data: &[u8],
         out: &mut [T],
     ) -> (usize, usize) {
-        decode::<T, Avx512>(states, table, data, out)
+        decode_table::<T, Avx512>(states, table, data, out)
     }
 
     /// How a vector of 8 lanes renormalises.
@@ -754,13 +775,32 @@ mod simd {
         }
     }
 
+    /// [`decode`] with the fused table if the stream has one.
+    ///
+    /// # Safety
+    /// As for [`decode`].
+    #[inline(always)]
+    unsafe fn decode_table<T: Word, R: Renorm>(
+        states: &mut [u32; LANES],
+        table: &DecodeTable<T>,
+        data: &[u8],
+        out: &mut [T],
+    ) -> (usize, usize) {
+        match table.fused {
+            Some(_) => decode::<T, R, true>(states, table, data, out),
+            None => decode::<T, R, false>(states, table, data, out),
+        }
+    }
+
     /// As `super::decode_lanes` for whole groups while `data` holds at least
     /// `LANES` more words; returns the words decoded and the words read.
+    /// `FUSED`: look words and frequencies up in the fused table, which the
+    /// table must have.
     ///
     /// # Safety
     /// The CPU must support AVX2 and POPCNT, and what `R` uses.
     #[inline(always)]
-    unsafe fn decode<T: Word, R: Renorm>(
+    unsafe fn decode<T: Word, R: Renorm, const FUSED: bool>(
         states: &mut [u32; LANES],
         table: &DecodeTable<T>,
         data: &[u8],
@@ -771,10 +811,17 @@ mod simd {
         // (a word gather reads 4 bytes, which the padding covers).
         assert!(table.packed.len() == size);
         assert!((size - 1) * size_of::<T>() + 4 <= table.words.len() * size_of::<T>());
+        let fused = match &table.fused {
+            Some(fused) => fused.as_slice(),
+            None => &[],
+        };
+        assert!(!FUSED || fused.len() == size);
         let packed = table.packed.as_ptr() as *const i32;
         let words = table.words.as_ptr() as *const i32;
+        let fused = fused.as_ptr() as *const i32;
         let mask = _mm256_set1_epi32(size as i32 - 1);
         let low16 = _mm256_set1_epi32(0xffff);
+        let low12 = _mm256_set1_epi32(0xfff);
         let word_mask = _mm256_set1_epi32((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
         let shift = _mm_cvtsi32_si128(table.scale as i32);
         let mut x = load_quarters(states);
@@ -792,17 +839,25 @@ mod simd {
             let mut decoded = [_mm256_setzero_si256(); 4];
             for (x, decoded) in x.iter_mut().zip(&mut decoded) {
                 let slot = _mm256_and_si256(*x, mask);
-                // SAFETY: every index is at most `size - 1`, and the 4 bytes
-                // read at each word end inside `words` (asserted above).
-                let entry = _mm256_i32gather_epi32::<4>(packed, slot);
-                let word = match size_of::<T>() {
-                    1 => _mm256_i32gather_epi32::<1>(words, slot),
-                    2 => _mm256_i32gather_epi32::<2>(words, slot),
-                    _ => _mm256_i32gather_epi32::<4>(words, slot),
+                // SAFETY: every index is at most `size - 1`, the fused table
+                // (when used) has `size` entries, and the 4 bytes read at
+                // each word end inside `words` (all asserted above).
+                let (freq, offset) = if FUSED {
+                    let entry = _mm256_i32gather_epi32::<4>(fused, slot);
+                    *decoded = _mm256_srli_epi32::<24>(entry);
+                    let freq = _mm256_and_si256(_mm256_srli_epi32::<12>(entry), low12);
+                    (freq, _mm256_and_si256(entry, low12))
+                } else {
+                    let entry = _mm256_i32gather_epi32::<4>(packed, slot);
+                    let word = match size_of::<T>() {
+                        1 => _mm256_i32gather_epi32::<1>(words, slot),
+                        2 => _mm256_i32gather_epi32::<2>(words, slot),
+                        _ => _mm256_i32gather_epi32::<4>(words, slot),
+                    };
+                    *decoded = _mm256_and_si256(word, word_mask);
+                    let offset = _mm256_and_si256(entry, low16);
+                    (_mm256_srli_epi32::<16>(entry), offset)
                 };
-                *decoded = _mm256_and_si256(word, word_mask);
-                let freq = _mm256_srli_epi32::<16>(entry);
-                let offset = _mm256_and_si256(entry, low16);
                 let quotient = _mm256_srl_epi32(*x, shift);
                 *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
             }
@@ -1144,6 +1199,36 @@ pub(super) mod tests {
                 }
             }
         }
+    }
+
+    /// The fused table holds each slot's word, frequency and offset when
+    /// all fit (byte words, frequencies below 2^12), and is absent otherwise.
+    #[test]
+    fn fused_table_only_where_fields_fit() {
+        let table = |words: Vec<u32>, values: Vec<u32>, scale| {
+            DecodeTable::<u16>::new(&SymbolSet { words, values }, scale, true).expect("valid")
+        };
+        let t = table(vec![3, 200, 255], vec![1, 4094, 1], 12);
+        let fused = t.fused.as_ref().expect("fields fit");
+        for (slot, &entry) in fused.iter().enumerate() {
+            let word = t.words[slot] as u32;
+            let (freq, offset) = (t.packed[slot] >> 16, t.packed[slot] & 0xffff);
+            assert_eq!(entry, word << 24 | freq << 12 | offset, "slot {slot}");
+        }
+        // A frequency of 2^12 (a lone symbol, or one at scale 14) or a word
+        // above a byte does not fit.
+        assert!(table(vec![7], vec![4096], 12).fused.is_none());
+        assert!(table(vec![0, 1], vec![4096, 12288], 14).fused.is_none());
+        assert!(table(vec![0, 256], vec![2048, 2048], 12).fused.is_none());
+        // Not built where the caller says it is not needed.
+        let set = SymbolSet {
+            words: vec![0, 1],
+            values: vec![2048, 2048],
+        };
+        assert!(DecodeTable::<u8>::new(&set, 12, false)
+            .expect("valid")
+            .fused
+            .is_none());
     }
 
     /// Both SIMD lookups agree with the scalar loop on long streams whose
