@@ -165,8 +165,7 @@ mod avx512 {
     /// Whether the CPU (and, in tests, the test) allows this kernel.
     pub(super) fn available() -> bool {
         use std::arch::is_x86_feature_detected as has;
-        super::super::simd::limit() == super::super::simd::Simd::Avx512
-            && has!("avx512f")
+        super::super::simd::level() == super::super::simd::Simd::Avx512
             && has!("avx512bw")
             && has!("avx512vbmi")
     }

@@ -10,7 +10,7 @@
 //! the same branch-free loop without storing output.
 
 use super::index::SymbolIndex;
-use super::simd::{limit as simd_limit, Simd};
+use super::simd::{level as simd_level, Simd};
 use super::stats::Alphabet;
 use super::symbols::{self, SymbolSet, Values};
 use super::{Stats, Word};
@@ -570,27 +570,6 @@ fn decode_bulk_simd<T: Word>(
     (0, 0)
 }
 
-/// The widest SIMD this CPU has (and tests allow).
-fn simd_level() -> Simd {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        let limit = simd_limit();
-        if limit == Simd::Avx512
-            && has!("avx512f")
-            && has!("avx512vl")
-            && has!("avx2")
-            && has!("popcnt")
-        {
-            return Simd::Avx512;
-        }
-        if limit != Simd::None && has!("avx2") && has!("popcnt") {
-            return Simd::Avx2;
-        }
-    }
-    Simd::None
-}
-
 /// Decodes `out.len()` words with tables of `2^SCALE` entries, starting at
 /// renormalisation word `pos`, and returns how many words were read in all.
 fn decode_lanes<const SCALE: u32, T: Word>(
@@ -811,10 +790,7 @@ mod simd {
         // (a word gather reads 4 bytes, which the padding covers).
         assert!(table.packed.len() == size);
         assert!((size - 1) * size_of::<T>() + 4 <= table.words.len() * size_of::<T>());
-        let fused = match &table.fused {
-            Some(fused) => fused.as_slice(),
-            None => &[],
-        };
+        let fused = table.fused.as_deref().unwrap_or_default();
         assert!(!FUSED || fused.len() == size);
         let packed = table.packed.as_ptr() as *const i32;
         let words = table.words.as_ptr() as *const i32;

@@ -61,8 +61,8 @@ fn widen<const B: usize, T: Word, P: Put>(bytes: &[u8], out: &mut [T], put: P) {
         return bytemuck::cast_slice_mut::<T, u8>(out).copy_from_slice(bytes);
     }
     #[cfg(target_arch = "x86_64")]
-    if super::simd::limit() >= super::simd::Simd::Avx2 && is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
+    if super::simd::level() >= super::simd::Simd::Avx2 {
+        // SAFETY: `level` checked that the CPU has AVX2.
         return unsafe { widen_avx2::<B, T, P>(bytes, out, put) };
     }
     widen_words::<B, T, P>(bytes, out, put)

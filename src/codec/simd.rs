@@ -22,6 +22,29 @@ pub(super) fn limit() -> Simd {
 #[cfg(test)]
 pub(super) use tests::limit;
 
+/// The widest level this CPU has and [`limit`] allows: AVX-512 means
+/// AVX-512F and VL besides AVX2 and POPCNT. Kernels needing more extensions
+/// check those too.
+pub(super) fn level() -> Simd {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let limit = limit();
+        if limit == Simd::Avx512
+            && has!("avx512f")
+            && has!("avx512vl")
+            && has!("avx2")
+            && has!("popcnt")
+        {
+            return Simd::Avx512;
+        }
+        if limit != Simd::None && has!("avx2") && has!("popcnt") {
+            return Simd::Avx2;
+        }
+    }
+    Simd::None
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::Simd;
