@@ -369,34 +369,39 @@ pub(super) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// Slot -> symbol tables for a validated model, of exactly `2^scale` entries
-/// (and `word_pad` more words).
+/// Slot -> symbol tables for a validated model, of exactly `2^scale` entries.
 struct DecodeTable<T> {
     scale: u32,
-    /// `freq << 16 | (slot - start)` of the symbol owning each slot
-    /// (`freq <= 2^14` and `slot - start < 2^14` each fit 16 bits).
-    packed: Vec<u32>,
-    /// The word owning each slot, in the output's word type: a narrow table
-    /// stays in the L1 cache, which makes the SIMD decoder's gathers faster.
-    words: Vec<T>,
-    /// `word << 24 | freq << 12 | (slot - start)`, where all three fit (see
-    /// [`fuse`]): the SIMD decoder then needs one gather per step, not two.
-    fused: Option<Vec<u32>>,
+    slots: Slots<T>,
 }
 
-/// The fused table of `packed` and `words` if every word fits 8 bits and
-/// every frequency and offset 12 bits: byte alphabets at scales up to 12,
-/// which long streams mostly use, except a lone symbol owning every slot.
-fn fuse<T: Word>(packed: &[u32], words: &[T]) -> Option<Vec<u32>> {
+/// What each slot decodes to, in one of two layouts.
+enum Slots<T> {
+    /// `word << 24 | freq << 12 | (slot - start)`, where all three fit: byte
+    /// words, frequencies below 2^12 (so scales up to 12). One lookup per
+    /// step, and one table to build, which for the byte alphabets of long
+    /// streams costs less than the two below.
+    Fused(Vec<u32>),
+    Split {
+        /// `freq << 16 | (slot - start)` (`freq <= 2^14` and `slot - start
+        /// < 2^14` each fit 16 bits).
+        packed: Vec<u32>,
+        /// The word of each slot in the output's word type (a narrow table
+        /// stays in the L1 cache, which makes SIMD gathers faster), then
+        /// `word_pad` zeros.
+        words: Vec<T>,
+    },
+}
+
+/// Whether the fused layout holds every symbol of a model at `scale`.
+fn fits_fused(set: &SymbolSet, scale: u32) -> bool {
     const FIELD: u32 = (1 << 12) - 1;
-    packed
-        .iter()
-        .zip(words)
-        .map(|(&entry, &word)| {
-            let (freq, offset, word) = (entry >> 16, entry & 0xffff, word.to_u32());
-            (freq <= FIELD && word <= 0xff).then_some(word << 24 | freq << 12 | offset)
-        })
-        .collect()
+    scale <= 12
+        && set
+            .words
+            .iter()
+            .zip(&set.values)
+            .all(|(&w, &f)| w <= 0xff && f <= FIELD)
 }
 
 /// Zero words after the table: the SIMD decoder reads 4 bytes at each word.
@@ -406,41 +411,75 @@ fn word_pad<T>() -> usize {
 
 impl<T: Word> DecodeTable<T> {
     /// Fails unless the frequencies (each >= 1) sum to exactly `2^scale`.
-    /// The words must fit `T`. The fused table is only worth building for
-    /// streams long enough for the SIMD decoder.
+    /// The words must fit `T`. `fused` allows the fused layout where it
+    /// fits; it is worth it for streams long enough for the SIMD decoder.
     fn new(set: &SymbolSet, scale: u32, fused: bool) -> Option<DecodeTable<T>> {
         let size = 1usize << scale;
         if set.values.iter().map(|&f| f as u64).sum::<u64>() != size as u64 {
             return None;
         }
-        let mut packed = Vec::with_capacity(size);
-        let mut words = Vec::with_capacity(size + word_pad::<T>());
-        for (&word, &freq) in set.words.iter().zip(&set.values) {
-            packed.extend((0..freq).map(|offset| freq << 16 | offset));
-            words.extend(std::iter::repeat_n(T::from_u32(word), freq as usize));
-        }
-        assert!(packed.len() == size && words.len() == size);
-        let fused = fused.then(|| fuse(&packed, &words)).flatten();
-        words.resize(size + word_pad::<T>(), T::default());
-        Some(DecodeTable {
-            scale,
-            packed,
-            words,
-            fused,
-        })
+        let symbols = set.words.iter().zip(&set.values);
+        let slots = if fused && fits_fused(set, scale) {
+            let mut table = Vec::with_capacity(size);
+            for (&word, &freq) in symbols {
+                let high = word << 24 | freq << 12;
+                table.extend((0..freq).map(|offset| high | offset));
+            }
+            Slots::Fused(table)
+        } else {
+            let mut packed = Vec::with_capacity(size);
+            let mut words = Vec::with_capacity(size + word_pad::<T>());
+            for (&word, &freq) in symbols {
+                packed.extend((0..freq).map(|offset| freq << 16 | offset));
+                words.extend(std::iter::repeat_n(T::from_u32(word), freq as usize));
+            }
+            words.resize(size + word_pad::<T>(), T::default());
+            Slots::Split { packed, words }
+        };
+        Some(DecodeTable { scale, slots })
     }
 }
 
-/// Decodes one word from state `x` with tables of exactly `2^SCALE` entries,
-/// leaving the state un-renormalised. For a state in `[2^16, 2^32)` no
-/// overflow is possible:
+/// A table's slots for the portable decoder, cut to exactly `2^SCALE`
+/// entries so that indexing by `x mod 2^SCALE` needs no bounds check.
+#[derive(Clone, Copy)]
+enum Lookup<'a, const SCALE: u32, T> {
+    Fused(&'a [u32]),
+    Split(&'a [u32], &'a [T]),
+}
+
+impl<'a, const SCALE: u32, T: Word> Lookup<'a, SCALE, T> {
+    fn new(slots: &'a Slots<T>) -> Self {
+        let size = 1 << SCALE;
+        match slots {
+            Slots::Fused(table) => Lookup::Fused(&table[..size]),
+            Slots::Split { packed, words } => Lookup::Split(&packed[..size], &words[..size]),
+        }
+    }
+
+    /// `(freq, slot - start, word)` of `slot < 2^SCALE`.
+    #[inline(always)]
+    fn get(self, slot: usize) -> (u32, u32, T) {
+        match self {
+            Lookup::Fused(table) => {
+                let e = table[slot];
+                (e >> 12 & 0xfff, e & 0xfff, T::from_u32(e >> 24))
+            }
+            Lookup::Split(packed, words) => {
+                (packed[slot] >> 16, packed[slot] & 0xffff, words[slot])
+            }
+        }
+    }
+}
+
+/// Decodes one word from state `x`, leaving the state un-renormalised. For
+/// a state in `[2^16, 2^32)` no overflow is possible:
 /// `freq * (x >> SCALE) + offset < freq * ((x >> SCALE) + 1) <= 2^32`.
 #[inline(always)]
-fn step<const SCALE: u32, T: Copy>(packed: &[u32], words: &[T], x: &mut u32) -> T {
-    let slot = (*x & ((1 << SCALE) - 1)) as usize;
-    let entry = packed[slot];
-    *x = (entry >> 16) * (*x >> SCALE) + (entry & 0xffff);
-    words[slot]
+fn step<const SCALE: u32, T: Word>(lookup: Lookup<'_, SCALE, T>, x: &mut u32) -> T {
+    let (freq, offset, word) = lookup.get((*x & ((1 << SCALE) - 1)) as usize);
+    *x = freq * (*x >> SCALE) + offset;
+    word
 }
 
 /// Renormalises the lanes in lane order, each taking the next word if its
@@ -579,16 +618,13 @@ fn decode_lanes<const SCALE: u32, T: Word>(
     mut pos: usize,
     out: &mut [T],
 ) -> usize {
-    // Their lengths are now a known constant, so indexing by `x mod 2^SCALE`
-    // compiles without bounds checks.
-    let packed = &table.packed[..1 << SCALE];
-    let words = &table.words[..1 << SCALE];
+    let lookup = Lookup::<SCALE, T>::new(&table.slots);
     // A local copy whose address never escapes stays in registers.
     let mut st = *states;
     let mut chunks = out.chunks_exact_mut(LANES);
     for chunk in &mut chunks {
         for (o, x) in chunk.iter_mut().zip(st.iter_mut()) {
-            *o = step::<SCALE, T>(packed, words, x);
+            *o = step(lookup, x);
         }
         let window = data
             .get(2 * pos..2 * pos + 2 * LANES)
@@ -600,7 +636,7 @@ fn decode_lanes<const SCALE: u32, T: Word>(
     }
     let tail = chunks.into_remainder();
     for (o, x) in tail.iter_mut().zip(st.iter_mut()) {
-        *o = step::<SCALE, T>(packed, words, x);
+        *o = step(lookup, x);
     }
     (st, pos) = renormalise_slow(st, tail.len(), data, pos);
     *states = st;
@@ -616,7 +652,7 @@ fn decode_lanes<const SCALE: u32, T: Word>(
 /// bound by the chain gather, multiply, renormalise).
 #[cfg(target_arch = "x86_64")]
 mod simd {
-    use super::{DecodeTable, Word, LANES, STATE_LOW};
+    use super::{DecodeTable, Slots, Word, LANES, STATE_LOW};
     use std::arch::x86_64::*;
 
     /// The 32 lane states as four vectors of eight. (A helper rather than
@@ -765,16 +801,15 @@ mod simd {
         data: &[u8],
         out: &mut [T],
     ) -> (usize, usize) {
-        match table.fused {
-            Some(_) => decode::<T, R, true>(states, table, data, out),
-            None => decode::<T, R, false>(states, table, data, out),
+        match table.slots {
+            Slots::Fused(_) => decode::<T, R, true>(states, table, data, out),
+            Slots::Split { .. } => decode::<T, R, false>(states, table, data, out),
         }
     }
 
     /// As `super::decode_lanes` for whole groups while `data` holds at least
     /// `LANES` more words; returns the words decoded and the words read.
-    /// `FUSED`: look words and frequencies up in the fused table, which the
-    /// table must have.
+    /// `FUSED`: whether the table has the fused layout.
     ///
     /// # Safety
     /// The CPU must support AVX2 and POPCNT, and what `R` uses.
@@ -786,14 +821,20 @@ mod simd {
         out: &mut [T],
     ) -> (usize, usize) {
         let size = 1usize << table.scale;
+        let (fused, packed, words): (&[u32], &[u32], &[T]) = match &table.slots {
+            Slots::Fused(fused) => (fused, &[], &[]),
+            Slots::Split { packed, words } => (&[], packed, words),
+        };
         // Gathers index the tables by `x & mask`, so they stay inside them
         // (a word gather reads 4 bytes, which the padding covers).
-        assert!(table.packed.len() == size);
-        assert!((size - 1) * size_of::<T>() + 4 <= table.words.len() * size_of::<T>());
-        let fused = table.fused.as_deref().unwrap_or_default();
-        assert!(!FUSED || fused.len() == size);
-        let packed = table.packed.as_ptr() as *const i32;
-        let words = table.words.as_ptr() as *const i32;
+        if FUSED {
+            assert!(fused.len() == size);
+        } else {
+            assert!(packed.len() == size);
+            assert!((size - 1) * size_of::<T>() + 4 <= size_of_val(words));
+        }
+        let packed = packed.as_ptr() as *const i32;
+        let words = words.as_ptr() as *const i32;
         let fused = fused.as_ptr() as *const i32;
         let mask = _mm256_set1_epi32(size as i32 - 1);
         let low16 = _mm256_set1_epi32(0xffff);
@@ -1177,34 +1218,29 @@ pub(super) mod tests {
         }
     }
 
-    /// The fused table holds each slot's word, frequency and offset when
-    /// all fit (byte words, frequencies below 2^12), and is absent otherwise.
+    /// The fused layout gives every slot the same word, frequency and offset
+    /// as the split one, and is used only where all fit (byte words,
+    /// frequencies below 2^12) and the caller allows it.
     #[test]
-    fn fused_table_only_where_fields_fit() {
-        let table = |words: Vec<u32>, values: Vec<u32>, scale| {
-            DecodeTable::<u16>::new(&SymbolSet { words, values }, scale, true).expect("valid")
+    fn fused_layout_only_where_fields_fit() {
+        let table = |words: Vec<u32>, values: Vec<u32>, scale, fused| {
+            DecodeTable::<u16>::new(&SymbolSet { words, values }, scale, fused).expect("valid")
         };
-        let t = table(vec![3, 200, 255], vec![1, 4094, 1], 12);
-        let fused = t.fused.as_ref().expect("fields fit");
-        for (slot, &entry) in fused.iter().enumerate() {
-            let word = t.words[slot] as u32;
-            let (freq, offset) = (t.packed[slot] >> 16, t.packed[slot] & 0xffff);
-            assert_eq!(entry, word << 24 | freq << 12 | offset, "slot {slot}");
+        let is_fused = |t: DecodeTable<u16>| matches!(t.slots, Slots::Fused(_));
+        let (words, values) = (vec![3, 200, 255], vec![1, 4094, 1]);
+        let fused = table(words.clone(), values.clone(), 12, true);
+        let split = table(words, values, 12, false);
+        let fused = Lookup::<12, u16>::new(&fused.slots);
+        let split = Lookup::<12, u16>::new(&split.slots);
+        assert!(matches!(fused, Lookup::Fused(_)) && matches!(split, Lookup::Split(..)));
+        for slot in 0..1 << 12 {
+            assert_eq!(fused.get(slot), split.get(slot), "slot {slot}");
         }
         // A frequency of 2^12 (a lone symbol, or one at scale 14) or a word
         // above a byte does not fit.
-        assert!(table(vec![7], vec![4096], 12).fused.is_none());
-        assert!(table(vec![0, 1], vec![4096, 12288], 14).fused.is_none());
-        assert!(table(vec![0, 256], vec![2048, 2048], 12).fused.is_none());
-        // Not built where the caller says it is not needed.
-        let set = SymbolSet {
-            words: vec![0, 1],
-            values: vec![2048, 2048],
-        };
-        assert!(DecodeTable::<u8>::new(&set, 12, false)
-            .expect("valid")
-            .fused
-            .is_none());
+        assert!(!is_fused(table(vec![7], vec![4096], 12, true)));
+        assert!(!is_fused(table(vec![0, 1], vec![4096, 12288], 14, true)));
+        assert!(!is_fused(table(vec![0, 256], vec![2048, 2048], 12, true)));
     }
 
     /// Both SIMD lookups agree with the scalar loop on long streams whose
