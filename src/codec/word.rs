@@ -101,6 +101,35 @@ impl OrIn {
     pub fn apply<T: Word>(self, slot: T, word: u32) -> T {
         slot << self.pending | T::from_u32(word) << self.shift
     }
+
+    /// Ors each of `words` into its slot of `out` (as [`OrIn::apply`]).
+    pub fn apply_all<T: Word, F: Word>(self, out: &mut [T], words: &[F]) {
+        #[cfg(target_arch = "x86_64")]
+        if super::simd::level() >= super::simd::Simd::Avx2 {
+            // SAFETY: `level` checked that the CPU has AVX2.
+            return unsafe { self.apply_all_avx2(out, words) };
+        }
+        self.apply_each(out, words)
+    }
+
+    /// [`OrIn::apply_each`] compiled for AVX2: a Merge whose field is decoded
+    /// in scratch runs it over every word, and the baseline x86-64 build
+    /// does it in 128-bit vectors only.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn apply_all_avx2<T: Word, F: Word>(self, out: &mut [T], words: &[F]) {
+        self.apply_each(out, words)
+    }
+
+    #[inline(always)]
+    fn apply_each<T: Word, F: Word>(self, out: &mut [T], words: &[F]) {
+        for (o, &w) in out.iter_mut().zip(words) {
+            *o = self.apply(*o, w.to_u32());
+        }
+    }
 }
 
 impl Put for OrIn {

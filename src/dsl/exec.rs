@@ -185,9 +185,7 @@ fn merge_scratch<T: Word, F: Word, L: LiteralSource>(
 ) -> Result<(), L::Error> {
     with_scratch(out.len(), |scratch: &mut [F]| {
         execute(part, scratch)?;
-        for (o, &s) in out.iter_mut().zip(scratch.iter()) {
-            *o = or_in.apply(*o, s.to_u32());
-        }
+        or_in.apply_all(out, scratch);
         Ok(())
     })
 }
