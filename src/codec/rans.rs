@@ -411,32 +411,42 @@ fn word_pad<T>() -> usize {
 
 impl<T: Word> DecodeTable<T> {
     /// Fails unless the frequencies (each >= 1) sum to exactly `2^scale`.
-    /// The words must fit `T`. `fused` allows the fused layout where it
-    /// fits; it is worth it for streams long enough for the SIMD decoder.
-    fn new(set: &SymbolSet, scale: u32, fused: bool) -> Option<DecodeTable<T>> {
+    /// The words must fit `T`. Takes the fused layout wherever it fits.
+    fn new(set: &SymbolSet, scale: u32) -> Option<DecodeTable<T>> {
         let size = 1usize << scale;
         if set.values.iter().map(|&f| f as u64).sum::<u64>() != size as u64 {
             return None;
         }
-        let symbols = set.words.iter().zip(&set.values);
-        let slots = if fused && fits_fused(set, scale) {
-            let mut table = Vec::with_capacity(size);
-            for (&word, &freq) in symbols {
-                let high = word << 24 | freq << 12;
-                table.extend((0..freq).map(|offset| high | offset));
-            }
-            Slots::Fused(table)
+        let slots = if fits_fused(set, scale) {
+            Slots::fused(set, size)
         } else {
-            let mut packed = Vec::with_capacity(size);
-            let mut words = Vec::with_capacity(size + word_pad::<T>());
-            for (&word, &freq) in symbols {
-                packed.extend((0..freq).map(|offset| freq << 16 | offset));
-                words.extend(std::iter::repeat_n(T::from_u32(word), freq as usize));
-            }
-            words.resize(size + word_pad::<T>(), T::default());
-            Slots::Split { packed, words }
+            Slots::split(set, size)
         };
         Some(DecodeTable { scale, slots })
+    }
+}
+
+impl<T: Word> Slots<T> {
+    /// The fused layout of `size` slots; every symbol must fit it.
+    fn fused(set: &SymbolSet, size: usize) -> Slots<T> {
+        let mut table = Vec::with_capacity(size);
+        for (&word, &freq) in set.words.iter().zip(&set.values) {
+            let high = word << 24 | freq << 12;
+            table.extend((0..freq).map(|offset| high | offset));
+        }
+        Slots::Fused(table)
+    }
+
+    /// The split layout of `size` slots.
+    fn split(set: &SymbolSet, size: usize) -> Slots<T> {
+        let mut packed = Vec::with_capacity(size);
+        let mut words = Vec::with_capacity(size + word_pad::<T>());
+        for (&word, &freq) in set.words.iter().zip(&set.values) {
+            packed.extend((0..freq).map(|offset| freq << 16 | offset));
+            words.extend(std::iter::repeat_n(T::from_u32(word), freq as usize));
+        }
+        words.resize(size + word_pad::<T>(), T::default());
+        Slots::Split { packed, words }
     }
 }
 
@@ -534,7 +544,7 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
         return Err(r.error("rans scale above 14"));
     }
     let set = symbols::read(r, width, Values::Varints, 1 << scale)?;
-    let table = DecodeTable::<T>::new(&set, scale, out.len() >= SIMD_MIN_WORDS)
+    let table = DecodeTable::<T>::new(&set, scale)
         .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
     let mut states = [STATE_LOW; LANES];
     for state in &mut states[..used_lanes(out.len())] {
@@ -1220,27 +1230,26 @@ pub(super) mod tests {
 
     /// The fused layout gives every slot the same word, frequency and offset
     /// as the split one, and is used only where all fit (byte words,
-    /// frequencies below 2^12) and the caller allows it.
+    /// frequencies below 2^12).
     #[test]
     fn fused_layout_only_where_fields_fit() {
-        let table = |words: Vec<u32>, values: Vec<u32>, scale, fused| {
-            DecodeTable::<u16>::new(&SymbolSet { words, values }, scale, fused).expect("valid")
-        };
+        let set = |words: Vec<u32>, values: Vec<u32>| SymbolSet { words, values };
+        let table = |set: &SymbolSet, scale| DecodeTable::<u16>::new(set, scale).expect("valid");
         let is_fused = |t: DecodeTable<u16>| matches!(t.slots, Slots::Fused(_));
-        let (words, values) = (vec![3, 200, 255], vec![1, 4094, 1]);
-        let fused = table(words.clone(), values.clone(), 12, true);
-        let split = table(words, values, 12, false);
-        let fused = Lookup::<12, u16>::new(&fused.slots);
-        let split = Lookup::<12, u16>::new(&split.slots);
+        let bytes = set(vec![3, 200, 255], vec![1, 4094, 1]);
+        let fused = table(&bytes, 12).slots;
+        let split = Slots::split(&bytes, 1 << 12);
+        let fused = Lookup::<12, u16>::new(&fused);
+        let split = Lookup::<12, u16>::new(&split);
         assert!(matches!(fused, Lookup::Fused(_)) && matches!(split, Lookup::Split(..)));
         for slot in 0..1 << 12 {
             assert_eq!(fused.get(slot), split.get(slot), "slot {slot}");
         }
         // A frequency of 2^12 (a lone symbol, or one at scale 14) or a word
         // above a byte does not fit.
-        assert!(!is_fused(table(vec![7], vec![4096], 12, true)));
-        assert!(!is_fused(table(vec![0, 1], vec![4096, 12288], 14, true)));
-        assert!(!is_fused(table(vec![0, 256], vec![2048, 2048], 12, true)));
+        assert!(!is_fused(table(&set(vec![7], vec![4096]), 12)));
+        assert!(!is_fused(table(&set(vec![0, 1], vec![4096, 12288]), 14)));
+        assert!(!is_fused(table(&set(vec![0, 256], vec![2048, 2048]), 12)));
     }
 
     /// Both SIMD lookups agree with the scalar loop on long streams whose

@@ -58,9 +58,7 @@ impl LiteralSource for Literal {
     }
 
     fn or_words<T: Word>(&self, _width: u32, m: OrIn, out: &mut [T]) -> Result<(), Self::Error> {
-        for (o, &w) in out.iter_mut().zip(self.words.iter()) {
-            *o = m.apply(*o, w);
-        }
+        m.apply_all(out, &self.words);
         Ok(())
     }
 }
