@@ -19,7 +19,7 @@ pub struct ChunkCache {
 }
 
 struct State {
-    ready: LruCache<ChunkKey, Chunk>,
+    ready: LruCache<ChunkKey, Ready>,
     /// Bytes held by `ready` (buffer capacities).
     bytes: usize,
     decoding: HashMap<ChunkKey, Arc<Flight>>,
@@ -27,6 +27,13 @@ struct State {
     /// spares the page faults and zeroing of fresh memory.
     spare: Vec<Vec<u8>>,
     spare_bytes: usize,
+}
+
+/// A decoded chunk in the cache.
+struct Ready {
+    chunk: Chunk,
+    /// A reader went past its end (see `ChunkCache::demote`).
+    read_through: bool,
 }
 
 /// Most bytes of spare buffers kept.
@@ -70,23 +77,35 @@ impl ChunkCache {
     /// Makes `key` the first chunk to evict: its reader has gone past it, and
     /// the kernel's page cache holds what was read. Otherwise the chunks
     /// decoded ahead, which wait unread the longest, would be evicted first.
+    ///
+    /// Its buffer is also the first a new decode takes, before fresh memory: a
+    /// sequential reader then cycles through about its read-ahead's worth of
+    /// buffers, which stay mapped and warm in the CPU caches, where fresh ones
+    /// cost a page fault per 4 KiB.
     pub fn demote(&self, key: ChunkKey) {
-        self.lock().ready.demote(&key);
+        let mut state = self.lock();
+        if let Some(ready) = state.ready.peek_mut(&key) {
+            ready.read_through = true;
+            state.ready.demote(&key);
+        }
     }
 
-    /// The chunk for `key`, decoded by `decode` if no one holds or is decoding
-    /// it. `decode` gets a buffer to decode into (a spare one or empty, of any
-    /// length) and returns it filled. A failed decode is reported to everyone
-    /// waiting on it and not kept, so a later read tries again.
+    /// The chunk for `key`, `len` bytes, decoded by `decode` if no one holds or
+    /// is decoding it. `decode` gets a buffer of `len` bytes to overwrite (a
+    /// reused one or fresh memory) and returns it filled. A failed decode is
+    /// reported to everyone waiting on it and not kept, so a later read tries
+    /// again.
     pub fn get_or_decode(
         &self,
         key: ChunkKey,
+        len: usize,
         decode: impl FnOnce(Vec<u8>) -> Result<Vec<u8>, String>,
     ) -> Result<Chunk, String> {
         let (flight, buffer) = {
             let mut state = self.lock();
-            if let Some(chunk) = state.ready.get(&key) {
-                return Ok(chunk.clone());
+            if let Some(ready) = state.ready.get_mut(&key) {
+                ready.read_through = false;
+                return Ok(ready.chunk.clone());
             }
             if let Some(flight) = state.decoding.get(&key) {
                 let flight = flight.clone();
@@ -95,8 +114,7 @@ impl ChunkCache {
             }
             let flight = Arc::new(Flight::default());
             state.decoding.insert(key, flight.clone());
-            let buffer = state.spare.pop().unwrap_or_default();
-            state.spare_bytes -= buffer.capacity();
+            let buffer = state.take_buffer(len);
             (flight, buffer)
         };
         // If `decode` panics, waiters must not sleep forever: the guard ends the
@@ -126,12 +144,16 @@ impl ChunkCache {
             if let Ok(chunk) = &result {
                 if chunk.capacity() <= self.capacity {
                     state.bytes += chunk.capacity();
-                    if let Some(old) = state.ready.put(key, chunk.clone()) {
-                        state.evicted(old);
+                    let ready = Ready {
+                        chunk: chunk.clone(),
+                        read_through: false,
+                    };
+                    if let Some(old) = state.ready.put(key, ready) {
+                        state.evicted(old.chunk);
                     }
                     while state.bytes > self.capacity {
                         let (_, evicted) = state.ready.pop_lru().expect("bytes > 0");
-                        state.evicted(evicted);
+                        state.evicted(evicted.chunk);
                     }
                 }
             }
@@ -142,6 +164,33 @@ impl ChunkCache {
 }
 
 impl State {
+    /// A buffer of `len` bytes for a new decode: a spare one that is large
+    /// enough, else one of the chunks read through (least recent first), else
+    /// fresh memory.
+    fn take_buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut buffer = loop {
+            if let Some(i) = self.spare.iter().position(|b| b.capacity() >= len) {
+                let buffer = self.spare.swap_remove(i);
+                self.spare_bytes -= buffer.capacity();
+                break buffer;
+            }
+            match self.ready.peek_lru() {
+                Some((_, ready)) if ready.read_through => {
+                    let (_, ready) = self.ready.pop_lru().expect("peeked");
+                    self.evicted(ready.chunk);
+                }
+                // Rounded up, so that the buffer fits the full chunks of any
+                // archive whose chunk ends a tensor with this one. Calloc
+                // leaves the pages past `len` untouched until they are used.
+                _ => break vec![0; len.next_power_of_two()],
+            }
+        };
+        // Only growth is zeroed: the decoder overwrites the rest.
+        buffer.truncate(len);
+        buffer.resize(len, 0);
+        buffer
+    }
+
     /// Accounts for a chunk leaving `ready`, keeping its buffer as a spare if no
     /// reader holds it any more and there is room.
     fn evicted(&mut self, chunk: Chunk) {
@@ -196,30 +245,40 @@ mod tests {
         let cache = ChunkCache::new(250);
         for i in 0..3 {
             cache
-                .get_or_decode((0, i), |_| Ok(vec![i as u8; 100]))
+                .get_or_decode((0, i), 100, |_| Ok(vec![i as u8; 100]))
                 .unwrap();
         }
         assert_eq!(cache.held_bytes(), 200);
         assert!(!cache.contains((0, 0)), "oldest chunk evicted");
         assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
         // Touching 1 makes 2 the least recent.
-        cache.get_or_decode((0, 1), |_| unreachable!()).unwrap();
-        cache.get_or_decode((0, 3), |_| Ok(vec![3; 100])).unwrap();
+        cache
+            .get_or_decode((0, 1), 100, |_| unreachable!())
+            .unwrap();
+        cache
+            .get_or_decode((0, 3), 100, |_| Ok(vec![3; 100]))
+            .unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 2)));
         // A demoted chunk goes first, though it was used last.
         cache.demote((0, 3));
-        cache.get_or_decode((0, 4), |_| Ok(vec![4; 100])).unwrap();
+        cache
+            .get_or_decode((0, 4), 100, |_| Ok(vec![4; 100]))
+            .unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 3)));
     }
 
     #[test]
     fn evicted_buffers_are_handed_to_later_decodes() {
         let cache = ChunkCache::new(100);
-        cache.get_or_decode((0, 0), |_| Ok(vec![1; 100])).unwrap();
-        let held = cache.get_or_decode((0, 1), |_| Ok(vec![2; 100])).unwrap();
+        cache
+            .get_or_decode((0, 0), 100, |_| Ok(vec![1; 100]))
+            .unwrap();
+        let held = cache
+            .get_or_decode((0, 1), 100, |_| Ok(vec![2; 100]))
+            .unwrap();
         // Chunk 0 was evicted while no one held it: its buffer comes back.
         let chunk = cache
-            .get_or_decode((0, 2), |spare| {
+            .get_or_decode((0, 2), 100, |spare| {
                 assert_eq!(spare, vec![1; 100]);
                 Ok(spare)
             })
@@ -227,8 +286,8 @@ mod tests {
         assert_eq!(chunk.len(), 100);
         // Chunk 1 was evicted while a reader held it: its buffer stays theirs.
         cache
-            .get_or_decode((0, 3), |spare| {
-                assert!(spare.is_empty(), "a held chunk's buffer must not be reused");
+            .get_or_decode((0, 3), 100, |spare| {
+                assert_eq!(spare, [0; 100], "a held chunk's buffer must not be reused");
                 Ok(vec![4; 100])
             })
             .unwrap();
@@ -236,9 +295,80 @@ mod tests {
     }
 
     #[test]
+    fn read_through_chunks_lend_their_buffers_first() {
+        let cache = ChunkCache::new(1 << 20);
+        cache
+            .get_or_decode((0, 0), 100, |_| Ok(vec![1; 100]))
+            .unwrap();
+        cache
+            .get_or_decode((0, 1), 100, |_| Ok(vec![2; 100]))
+            .unwrap();
+        cache.demote((0, 0));
+        // Room is left, yet the chunk read through gives its buffer up.
+        cache
+            .get_or_decode((0, 2), 100, |buffer| {
+                assert_eq!(buffer, [1; 100]);
+                Ok(buffer)
+            })
+            .unwrap();
+        assert!(!cache.contains((0, 0)) && cache.contains((0, 1)));
+        // A chunk not read through keeps its buffer: the next one is fresh.
+        cache
+            .get_or_decode((0, 3), 100, |buffer| {
+                assert_eq!(buffer, [0; 100]);
+                Ok(buffer)
+            })
+            .unwrap();
+        assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
+        // Nor does one read again after it was read through.
+        cache.demote((0, 1));
+        cache
+            .get_or_decode((0, 1), 100, |_| unreachable!())
+            .unwrap();
+        cache.get_or_decode((0, 4), 100, |b| Ok(b)).unwrap();
+        assert!(cache.contains((0, 1)));
+    }
+
+    #[test]
+    fn buffers_are_reused_for_chunks_they_fit() {
+        let cache = ChunkCache::new(1 << 20);
+        // A tensor's last, shorter chunk gets room for a full one.
+        cache.get_or_decode((0, 0), 100, |b| Ok(b)).unwrap();
+        cache.demote((0, 0));
+        cache
+            .get_or_decode((0, 1), 120, |buffer| {
+                assert_eq!(buffer.len(), 120);
+                assert!(buffer.capacity() >= 128, "the shorter chunk's buffer");
+                Ok(buffer)
+            })
+            .unwrap();
+        // A buffer too small is passed over, and stays spare.
+        cache
+            .get_or_decode((0, 2), 10, |_| Ok(vec![3; 10]))
+            .unwrap();
+        cache.demote((0, 1));
+        cache.demote((0, 2));
+        cache
+            .get_or_decode((0, 3), 100, |buffer| {
+                assert_eq!(buffer.len(), 100);
+                assert!(buffer.capacity() >= 120);
+                Ok(buffer)
+            })
+            .unwrap();
+        cache
+            .get_or_decode((0, 4), 10, |buffer| {
+                assert_eq!(buffer, [3; 10], "the spare that fits");
+                Ok(buffer)
+            })
+            .unwrap();
+    }
+
+    #[test]
     fn oversized_chunks_are_served_but_not_kept() {
         let cache = ChunkCache::new(10);
-        let chunk = cache.get_or_decode((1, 0), |_| Ok(vec![7; 11])).unwrap();
+        let chunk = cache
+            .get_or_decode((1, 0), 11, |_| Ok(vec![7; 11]))
+            .unwrap();
         assert_eq!(&chunk[..], &[7; 11]);
         assert_eq!(cache.held_bytes(), 0);
         assert!(!cache.contains((1, 0)));
@@ -248,11 +378,11 @@ mod tests {
     fn errors_reach_the_reader_and_are_not_kept() {
         let cache = ChunkCache::new(1000);
         let err = cache
-            .get_or_decode((0, 0), |_| Err("bad".into()))
+            .get_or_decode((0, 0), 100, |_| Err("bad".into()))
             .unwrap_err();
         assert_eq!(err, "bad");
         assert!(!cache.contains((0, 0)));
-        let ok = cache.get_or_decode((0, 0), |_| Ok(vec![1])).unwrap();
+        let ok = cache.get_or_decode((0, 0), 100, |_| Ok(vec![1])).unwrap();
         assert_eq!(&ok[..], &[1]);
     }
 
@@ -266,7 +396,7 @@ mod tests {
                 s.spawn(|| {
                     start.wait();
                     let chunk = cache
-                        .get_or_decode((9, 9), |_| {
+                        .get_or_decode((9, 9), 1000, |_| {
                             decodes.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(50));
                             Ok(vec![5; 1000])
@@ -283,11 +413,11 @@ mod tests {
     fn a_panicking_decode_releases_its_waiters() {
         let cache = ChunkCache::new(1 << 20);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            cache.get_or_decode((2, 2), |_| panic!("decoder bug"))
+            cache.get_or_decode((2, 2), 2, |_| panic!("decoder bug"))
         }));
         assert!(caught.is_err());
         assert!(!cache.contains((2, 2)), "the flight ended");
-        let ok = cache.get_or_decode((2, 2), |_| Ok(vec![1, 2])).unwrap();
+        let ok = cache.get_or_decode((2, 2), 2, |_| Ok(vec![1, 2])).unwrap();
         assert_eq!(&ok[..], &[1, 2]);
     }
 }

@@ -209,16 +209,7 @@ impl BrevisFs {
 fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
     let len = archive.segments()[i].src_len as usize;
     cache
-        .get_or_decode((id, i), |mut buffer| {
-            // A spare buffer is overwritten whole, so only growth needs
-            // zeroing. Fresh memory comes zeroed from calloc (the kernel's
-            // zero pages), which spares a pass writing zeros over it.
-            if buffer.capacity() >= len {
-                buffer.truncate(len);
-                buffer.resize(len, 0);
-            } else {
-                buffer = vec![0; len];
-            }
+        .get_or_decode((id, i), len, |mut buffer| {
             archive
                 .decode_segment_into(i, &mut buffer)
                 .map_err(|e| e.to_string())?;
