@@ -325,7 +325,7 @@ mod tests {
         cache
             .get_or_decode((0, 1), 100, |_| unreachable!())
             .unwrap();
-        cache.get_or_decode((0, 4), 100, |b| Ok(b)).unwrap();
+        cache.get_or_decode((0, 4), 100, Ok).unwrap();
         assert!(cache.contains((0, 1)));
     }
 
@@ -333,7 +333,7 @@ mod tests {
     fn buffers_are_reused_for_chunks_they_fit() {
         let cache = ChunkCache::new(1 << 20);
         // A tensor's last, shorter chunk gets room for a full one.
-        cache.get_or_decode((0, 0), 100, |b| Ok(b)).unwrap();
+        cache.get_or_decode((0, 0), 100, Ok).unwrap();
         cache.demote((0, 0));
         cache
             .get_or_decode((0, 1), 120, |buffer| {
