@@ -320,13 +320,19 @@ mod tests {
             })
             .unwrap();
         assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
-        // Nor does one read again after it was read through.
-        cache.demote((0, 1));
+        // Nor does one read again after it was read through, when it comes
+        // to be the least recent.
+        for i in 1..=3 {
+            cache.demote((0, i));
+        }
         cache
             .get_or_decode((0, 1), 100, |_| unreachable!())
             .unwrap();
-        cache.get_or_decode((0, 4), 100, Ok).unwrap();
-        assert!(cache.contains((0, 1)));
+        for i in 4..=6 {
+            cache.get_or_decode((0, i), 100, Ok).unwrap();
+        }
+        assert!(!cache.contains((0, 2)) && !cache.contains((0, 3)));
+        assert!(cache.contains((0, 1)), "read again: not to be taken");
     }
 
     #[test]
