@@ -177,9 +177,7 @@ pub fn serve(
     let mut signalled = false;
     for event in waiting {
         match event {
-            Event::Ended(result) => {
-                return result.map_err(|e| Error::io(mountpoint, e));
-            }
+            Event::Ended(result) => return session_end(mountpoint, result),
             Event::Signal(signal) if signalled => {
                 log::warn!("signal {signal} again: exiting while files are still open");
                 std::process::exit(1);
@@ -194,6 +192,20 @@ pub fn serve(
         }
     }
     Ok(())
+}
+
+/// The outcome of a session that ended. When a detached mount's last open
+/// file closes, the kernel may end the connection by aborting it rather than
+/// with ENODEV, which the session reports as an error; it is the end that the
+/// detach asked for, so it counts as a clean one.
+fn session_end(mountpoint: &Path, result: std::io::Result<()>) -> Result<()> {
+    match result {
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {
+            log::info!("{}: the kernel ended the connection", mountpoint.display());
+            Ok(())
+        }
+        other => other.map_err(|e| Error::io(mountpoint, e)),
+    }
 }
 
 /// Why mounting failed, with what a user without root needs when permission
@@ -279,6 +291,17 @@ fn wait_signal(set: &libc::sigset_t) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_aborted_connection_ends_the_session_cleanly() {
+        let at = Path::new("/mnt/models");
+        let aborted = std::io::Error::from_raw_os_error(libc::ECONNABORTED);
+        assert!(session_end(at, Err(aborted)).is_ok());
+        assert!(session_end(at, Ok(())).is_ok());
+        let other = std::io::Error::from_raw_os_error(libc::EIO);
+        let err = session_end(at, Err(other)).unwrap_err().to_string();
+        assert!(err.contains("/mnt/models"), "{err}");
+    }
 
     #[test]
     fn mountinfo_escapes_are_decoded() {
