@@ -395,13 +395,13 @@ enum Slots<T> {
 
 /// Whether the fused layout holds every symbol of a model at `scale`.
 fn fits_fused(set: &SymbolSet, scale: u32) -> bool {
-    const FIELD: u32 = (1 << 12) - 1;
+    const FUSED_FIELD: u32 = (1 << 12) - 1;
     scale <= 12
         && set
             .words
             .iter()
             .zip(&set.values)
-            .all(|(&w, &f)| w <= 0xff && f <= FIELD)
+            .all(|(&w, &f)| w <= 0xff && f <= FUSED_FIELD)
 }
 
 /// Zero words after the table: the SIMD decoder reads 4 bytes at each word.

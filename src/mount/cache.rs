@@ -164,42 +164,57 @@ impl ChunkCache {
 }
 
 impl State {
-    /// A buffer of `len` bytes for a new decode: a spare one that is large
-    /// enough, else one of the chunks read through (least recent first), else
-    /// fresh memory.
+    /// A buffer of `len` bytes for a new decode: a reused one if there is one
+    /// large enough, else fresh memory, rounded up to a power of two so that
+    /// a tensor's shorter last chunk leaves room for a full chunk when its
+    /// buffer is reused. (Calloc leaves the pages past `len` untouched until
+    /// they are used.)
     fn take_buffer(&mut self, len: usize) -> Vec<u8> {
-        let mut buffer = loop {
-            if let Some(i) = self.spare.iter().position(|b| b.capacity() >= len) {
-                let buffer = self.spare.swap_remove(i);
-                self.spare_bytes -= buffer.capacity();
-                break buffer;
-            }
-            match self.ready.peek_lru() {
-                Some((_, ready)) if ready.read_through => {
-                    let (_, ready) = self.ready.pop_lru().expect("peeked");
-                    self.evicted(ready.chunk);
-                }
-                // Rounded up, so that the buffer fits the full chunks of any
-                // archive whose chunk ends a tensor with this one. Calloc
-                // leaves the pages past `len` untouched until they are used.
-                _ => break vec![0; len.next_power_of_two()],
-            }
-        };
+        let mut buffer = self
+            .reusable(len)
+            .unwrap_or_else(|| vec![0; len.next_power_of_two()]);
         // Only growth is zeroed: the decoder overwrites the rest.
         buffer.truncate(len);
         buffer.resize(len, 0);
         buffer
     }
 
+    /// A spare buffer of at least `len` bytes, else the buffer of a chunk read
+    /// through (least recent first). Read-through chunks too small for `len`
+    /// leave the cache on the way, their buffers kept as spares.
+    fn reusable(&mut self, len: usize) -> Option<Vec<u8>> {
+        if let Some(i) = self.spare.iter().position(|b| b.capacity() >= len) {
+            let buffer = self.spare.swap_remove(i);
+            self.spare_bytes -= buffer.capacity();
+            return Some(buffer);
+        }
+        while self.ready.peek_lru().is_some_and(|(_, r)| r.read_through) {
+            let (_, ready) = self.ready.pop_lru().expect("peeked");
+            self.bytes -= ready.chunk.capacity();
+            match Arc::try_unwrap(ready.chunk) {
+                Ok(buffer) if buffer.capacity() >= len => return Some(buffer),
+                Ok(buffer) => self.keep_spare(buffer),
+                // A reader still holds it: the buffer stays theirs.
+                Err(_) => {}
+            }
+        }
+        None
+    }
+
     /// Accounts for a chunk leaving `ready`, keeping its buffer as a spare if no
-    /// reader holds it any more and there is room.
+    /// reader holds it any more.
     fn evicted(&mut self, chunk: Chunk) {
         self.bytes -= chunk.capacity();
         if let Ok(buffer) = Arc::try_unwrap(chunk) {
-            if self.spare_bytes + buffer.capacity() <= SPARE_BYTES {
-                self.spare_bytes += buffer.capacity();
-                self.spare.push(buffer);
-            }
+            self.keep_spare(buffer);
+        }
+    }
+
+    /// Keeps `buffer` for later decodes if there is room among the spares.
+    fn keep_spare(&mut self, buffer: Vec<u8>) {
+        if self.spare_bytes + buffer.capacity() <= SPARE_BYTES {
+            self.spare_bytes += buffer.capacity();
+            self.spare.push(buffer);
         }
     }
 }
@@ -364,6 +379,22 @@ mod tests {
         cache
             .get_or_decode((0, 4), 10, |buffer| {
                 assert_eq!(buffer, [3; 10], "the spare that fits");
+                Ok(buffer)
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_read_through_buffer_is_reused_even_when_too_large_to_keep_spare() {
+        let len = SPARE_BYTES + 1;
+        let cache = ChunkCache::new(4 * len);
+        cache
+            .get_or_decode((0, 0), len, |_| Ok(vec![7; len]))
+            .unwrap();
+        cache.demote((0, 0));
+        cache
+            .get_or_decode((0, 1), len, |buffer| {
+                assert!(buffer.iter().all(|&b| b == 7), "chunk 0's buffer");
                 Ok(buffer)
             })
             .unwrap();

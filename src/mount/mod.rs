@@ -194,10 +194,11 @@ pub fn serve(
     Ok(())
 }
 
-/// The outcome of a session that ended. When a detached mount's last open
-/// file closes, the kernel may end the connection by aborting it rather than
-/// with ENODEV, which the session reports as an error; it is the end that the
-/// detach asked for, so it counts as a clean one.
+/// The outcome of a session that ended. When the last open file of a lazily
+/// unmounted mount closes (detached by us after a signal, or by `umount -l`),
+/// the kernel may end the connection by aborting it rather than with ENODEV,
+/// which the session reports as an error; it is the end the unmount asked
+/// for, so it counts as a clean one.
 fn session_end(mountpoint: &Path, result: std::io::Result<()>) -> Result<()> {
     match result {
         Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {
