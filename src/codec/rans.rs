@@ -1,10 +1,14 @@
 //! rANS: static range asymmetric numeral systems over the stream's distinct
-//! words, with 32 interleaved 32-bit states so the decoder has many
-//! independent dependency chains (four AVX2 vectors of eight lanes, or
-//! plenty of scalar work to overlap).
+//! words, with 32 or 64 interleaved 32-bit states so the decoder has many
+//! independent dependency chains (vectors of 8 or 16 lanes, or plenty of
+//! scalar work to overlap).
 //!
-//! Word `i` is coded by lane `i % 32`. States live in `[2^16, 2^32)` and
-//! renormalise by whole 16-bit words, which all lanes share in one stream.
+//! The states form one or two groups of 32 lanes. Word `i` is coded by lane
+//! `i % 32` of group `(i / 32) % groups`, i.e. blocks of 32 words take the
+//! groups in turn. Long streams take two groups: a SIMD decoder is bound by
+//! the latency of each lane's step, so twice the independent chains decode
+//! faster. States live in `[2^16, 2^32)` and renormalise by whole 16-bit
+//! words, which all lanes share in one stream.
 //! The encoder runs backwards, so the decoder reads that stream forwards.
 //! The encoder divides by multiplying with exact reciprocals, and sizing runs
 //! the same branch-free loop without storing output.
@@ -16,8 +20,15 @@ use super::symbols::{self, SymbolSet, Values};
 use super::{Stats, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
-/// Interleaved states; changing it changes the byte format.
+/// States in a group; changing it changes the byte format.
 const LANES: usize = 32;
+/// The states of a stream: `G` groups of [`LANES`].
+type Groups<const G: usize> = [[u32; LANES]; G];
+/// Streams of at least this many words take two groups. Each extra state
+/// costs 4 bytes, at most 0.4% of such a stream (at 1 bit per word).
+const WIDE_MIN_WORDS: usize = 1 << 15;
+/// Set in the scale byte of a stream with two groups.
+const WIDE: u8 = 0x80;
 /// Lower bound of a normalised state; also every lane's initial state.
 const STATE_LOW: u32 = 1 << 16;
 /// Frequencies sum to 2^scale with scale <= 14, so `2^(32 - scale) * freq`
@@ -28,9 +39,18 @@ fn applicable(stats: &Stats) -> Option<&Alphabet> {
     stats.alphabet().filter(|a| a.len() >= 1)
 }
 
+/// Number of groups the encoder gives a stream of `n` words.
+fn group_count(n: usize) -> usize {
+    if n >= WIDE_MIN_WORDS {
+        2
+    } else {
+        1
+    }
+}
+
 /// Number of lanes that code at least one word (only those store a state).
-fn used_lanes(n: usize) -> usize {
-    n.min(LANES)
+fn used_lanes(n: usize, groups: usize) -> usize {
+    n.min(groups * LANES)
 }
 
 fn ceil_log2(x: usize) -> u32 {
@@ -142,45 +162,48 @@ fn normalize(counts: &[u64], total: u64, scale: u32) -> Vec<u32> {
     freqs.into_iter().map(|f| f as u32).collect()
 }
 
-/// Encodes `words` backwards and returns the final states. Before coding
-/// each word it calls `emit(renorm, low)`: `renorm` tells whether the state
-/// renormalises, emitting its low 16 bits `low` (passing both keeps the
-/// loop free of unpredictable branches). Used both to size and to encode.
+/// Encodes `words`, which start at block `first` of the stream, backwards
+/// from the states in `groups`. Before coding each word it calls
+/// `emit(renorm, low)`: `renorm` tells whether the state renormalises,
+/// emitting its low 16 bits `low` (passing both keeps the loop free of
+/// unpredictable branches). Used both to size and to encode.
 #[inline(always)]
-fn run(
+fn run<const G: usize>(
     words: &[u32],
+    first: usize,
+    groups: &mut Groups<G>,
     index: &SymbolIndex,
     symbols: &[SizeSymbol],
     scale: u32,
-    mut emit: impl FnMut(bool, u16),
-) -> [u32; LANES] {
-    let mut states = [STATE_LOW; LANES];
-    let mut put = |x: &mut u32, w: u32| {
-        let (next, renorm) = symbols[index.rank(w)].step(*x, scale);
-        emit(renorm, *x as u16);
-        *x = next;
-    };
-    let whole = words.len() - words.len() % LANES;
-    for (lane, &w) in words[whole..].iter().enumerate().rev() {
-        put(&mut states[lane], w);
-    }
-    for chunk in words[..whole].chunks_exact(LANES).rev() {
-        for lane in (0..LANES).rev() {
-            put(&mut states[lane], chunk[lane]);
+    emit: &mut impl FnMut(bool, u16),
+) {
+    for (block, words) in words.chunks(LANES).enumerate().rev() {
+        let states = &mut groups[(first + block) % G];
+        for (x, &w) in states.iter_mut().zip(words).rev() {
+            let (next, renorm) = symbols[index.rank(w)].step(*x, scale);
+            emit(renorm, *x as u16);
+            *x = next;
         }
     }
-    states
 }
 
-/// Number of renormalisation words `run` emits, without storing them. The
-/// reference for the faster `count_emitted_fast`.
+/// Number of renormalisation words the encoder emits with `G` groups,
+/// without storing them. The reference for the faster `count_emitted_fast`.
 #[cfg(test)]
-fn count_emitted(words: &[u32], index: &SymbolIndex, model: &Model) -> usize {
+fn count_emitted<const G: usize>(words: &[u32], index: &SymbolIndex, model: &Model) -> usize {
     let mut emitted = 0usize;
     let symbols = size_symbols(model);
-    run(words, index, &symbols, model.scale, |renorm, _| {
-        emitted += renorm as usize
-    });
+    let mut groups = [[STATE_LOW; LANES]; G];
+    let mut count = |renorm, _| emitted += renorm as usize;
+    run(
+        words,
+        0,
+        &mut groups,
+        index,
+        &symbols,
+        model.scale,
+        &mut count,
+    );
     emitted
 }
 
@@ -265,45 +288,45 @@ const SIMD_MIN_WORDS: usize = 4 * LANES;
 /// (a table of `2^width` entries), skipping the rank lookup.
 const DIRECT_MAX_WIDTH: u32 = 12;
 
-/// As `count_emitted`, but faster: the scalar loop uses the compact
-/// `SizeSymbol`s, and with AVX2 the whole groups of `LANES` words run in
-/// vectors of eight lanes. The tail group (coded first) is always scalar.
-fn count_emitted_fast(words: &[u32], alphabet: &Alphabet, model: &Model) -> usize {
+/// As `count_emitted`, but faster: with AVX2 the whole blocks of `LANES`
+/// words run in vectors of eight lanes. The tail block (coded first) is
+/// always scalar.
+fn count_emitted_fast<const G: usize>(words: &[u32], alphabet: &Alphabet, model: &Model) -> usize {
     let symbols = size_symbols(model);
     let index = alphabet.index();
     let scale = model.scale;
-    let mut states = [STATE_LOW; LANES];
+    let mut groups = [[STATE_LOW; LANES]; G];
     let mut emitted = 0usize;
+    let mut count = |renorm, _| emitted += renorm as usize;
     let whole = words.len() - words.len() % LANES;
-    for (lane, &w) in words[whole..].iter().enumerate().rev() {
-        let (x, renorm) = symbols[index.rank(w)].step(states[lane], scale);
-        states[lane] = x;
-        emitted += renorm as usize;
-    }
+    let tail = &words[whole..];
+    run(
+        tail,
+        whole / LANES,
+        &mut groups,
+        index,
+        &symbols,
+        scale,
+        &mut count,
+    );
     let bulk = &words[..whole];
-    if let Some(count) = count_bulk_simd(bulk, alphabet, &symbols, scale, &mut states) {
-        return emitted + count;
-    }
-    for chunk in bulk.chunks_exact(LANES).rev() {
-        for (x, &w) in states.iter_mut().zip(chunk) {
-            let (next, renorm) = symbols[index.rank(w)].step(*x, scale);
-            *x = next;
-            emitted += renorm as usize;
-        }
+    match count_bulk_simd(bulk, alphabet, &symbols, scale, &mut groups) {
+        Some(bulk_count) => emitted += bulk_count,
+        None => run(bulk, 0, &mut groups, index, &symbols, scale, &mut count),
     }
     emitted
 }
 
-/// Runs the whole groups of `bulk` with AVX2 when the CPU has it, the
+/// Runs the whole blocks of `bulk` with AVX2 when the CPU has it, the
 /// stream is long enough and the words are at most 16 bits wide (there is a
-/// direct rank array); otherwise returns None and leaves `states` alone.
+/// direct rank array); otherwise returns None and leaves `groups` alone.
 #[inline]
-fn count_bulk_simd(
+fn count_bulk_simd<const G: usize>(
     bulk: &[u32],
     alphabet: &Alphabet,
     symbols: &[SizeSymbol],
     scale: u32,
-    states: &mut [u32; LANES],
+    groups: &mut Groups<G>,
 ) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if bulk.len() >= SIMD_MIN_WORDS && simd_level() != Simd::None {
@@ -322,10 +345,15 @@ fn count_bulk_simd(
                 symbols,
             }
         };
-        // SAFETY: the CPU supports AVX2, as checked just above.
-        return Some(unsafe { avx2_size::count(bulk, &lookup, scale, states) });
+        let mut count = 0;
+        for (group, states) in groups.iter_mut().enumerate() {
+            let blocks = avx2_size::Blocks { group, groups: G };
+            // SAFETY: the CPU supports AVX2, as checked just above.
+            count += unsafe { avx2_size::count(bulk, blocks, &lookup, scale, states) };
+        }
+        return Some(count);
     }
-    let _ = (bulk, alphabet, symbols, scale, states);
+    let _ = (bulk, alphabet, symbols, scale, groups);
     None
 }
 
@@ -334,39 +362,57 @@ fn count_bulk_simd(
 pub(super) fn size(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
     let model = Model::new(alphabet, words.len());
-    let emitted = count_emitted_fast(words, alphabet, &model);
+    let groups = group_count(words.len());
+    let emitted = match groups {
+        1 => count_emitted_fast::<1>(words, alphabet, &model),
+        _ => count_emitted_fast::<2>(words, alphabet, &model),
+    };
     let table = symbols::size(&alphabet.words, &model.freqs, Values::Varints);
-    Some(1 + table + 4 * used_lanes(words.len()) + varint_len(emitted as u64) + 2 * emitted)
+    let states = 4 * used_lanes(words.len(), groups);
+    Some(1 + table + states + varint_len(emitted as u64) + 2 * emitted)
 }
 
 pub(super) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     let Some(alphabet) = applicable(stats) else {
         return false;
     };
+    match group_count(words.len()) {
+        1 => encode_groups::<1>(words, alphabet, out),
+        _ => encode_groups::<2>(words, alphabet, out),
+    }
+    true
+}
+
+/// Encodes a stream with `G` groups of lanes.
+fn encode_groups<const G: usize>(words: &[u32], alphabet: &Alphabet, out: &mut Vec<u8>) {
     let model = Model::new(alphabet, words.len());
-    out.push(model.scale as u8);
+    out.push(model.scale as u8 | if G == 2 { WIDE } else { 0 });
     symbols::write(&alphabet.words, &model.freqs, Values::Varints, out);
     // Each word emits at most one renormalisation word; every word writes
     // its low bits at `count`, kept only if it did emit, so `count <= n`.
     let mut emitted = vec![0u16; words.len() + 1];
     let mut count = 0usize;
     let symbols = size_symbols(&model);
-    let states = run(
+    let mut groups = [[STATE_LOW; LANES]; G];
+    let mut keep = |renorm, low| {
+        emitted[count] = low;
+        count += renorm as usize;
+    };
+    let index = alphabet.index();
+    run(
         words,
-        alphabet.index(),
+        0,
+        &mut groups,
+        index,
         &symbols,
         model.scale,
-        |renorm, low| {
-            emitted[count] = low;
-            count += renorm as usize;
-        },
+        &mut keep,
     );
-    for state in &states[..used_lanes(words.len())] {
+    for state in &groups.as_flattened()[..used_lanes(words.len(), G)] {
         out.extend_from_slice(&state.to_le_bytes());
     }
     put_varint(out, count as u64);
     out.extend(emitted[..count].iter().rev().flat_map(|w| w.to_le_bytes()));
-    true
 }
 
 /// Slot -> symbol tables for a validated model, of exactly `2^scale` entries.
@@ -539,15 +585,30 @@ fn renormalise_slow(
 }
 
 pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
-    let scale = r.u8()? as u32;
+    let head = r.u8()?;
+    let scale = (head & !WIDE) as u32;
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
     }
     let set = symbols::read(r, width, Values::Varints, 1 << scale)?;
     let table = DecodeTable::<T>::new(&set, scale)
         .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
-    let mut states = [STATE_LOW; LANES];
-    for state in &mut states[..used_lanes(out.len())] {
+    if head & WIDE != 0 {
+        decode_groups::<T, 2>(r, &table, out)
+    } else {
+        decode_groups::<T, 1>(r, &table, out)
+    }
+}
+
+/// Reads the states and renormalisation words of a stream with `G` groups
+/// of lanes, and decodes it with `table`.
+fn decode_groups<T: Word, const G: usize>(
+    r: &mut Reader,
+    table: &DecodeTable<T>,
+    out: &mut [T],
+) -> Result<(), WireError> {
+    let mut groups = [[STATE_LOW; LANES]; G];
+    for state in &mut groups.as_flattened_mut()[..used_lanes(out.len(), G)] {
         let at = r.pos();
         *state = u32::from_le_bytes(r.bytes(4)?.try_into().expect("4 bytes"));
         if *state < STATE_LOW {
@@ -561,13 +622,13 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
     let count = r.varint_max(max_words, "rans data runs past the end of data")? as usize;
     let at = r.pos();
     let data = r.bytes(2 * count)?;
-    if decode_any_scale(&mut states, &table, data, out) != count {
+    if decode_any_scale(&mut groups, table, data, out) != count {
         return Err(WireError {
             at,
             reason: "rans data not consumed exactly",
         });
     }
-    if states != [STATE_LOW; LANES] {
+    if groups.as_flattened().iter().any(|&x| x != STATE_LOW) {
         return Err(r.error("rans final state does not match the initial state"));
     }
     Ok(())
@@ -578,18 +639,18 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
 /// a SIMD decoder for the bulk when the CPU has one, then the portable one
 /// specialised for the table's scale, so that the shift and mask are
 /// constants and the table index needs no bounds check.
-fn decode_any_scale<T: Word>(
-    states: &mut [u32; LANES],
+fn decode_any_scale<T: Word, const G: usize>(
+    groups: &mut Groups<G>,
     table: &DecodeTable<T>,
     data: &[u8],
     out: &mut [T],
 ) -> usize {
-    let (done, pos) = decode_bulk_simd(states, table, data, out);
+    let (done, pos) = decode_bulk_simd(groups, table, data, out);
     let out = &mut out[done..];
     macro_rules! dispatch {
         ($($scale:literal)*) => {
             match table.scale {
-                $($scale => decode_lanes::<$scale, T>(states, table, data, pos, out),)*
+                $($scale => decode_lanes::<$scale, T, G>(groups, table, data, pos, out),)*
                 _ => unreachable!("rans scale is validated to be at most 14"),
             }
         };
@@ -598,12 +659,12 @@ fn decode_any_scale<T: Word>(
     dispatch!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
 }
 
-/// Decodes whole groups of `LANES` words with SIMD while a full window of
-/// renormalisation words remains; returns the words decoded (a multiple of
-/// `LANES`) and the words read. Does nothing without AVX2.
+/// Decodes whole rounds of `G * LANES` words (one block per group) with
+/// SIMD while a full round of renormalisation words remains; returns the
+/// words decoded and the words read. Does nothing without AVX2.
 #[inline]
-fn decode_bulk_simd<T: Word>(
-    states: &mut [u32; LANES],
+fn decode_bulk_simd<T: Word, const G: usize>(
+    groups: &mut Groups<G>,
     table: &DecodeTable<T>,
     data: &[u8],
     out: &mut [T],
@@ -611,58 +672,72 @@ fn decode_bulk_simd<T: Word>(
     #[cfg(target_arch = "x86_64")]
     match simd_level() {
         // SAFETY: `simd_level` checked that the CPU has these features.
-        Simd::Avx512 => return unsafe { simd::decode_avx512(states, table, data, out) },
-        Simd::Avx2 => return unsafe { simd::decode_avx2(states, table, data, out) },
+        Simd::Avx512 => return unsafe { simd::decode_avx512(groups, table, data, out) },
+        Simd::Avx2 => return unsafe { simd::decode_avx2(groups, table, data, out) },
         Simd::None => {}
     }
-    let _ = (states, table, data, out);
+    let _ = (groups, table, data, out);
     (0, 0)
 }
 
 /// Decodes `out.len()` words with tables of `2^SCALE` entries, starting at
-/// renormalisation word `pos`, and returns how many words were read in all.
-fn decode_lanes<const SCALE: u32, T: Word>(
-    states: &mut [u32; LANES],
+/// renormalisation word `pos` with a block of group 0, and returns how many
+/// words were read in all.
+fn decode_lanes<const SCALE: u32, T: Word, const G: usize>(
+    groups: &mut Groups<G>,
     table: &DecodeTable<T>,
     data: &[u8],
     mut pos: usize,
     out: &mut [T],
 ) -> usize {
     let lookup = Lookup::<SCALE, T>::new(&table.slots);
-    // A local copy whose address never escapes stays in registers.
-    let mut st = *states;
-    let mut chunks = out.chunks_exact_mut(LANES);
-    for chunk in &mut chunks {
-        for (o, x) in chunk.iter_mut().zip(st.iter_mut()) {
-            *o = step(lookup, x);
-        }
-        let window = data
-            .get(2 * pos..2 * pos + 2 * LANES)
-            .and_then(|w| <&[u8; 2 * LANES]>::try_from(w).ok());
-        match window {
-            Some(window) => pos += renormalise_fast(&mut st, window),
-            None => (st, pos) = renormalise_slow(st, LANES, data, pos),
+    // A local copy whose address never escapes can live in registers.
+    let mut st = *groups;
+    let mut rounds = out.chunks_exact_mut(G * LANES);
+    for round in &mut rounds {
+        for (block, states) in round.chunks_exact_mut(LANES).zip(&mut st) {
+            step_block(lookup, block, states);
+            let window = data
+                .get(2 * pos..2 * pos + 2 * LANES)
+                .and_then(|w| <&[u8; 2 * LANES]>::try_from(w).ok());
+            match window {
+                Some(window) => pos += renormalise_fast(states, window),
+                None => (*states, pos) = renormalise_slow(*states, LANES, data, pos),
+            }
         }
     }
-    let tail = chunks.into_remainder();
-    for (o, x) in tail.iter_mut().zip(st.iter_mut()) {
-        *o = step(lookup, x);
+    let tail = rounds.into_remainder();
+    for (block, states) in tail.chunks_mut(LANES).zip(&mut st) {
+        step_block(lookup, block, states);
+        (*states, pos) = renormalise_slow(*states, block.len(), data, pos);
     }
-    (st, pos) = renormalise_slow(st, tail.len(), data, pos);
-    *states = st;
+    *groups = st;
     pos
 }
 
-/// The decoder of `decode_lanes` with SIMD: each run of 8 lanes lives in one
-/// vector, so four vectors give four independent dependency chains (one
-/// would wait on its gather latency). Table lookups are gathers. The
-/// renormalisation words for the lanes that need one are spread to them by
-/// a permutation chosen by the mask of those lanes (AVX2), or by an expand
-/// under that mask (AVX-512, whose shorter latency matters: the loop is
-/// bound by the chain gather, multiply, renormalise).
+/// Decodes one word per lane into `block` (up to `LANES` words).
+#[inline(always)]
+fn step_block<const SCALE: u32, T: Word>(
+    lookup: Lookup<'_, SCALE, T>,
+    block: &mut [T],
+    states: &mut [u32; LANES],
+) {
+    for (o, x) in block.iter_mut().zip(states.iter_mut()) {
+        *o = step(lookup, x);
+    }
+}
+
+/// The decoder of `decode_lanes` with SIMD. A group's 32 lanes live in four
+/// vectors of 8 (AVX2) or two of 16 (AVX-512), and all groups of a stream
+/// decode together, so there are 4 to 8 independent dependency chains: the
+/// loop is bound by each chain's latency (gather, multiply, renormalise)
+/// more than by throughput. Table lookups are gathers. The renormalisation
+/// words for the lanes that need one are spread to them by a permutation
+/// chosen by the mask of those lanes (AVX2), or by an expand under that mask
+/// (AVX-512).
 #[cfg(target_arch = "x86_64")]
 mod simd {
-    use super::{DecodeTable, Slots, Word, LANES, STATE_LOW};
+    use super::{DecodeTable, Groups, Slots, Word, LANES, STATE_LOW};
     use std::arch::x86_64::*;
 
     /// The 32 lane states as four vectors of eight. (A helper rather than
@@ -698,39 +773,175 @@ mod simd {
     /// # Safety
     /// The CPU must support AVX2 and POPCNT.
     #[target_feature(enable = "avx2,popcnt")]
-    pub(super) unsafe fn decode_avx2<T: Word>(
-        states: &mut [u32; LANES],
+    pub(super) unsafe fn decode_avx2<T: Word, const G: usize>(
+        groups: &mut Groups<G>,
         table: &DecodeTable<T>,
         data: &[u8],
         out: &mut [T],
     ) -> (usize, usize) {
-        decode_table::<T, Avx2>(states, table, data, out)
+        decode_table::<T, Ymm, G>(groups, table, data, out)
     }
 
     /// # Safety
-    /// The CPU must support AVX2, POPCNT, AVX-512F and AVX-512VL.
-    #[target_feature(enable = "avx2,popcnt,avx512f,avx512vl")]
-    pub(super) unsafe fn decode_avx512<T: Word>(
-        states: &mut [u32; LANES],
+    /// The CPU must support AVX2, POPCNT and AVX-512F.
+    #[target_feature(enable = "avx2,popcnt,avx512f")]
+    pub(super) unsafe fn decode_avx512<T: Word, const G: usize>(
+        groups: &mut Groups<G>,
         table: &DecodeTable<T>,
         data: &[u8],
         out: &mut [T],
     ) -> (usize, usize) {
-        decode_table::<T, Avx512>(states, table, data, out)
+        decode_table::<T, Zmm, G>(groups, table, data, out)
     }
 
-    /// How a vector of 8 lanes renormalises.
-    trait Renorm {
-        /// Which lanes are below 2^16.
-        type Need: Copy;
-        unsafe fn need(x: __m256i) -> Self::Need;
-        unsafe fn count(need: Self::Need) -> usize;
-        /// `x` with the lanes of `need` shifted up by 16 bits and given, in
-        /// lane order, the zero-extended words of `next`.
-        unsafe fn renormalise(x: __m256i, need: Self::Need, next: __m256i) -> __m256i;
+    /// Where a decoder's gathers read: the slots of a [`DecodeTable`] of
+    /// `2^scale` entries, in the fused layout or in the split one (whose
+    /// word table has the padding that 4-byte reads need).
+    struct Tables {
+        fused: *const i32,
+        packed: *const i32,
+        words: *const i32,
+        scale: u32,
     }
 
-    struct Avx2;
+    /// The 32 lane states of a group in SIMD vectors, and the steps of
+    /// decoding them. Every method must be inlined into a caller with the
+    /// target features its intrinsics need.
+    trait Block: Copy {
+        /// # Safety
+        /// As for the trait.
+        unsafe fn load(states: &[u32; LANES]) -> Self;
+
+        /// # Safety
+        /// As for the trait.
+        unsafe fn store(self, states: &mut [u32; LANES]);
+
+        /// Decodes one word per lane, leaving the states un-renormalised,
+        /// and returns the words, zero-extended to 32 bits. `FUSED`: whether
+        /// `tables` has the fused layout.
+        ///
+        /// # Safety
+        /// `tables` must point at tables of `2^tables.scale` entries of
+        /// that layout, and the states must be in `[2^16, 2^32)` (so no
+        /// step overflows).
+        unsafe fn step<T: Word, const FUSED: bool>(&mut self, tables: &Tables) -> Self;
+
+        /// Stores the 32 words of [`Block::step`] as `T`s at `out`.
+        ///
+        /// # Safety
+        /// `out` must have room for 32 `T`s, and every word must fit `T`.
+        unsafe fn store_words<T: Word>(self, out: *mut T);
+
+        /// Renormalises the lanes below 2^16, in lane order, each taking
+        /// the next 16-bit word at `data`; returns how many it took.
+        ///
+        /// # Safety
+        /// `data` must have `2 * LANES` readable bytes.
+        unsafe fn renormalise(&mut self, data: *const u8) -> usize;
+    }
+
+    /// [`decode`] with the fused table if the stream has one.
+    ///
+    /// # Safety
+    /// As for [`decode`].
+    #[inline(always)]
+    unsafe fn decode_table<T: Word, B: Block, const G: usize>(
+        groups: &mut Groups<G>,
+        table: &DecodeTable<T>,
+        data: &[u8],
+        out: &mut [T],
+    ) -> (usize, usize) {
+        match table.slots {
+            Slots::Fused(_) => decode::<T, B, G, true>(groups, table, data, out),
+            Slots::Split { .. } => decode::<T, B, G, false>(groups, table, data, out),
+        }
+    }
+
+    /// As `super::decode_lanes` for whole rounds of `G * LANES` words while
+    /// `data` holds at least that many more words; returns the words
+    /// decoded and the words read. `FUSED`: whether the table has the fused
+    /// layout.
+    ///
+    /// # Safety
+    /// The CPU must have the features `B` uses.
+    #[inline(always)]
+    unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
+        groups: &mut Groups<G>,
+        table: &DecodeTable<T>,
+        data: &[u8],
+        out: &mut [T],
+    ) -> (usize, usize) {
+        let size = 1usize << table.scale;
+        let null = std::ptr::null();
+        // Gathers index the tables by `x & (size - 1)`, so they stay inside
+        // them (a word gather reads 4 bytes, which the padding covers).
+        let tables = match &table.slots {
+            Slots::Fused(fused) => {
+                assert!(FUSED && fused.len() == size);
+                let fused = fused.as_ptr() as *const i32;
+                (fused, null, null)
+            }
+            Slots::Split { packed, words } => {
+                assert!(!FUSED && packed.len() == size);
+                assert!((size - 1) * size_of::<T>() + 4 <= size_of_val(words.as_slice()));
+                (
+                    null,
+                    packed.as_ptr() as *const i32,
+                    words.as_ptr() as *const i32,
+                )
+            }
+        };
+        let (fused, packed, words) = tables;
+        let tables = Tables {
+            fused,
+            packed,
+            words,
+            scale: table.scale,
+        };
+        let mut x = [B::load(&groups[0]); G];
+        for (x, states) in x.iter_mut().zip(groups.iter()) {
+            *x = B::load(states);
+        }
+        let round = G * LANES;
+        let mut pos = 0usize;
+        let mut done = 0usize;
+        for chunk in out.chunks_exact_mut(round) {
+            // Each group reads at most `LANES` words from where the
+            // previous one stopped.
+            if 2 * (pos + round) > data.len() {
+                break;
+            }
+            // Step every group first: they are independent chains, and only
+            // renormalisation ties them together (through the position of
+            // the next word).
+            let mut words = x;
+            for (x, words) in x.iter_mut().zip(&mut words) {
+                // SAFETY: the tables are as asserted above, and the states
+                // are renormalised (the caller validated the initial ones).
+                *words = x.step::<T, FUSED>(&tables);
+            }
+            for (words, block) in words.iter().zip(chunk.chunks_exact_mut(LANES)) {
+                // SAFETY: `block` holds 32 words, and every word decoded
+                // from a validated table fits `T`.
+                words.store_words(block.as_mut_ptr());
+            }
+            for x in &mut x {
+                // SAFETY: `2 * (pos + LANES) <= data.len()` by the check
+                // above, since earlier groups advanced `pos` by at most
+                // `LANES` each.
+                pos += x.renormalise(data.as_ptr().add(2 * pos));
+            }
+            done += round;
+        }
+        for (x, states) in x.iter().zip(groups.iter_mut()) {
+            x.store(states);
+        }
+        (done, pos)
+    }
+
+    /// A group as four AVX2 vectors of eight lanes.
+    #[derive(Clone, Copy)]
+    struct Ymm([__m256i; 4]);
 
     /// `PERM[mask][lane]`: for a lane whose bit is set in `mask`, the number
     /// of set bits below it, i.e. which of the next words it takes.
@@ -751,135 +962,38 @@ mod simd {
         table
     };
 
-    impl Renorm for Avx2 {
-        /// All ones in the lanes below 2^16.
-        type Need = __m256i;
-
+    impl Block for Ymm {
         #[inline(always)]
-        unsafe fn need(x: __m256i) -> __m256i {
-            _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(x), _mm256_setzero_si256())
+        unsafe fn load(states: &[u32; LANES]) -> Self {
+            Ymm(load_quarters(states))
         }
 
         #[inline(always)]
-        unsafe fn count(need: __m256i) -> usize {
-            _mm256_movemask_ps(_mm256_castsi256_ps(need)).count_ones() as usize
+        unsafe fn store(self, states: &mut [u32; LANES]) {
+            store_quarters(self.0, states)
         }
 
         #[inline(always)]
-        unsafe fn renormalise(x: __m256i, need: __m256i, next: __m256i) -> __m256i {
-            let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
-            // SAFETY: `bits < 256` and each row holds 8 u32.
-            let perm = _mm256_loadu_si256(PERM[bits & 255].as_ptr() as *const __m256i);
-            let renormed = _mm256_or_si256(
-                _mm256_slli_epi32::<16>(x),
-                _mm256_permutevar8x32_epi32(next, perm),
-            );
-            _mm256_blendv_epi8(x, renormed, need)
-        }
-    }
-
-    struct Avx512;
-
-    impl Renorm for Avx512 {
-        type Need = __mmask8;
-
-        #[inline(always)]
-        unsafe fn need(x: __m256i) -> __mmask8 {
-            _mm256_cmplt_epu32_mask(x, _mm256_set1_epi32(STATE_LOW as i32))
-        }
-
-        #[inline(always)]
-        unsafe fn count(need: __mmask8) -> usize {
-            need.count_ones() as usize
-        }
-
-        #[inline(always)]
-        unsafe fn renormalise(x: __m256i, need: __mmask8, next: __m256i) -> __m256i {
-            let shifted = _mm256_mask_slli_epi32::<16>(x, need, x);
-            _mm256_or_si256(shifted, _mm256_maskz_expand_epi32(need, next))
-        }
-    }
-
-    /// [`decode`] with the fused table if the stream has one.
-    ///
-    /// # Safety
-    /// As for [`decode`].
-    #[inline(always)]
-    unsafe fn decode_table<T: Word, R: Renorm>(
-        states: &mut [u32; LANES],
-        table: &DecodeTable<T>,
-        data: &[u8],
-        out: &mut [T],
-    ) -> (usize, usize) {
-        match table.slots {
-            Slots::Fused(_) => decode::<T, R, true>(states, table, data, out),
-            Slots::Split { .. } => decode::<T, R, false>(states, table, data, out),
-        }
-    }
-
-    /// As `super::decode_lanes` for whole groups while `data` holds at least
-    /// `LANES` more words; returns the words decoded and the words read.
-    /// `FUSED`: whether the table has the fused layout.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and POPCNT, and what `R` uses.
-    #[inline(always)]
-    unsafe fn decode<T: Word, R: Renorm, const FUSED: bool>(
-        states: &mut [u32; LANES],
-        table: &DecodeTable<T>,
-        data: &[u8],
-        out: &mut [T],
-    ) -> (usize, usize) {
-        let size = 1usize << table.scale;
-        let (fused, packed, words): (&[u32], &[u32], &[T]) = match &table.slots {
-            Slots::Fused(fused) => (fused, &[], &[]),
-            Slots::Split { packed, words } => (&[], packed, words),
-        };
-        // Gathers index the tables by `x & mask`, so they stay inside them
-        // (a word gather reads 4 bytes, which the padding covers).
-        if FUSED {
-            assert!(fused.len() == size);
-        } else {
-            assert!(packed.len() == size);
-            assert!((size - 1) * size_of::<T>() + 4 <= size_of_val(words));
-        }
-        let packed = packed.as_ptr() as *const i32;
-        let words = words.as_ptr() as *const i32;
-        let fused = fused.as_ptr() as *const i32;
-        let mask = _mm256_set1_epi32(size as i32 - 1);
-        let low16 = _mm256_set1_epi32(0xffff);
-        let low12 = _mm256_set1_epi32(0xfff);
-        let word_mask = _mm256_set1_epi32((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
-        let shift = _mm_cvtsi32_si128(table.scale as i32);
-        let mut x = load_quarters(states);
-        let mut pos = 0usize;
-        let mut done = 0usize;
-        for chunk in out.chunks_exact_mut(LANES) {
-            // Each quarter reads at most 8 words from its start, which is at
-            // most 8 words after the previous quarter's.
-            if 2 * (pos + LANES) > data.len() {
-                break;
-            }
-            // Decode all four quarters first: they are independent chains, and
-            // only the renormalisation below ties them together (through the
-            // number of words each quarter takes).
+        unsafe fn step<T: Word, const FUSED: bool>(&mut self, t: &Tables) -> Self {
+            let mask = _mm256_set1_epi32((1 << t.scale) - 1);
+            let low16 = _mm256_set1_epi32(0xffff);
+            let low12 = _mm256_set1_epi32(0xfff);
+            let word_mask = _mm256_set1_epi32((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
+            let shift = _mm_cvtsi32_si128(t.scale as i32);
             let mut decoded = [_mm256_setzero_si256(); 4];
-            for (x, decoded) in x.iter_mut().zip(&mut decoded) {
+            for (x, decoded) in self.0.iter_mut().zip(&mut decoded) {
                 let slot = _mm256_and_si256(*x, mask);
-                // SAFETY: every index is at most `size - 1`, the fused table
-                // (when used) has `size` entries, and the 4 bytes read at
-                // each word end inside `words` (all asserted above).
                 let (freq, offset) = if FUSED {
-                    let entry = _mm256_i32gather_epi32::<4>(fused, slot);
+                    let entry = _mm256_i32gather_epi32::<4>(t.fused, slot);
                     *decoded = _mm256_srli_epi32::<24>(entry);
                     let freq = _mm256_and_si256(_mm256_srli_epi32::<12>(entry), low12);
                     (freq, _mm256_and_si256(entry, low12))
                 } else {
-                    let entry = _mm256_i32gather_epi32::<4>(packed, slot);
+                    let entry = _mm256_i32gather_epi32::<4>(t.packed, slot);
                     let word = match size_of::<T>() {
-                        1 => _mm256_i32gather_epi32::<1>(words, slot),
-                        2 => _mm256_i32gather_epi32::<2>(words, slot),
-                        _ => _mm256_i32gather_epi32::<4>(words, slot),
+                        1 => _mm256_i32gather_epi32::<1>(t.words, slot),
+                        2 => _mm256_i32gather_epi32::<2>(t.words, slot),
+                        _ => _mm256_i32gather_epi32::<4>(t.words, slot),
                     };
                     *decoded = _mm256_and_si256(word, word_mask);
                     let offset = _mm256_and_si256(entry, low16);
@@ -888,58 +1002,142 @@ mod simd {
                 let quotient = _mm256_srl_epi32(*x, shift);
                 *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
             }
-            let need = [R::need(x[0]), R::need(x[1]), R::need(x[2]), R::need(x[3])];
-            // SAFETY: `chunk` holds 32 words, and every word fits `T`.
-            store_group(decoded, chunk.as_mut_ptr());
-            // Renormalise the lanes below 2^16, in lane order.
-            for (x, need) in x.iter_mut().zip(need) {
-                // SAFETY: `2 * pos + 16 <= data.len()` by the check above,
-                // since the earlier quarters advanced `pos` by at most 24.
-                let raw = _mm_loadu_si128(data.as_ptr().add(2 * pos) as *const __m128i);
-                *x = R::renormalise(*x, need, _mm256_cvtepu16_epi32(raw));
-                pos += R::count(need);
-            }
-            done += LANES;
+            Ymm(decoded)
         }
-        store_quarters(x, states);
-        (done, pos)
+
+        /// Narrowing packs with unsigned saturation, which keeps every word
+        /// that fits `T` unchanged.
+        #[inline(always)]
+        unsafe fn store_words<T: Word>(self, out: *mut T) {
+            let [a, b, c, d] = self.0;
+            let out = out as *mut __m256i;
+            match size_of::<T>() {
+                1 => {
+                    // Packing works within 128-bit halves: the 4-byte runs
+                    // come out as a0-3 b0-3 c0-3 d0-3 a4-7 b4-7 c4-7 d4-7.
+                    let halves =
+                        _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+                    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+                    _mm256_storeu_si256(out, _mm256_permutevar8x32_epi32(halves, order));
+                }
+                2 => {
+                    // 8-byte runs a0-3 b0-3 a4-7 b4-7, then the same for c, d.
+                    for (i, (lo, hi)) in [(a, b), (c, d)].into_iter().enumerate() {
+                        let packed = _mm256_packus_epi32(lo, hi);
+                        _mm256_storeu_si256(
+                            out.add(i),
+                            _mm256_permute4x64_epi64::<0b11_01_10_00>(packed),
+                        );
+                    }
+                }
+                _ => {
+                    for (i, v) in self.0.into_iter().enumerate() {
+                        _mm256_storeu_si256(out.add(i), v);
+                    }
+                }
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn renormalise(&mut self, data: *const u8) -> usize {
+            let mut taken = 0;
+            for x in &mut self.0 {
+                let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), _mm256_setzero_si256());
+                let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
+                let raw = _mm_loadu_si128(data.add(2 * taken) as *const __m128i);
+                // `bits < 256`, and each row holds 8 u32.
+                let perm = _mm256_loadu_si256(PERM[bits & 255].as_ptr() as *const __m256i);
+                let renormed = _mm256_or_si256(
+                    _mm256_slli_epi32::<16>(*x),
+                    _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(raw), perm),
+                );
+                *x = _mm256_blendv_epi8(*x, renormed, need);
+                taken += bits.count_ones() as usize;
+            }
+            taken
+        }
     }
 
-    /// Stores a group of 32 words, given as four vectors of eight in order,
-    /// as 32 `T`s at `out`. Narrowing packs with unsigned saturation, which
-    /// keeps every word that fits `T` unchanged.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2, `out` must have room for 32 `T`s, and
-    /// every word must fit `T`.
-    #[inline(always)]
-    unsafe fn store_group<T: Word>(words: [__m256i; 4], out: *mut T) {
-        let [a, b, c, d] = words;
-        let out = out as *mut __m256i;
-        match std::mem::size_of::<T>() {
-            1 => {
-                // Packing works within 128-bit halves: the 4-byte runs come out
-                // as a0-3 b0-3 c0-3 d0-3 a4-7 b4-7 c4-7 d4-7.
-                let halves =
-                    _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
-                let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-                _mm256_storeu_si256(out, _mm256_permutevar8x32_epi32(halves, order));
+    /// A group as two AVX-512 vectors of sixteen lanes.
+    #[derive(Clone, Copy)]
+    struct Zmm([__m512i; 2]);
+
+    impl Block for Zmm {
+        #[inline(always)]
+        unsafe fn load(states: &[u32; LANES]) -> Self {
+            let at = states.as_ptr();
+            Zmm([
+                _mm512_loadu_si512(at as *const _),
+                _mm512_loadu_si512(at.add(16) as *const _),
+            ])
+        }
+
+        #[inline(always)]
+        unsafe fn store(self, states: &mut [u32; LANES]) {
+            let at = states.as_mut_ptr();
+            _mm512_storeu_si512(at as *mut _, self.0[0]);
+            _mm512_storeu_si512(at.add(16) as *mut _, self.0[1]);
+        }
+
+        #[inline(always)]
+        unsafe fn step<T: Word, const FUSED: bool>(&mut self, t: &Tables) -> Self {
+            let mask = _mm512_set1_epi32((1 << t.scale) - 1);
+            let low16 = _mm512_set1_epi32(0xffff);
+            let low12 = _mm512_set1_epi32(0xfff);
+            let word_mask = _mm512_set1_epi32((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
+            let shift = _mm_cvtsi32_si128(t.scale as i32);
+            let mut decoded = [_mm512_setzero_si512(); 2];
+            for (x, decoded) in self.0.iter_mut().zip(&mut decoded) {
+                let slot = _mm512_and_si512(*x, mask);
+                let (freq, offset) = if FUSED {
+                    let entry = _mm512_i32gather_epi32::<4>(slot, t.fused);
+                    *decoded = _mm512_srli_epi32::<24>(entry);
+                    let freq = _mm512_and_si512(_mm512_srli_epi32::<12>(entry), low12);
+                    (freq, _mm512_and_si512(entry, low12))
+                } else {
+                    let entry = _mm512_i32gather_epi32::<4>(slot, t.packed);
+                    let word = match size_of::<T>() {
+                        1 => _mm512_i32gather_epi32::<1>(slot, t.words),
+                        2 => _mm512_i32gather_epi32::<2>(slot, t.words),
+                        _ => _mm512_i32gather_epi32::<4>(slot, t.words),
+                    };
+                    *decoded = _mm512_and_si512(word, word_mask);
+                    let offset = _mm512_and_si512(entry, low16);
+                    (_mm512_srli_epi32::<16>(entry), offset)
+                };
+                let quotient = _mm512_srl_epi32(*x, shift);
+                *x = _mm512_add_epi32(_mm512_mullo_epi32(freq, quotient), offset);
             }
-            2 => {
-                // 8-byte runs a0-3 b0-3 a4-7 b4-7, then the same for c and d.
-                for (i, (lo, hi)) in [(a, b), (c, d)].into_iter().enumerate() {
-                    let packed = _mm256_packus_epi32(lo, hi);
-                    _mm256_storeu_si256(
-                        out.add(i),
-                        _mm256_permute4x64_epi64::<0b11_01_10_00>(packed),
-                    );
+            Zmm(decoded)
+        }
+
+        /// Narrowing truncates, which keeps every word that fits `T`.
+        #[inline(always)]
+        unsafe fn store_words<T: Word>(self, out: *mut T) {
+            for (i, v) in self.0.into_iter().enumerate() {
+                match size_of::<T>() {
+                    1 => _mm_storeu_si128((out as *mut __m128i).add(i), _mm512_cvtepi32_epi8(v)),
+                    2 => {
+                        _mm256_storeu_si256((out as *mut __m256i).add(i), _mm512_cvtepi32_epi16(v))
+                    }
+                    _ => _mm512_storeu_si512((out as *mut __m512i).add(i) as *mut _, v),
                 }
             }
-            _ => {
-                for (i, v) in words.into_iter().enumerate() {
-                    _mm256_storeu_si256(out.add(i), v);
-                }
+        }
+
+        #[inline(always)]
+        unsafe fn renormalise(&mut self, data: *const u8) -> usize {
+            let low = _mm512_set1_epi32(STATE_LOW as i32);
+            let mut taken = 0;
+            for x in &mut self.0 {
+                let need = _mm512_cmplt_epu32_mask(*x, low);
+                let raw = _mm256_loadu_si256(data.add(2 * taken) as *const __m256i);
+                let shifted = _mm512_mask_slli_epi32::<16>(*x, need, *x);
+                let next = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(raw));
+                *x = _mm512_or_si512(shifted, next);
+                taken += need.count_ones() as usize;
             }
+            taken
         }
     }
 }
@@ -967,21 +1165,31 @@ mod avx2_size {
         },
     }
 
-    /// Codes the whole groups of `words` (backwards, as `super::run`) from
-    /// `states`, and returns the number of renormalisations. Words are
-    /// masked to the table size and ranks clamped to the symbol count, so
-    /// every gather stays inside its table whatever the words are.
+    /// Which blocks of `LANES` words one group of states codes: blocks
+    /// `group`, `group + groups`, `group + 2 * groups` and so on.
+    #[derive(Clone, Copy)]
+    pub(super) struct Blocks {
+        pub group: usize,
+        pub groups: usize,
+    }
+
+    /// Codes the whole blocks of `words` that `blocks` selects (backwards,
+    /// as `super::run`) from `states`, and returns the number of
+    /// renormalisations. Words are masked to the table size and ranks
+    /// clamped to the symbol count, so every gather stays inside its table
+    /// whatever the words are.
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn count(
         words: &[u32],
+        blocks: Blocks,
         lookup: &Lookup,
         scale: u32,
         states: &mut [u32; LANES],
     ) -> usize {
-        assert!(words.len().is_multiple_of(LANES) && scale <= 14);
+        assert!(words.len().is_multiple_of(LANES) && scale <= 14 && blocks.groups >= 1);
         // (table base, its length) and, for ranked lookups, the rank array.
         let (symbols, ranks) = match *lookup {
             Lookup::Direct(table) => (table, None),
@@ -1009,7 +1217,8 @@ mod avx2_size {
         let base = symbols.as_ptr() as *const i32;
         let mut x = load_quarters(states);
         let mut count = _mm256_setzero_si256();
-        for chunk in words.chunks_exact(LANES).rev() {
+        let mine = words.chunks_exact(LANES).skip(blocks.group);
+        for chunk in mine.step_by(blocks.groups).rev() {
             for (quarter, x) in x.iter_mut().enumerate() {
                 // SAFETY: `chunk` holds 32 words; this reads 8 at `8 * quarter`.
                 let w = _mm256_loadu_si256(chunk.as_ptr().add(8 * quarter) as *const __m256i);
@@ -1171,29 +1380,32 @@ pub(super) mod tests {
         }
     }
 
-    /// Renormalisation counts of the reference encoder loop and of the fast
-    /// sizer, with and without SIMD.
-    fn counts(words: &[u32], width: u32) -> (usize, usize, usize) {
+    /// Renormalisation counts with `G` groups of the reference encoder loop
+    /// and of the fast sizer, with and without SIMD.
+    fn counts<const G: usize>(words: &[u32], width: u32) -> (usize, usize, usize) {
         let stats = Stats::new(words, width);
         let alphabet = stats.alphabet().expect("at most 4096 distinct");
         let model = Model::new(alphabet, words.len());
-        let reference = count_emitted(words, alphabet.index(), &model);
-        let simd = count_emitted_fast(words, alphabet, &model);
-        let portable = with_limit(Simd::None, || count_emitted_fast(words, alphabet, &model));
+        let reference = count_emitted::<G>(words, alphabet.index(), &model);
+        let simd = count_emitted_fast::<G>(words, alphabet, &model);
+        let portable = with_limit(Simd::None, || {
+            count_emitted_fast::<G>(words, alphabet, &model)
+        });
         (reference, simd, portable)
     }
 
     /// The fast sizer (SIMD and portable, direct and ranked lookups) counts
-    /// exactly the renormalisations of the encoder on random streams of
-    /// many lengths, widths, alphabets and skews, and `size` equals the
-    /// encoding's length.
+    /// exactly the renormalisations of the encoder with one group and with
+    /// two on random streams of many lengths, widths, alphabets and skews,
+    /// and `size` equals the encoding's length.
     #[test]
     fn fast_size_matches_the_encoder() {
         let mut seed = 0xBB67_AE85_84CA_A73Bu64;
         let mut lens: Vec<usize> = (1..70).collect();
-        lens.extend([
-            127, 128, 129, 159, 160, 161, 255, 256, 257, 1000, 4099, 33_000,
-        ]);
+        lens.extend([127, 128, 129, 159, 160, 161, 255, 256, 257, 1000, 4099]);
+        // Around the length that takes two groups (multiples of 7 are sized
+        // against the encoder, below).
+        lens.extend([32_767, 32_768, 32_830, 32_837]);
         for &n in &lens {
             for width in [1u32, 2, 7, 8, 11, 12, 13, 16, 20] {
                 for alphabet in [1u64, 2, 3, 21, 256, 4096] {
@@ -1212,10 +1424,13 @@ pub(super) mod tests {
                             (sym as u32).wrapping_mul(spread) & mask
                         })
                         .collect();
-                    let (reference, simd, portable) = counts(&words, width);
                     let what = format!("n {n} width {width} alphabet {alphabet} skew {skew}");
-                    assert_eq!(simd, reference, "{what}");
-                    assert_eq!(portable, reference, "{what}");
+                    for (reference, simd, portable) in
+                        [counts::<1>(&words, width), counts::<2>(&words, width)]
+                    {
+                        assert_eq!(simd, reference, "{what}");
+                        assert_eq!(portable, reference, "{what}");
+                    }
                     if n % 7 == 0 {
                         let stats = Stats::new(&words, width);
                         let mut buf = Vec::new();
@@ -1279,7 +1494,8 @@ pub(super) mod tests {
             let alph = stats.alphabet().unwrap();
             let model = Model::new(alph, n);
             let symbols = size_symbols(&model);
-            let reference = count_emitted(&words, alph.index(), &model);
+            let one = count_emitted::<1>(&words, alph.index(), &model);
+            let two = count_emitted::<2>(&words, alph.index(), &model);
             let mut direct = vec![SizeSymbol::default(); 1 << width];
             for (&w, &s) in alph.words.iter().zip(&symbols) {
                 direct[w as usize] = s;
@@ -1291,10 +1507,15 @@ pub(super) mod tests {
             let whole = n - n % LANES;
             assert_eq!(whole, n, "the test streams are whole groups");
             for lookup in [avx2_size::Lookup::Direct(&direct), ranked] {
-                let mut states = [STATE_LOW; LANES];
-                // SAFETY: the CPU supports AVX2, as checked above.
-                let count = unsafe { avx2_size::count(&words, &lookup, model.scale, &mut states) };
-                assert_eq!(count, reference, "width {width} alphabet {alphabet}");
+                let count = |group, groups| {
+                    let blocks = avx2_size::Blocks { group, groups };
+                    let mut states = [STATE_LOW; LANES];
+                    // SAFETY: the CPU supports AVX2, as checked above.
+                    unsafe { avx2_size::count(&words, blocks, &lookup, model.scale, &mut states) }
+                };
+                let what = format!("width {width} alphabet {alphabet}");
+                assert_eq!(count(0, 1), one, "{what}");
+                assert_eq!(count(0, 2) + count(1, 2), two, "{what}");
             }
         }
     }
@@ -1320,15 +1541,47 @@ pub(super) mod tests {
             .collect()
     }
 
+    /// Encodes `words` with `G` groups of lanes, tag included, as the
+    /// encoder would if it chose `G` for this length.
+    fn encode_groups_with_tag<const G: usize>(words: &[u32], width: u32) -> Option<Vec<u8>> {
+        let stats = Stats::new(words, width);
+        let mut buf = vec![Codec::Rans.tag()];
+        encode_groups::<G>(words, applicable(&stats)?, &mut buf);
+        Some(buf)
+    }
+
+    /// Streams take two groups from `WIDE_MIN_WORDS` words on, marked in the
+    /// scale byte, and store one state per lane used.
+    #[test]
+    fn long_streams_take_two_groups() {
+        for (n, wide) in [(1, false), (32_767, false), (32_768, true), (70_000, true)] {
+            let words: Vec<u32> = (0..n as u32).map(|i| i % 7).collect();
+            let mut buf = Vec::new();
+            assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
+            assert_eq!(buf[1] & WIDE != 0, wide, "n {n}");
+            let forced = if wide {
+                encode_groups_with_tag::<2>(&words, 8)
+            } else {
+                encode_groups_with_tag::<1>(&words, 8)
+            };
+            assert_eq!(Some(buf), forced, "n {n}");
+        }
+        let words = [3u32; 40];
+        let one = encode_groups_with_tag::<1>(&words, 8).unwrap();
+        let two = encode_groups_with_tag::<2>(&words, 8).unwrap();
+        assert_eq!(two.len() - one.len(), 4 * 8, "8 more lanes hold a state");
+    }
+
     /// The AVX-512, AVX2 and portable decoders agree on valid streams of
-    /// every length around the group size and every scale, and on corrupt
-    /// ones (same words or same error), including truncated renormalisation
-    /// data, storing 8-, 16- and 32-bit words.
+    /// every length around the block and round sizes, with one group and
+    /// with two, and every scale, and on corrupt ones (same words or same
+    /// error), including truncated renormalisation data, storing 8-, 16- and
+    /// 32-bit words.
     #[test]
     fn simd_and_portable_decoders_agree() {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut lens: Vec<usize> = (0..70).collect();
-        lens.extend([255, 256, 257, 1000, 4099, 70_000]);
+        lens.extend([95, 96, 97, 127, 128, 129, 255, 256, 257, 1000, 4099, 70_000]);
         let cases = [
             (8, 1u64),
             (8, 2),
@@ -1357,14 +1610,20 @@ pub(super) mod tests {
                         }
                     })
                     .collect();
-                let mut buf = Vec::new();
-                if !encode_with(Codec::Rans, &words, width, &mut buf) {
+                let one = encode_groups_with_tag::<1>(&words, width);
+                let two = encode_groups_with_tag::<2>(&words, width);
+                let (Some(one), Some(two)) = (one, two) else {
                     assert_eq!(n, 0, "rans applies to every non-empty stream");
                     continue;
+                };
+                for buf in [&one, &two] {
+                    for &level in &levels {
+                        assert_eq!(decode_with(buf, width, n, level).as_ref(), Ok(&words));
+                    }
                 }
-                for &level in &levels {
-                    assert_eq!(decode_with(&buf, width, n, level).as_ref(), Ok(&words));
-                }
+                // Corrupt the one the encoder would choose, and the other
+                // in turn.
+                let buf = if n % 2 == 0 { one } else { two };
                 for _ in 0..4 {
                     let mut bad = buf.clone();
                     let at = (xorshift(&mut seed) as usize) % bad.len();
