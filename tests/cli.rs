@@ -228,3 +228,29 @@ fn search_knobs_and_a_reused_prior_give_valid_archives() {
         "conflicting flags are a usage error"
     );
 }
+
+/// A reader that stops early (`brevis inspect ... | head`) ends the output
+/// quietly, as for other command-line tools, without a panic.
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    let archive = dir.path().join("a.brv");
+    ok(&[
+        "pack",
+        "-q",
+        s(&model.join("shard/a.safetensors")),
+        s(&archive),
+    ]);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(["inspect", s(&archive)])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{err}");
+}

@@ -139,6 +139,12 @@ fn read_prior(path: &Path) -> Result<Prior> {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so printing to a reader that has gone (`brevis
+    // inspect ... | head`) would panic. Let it end the process quietly, as
+    // it does other command-line tools.
+    // SAFETY: sets the default disposition of one signal before any other
+    // thread exists; no handler runs. Test: `a_closed_output_pipe_ends_quietly`.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     if let Some(n) = cli.threads {
