@@ -24,11 +24,14 @@ use crate::wire::{put_varint, varint_len, Reader, WireError};
 const LANES: usize = 32;
 /// The states of a stream: `G` groups of [`LANES`].
 type Groups<const G: usize> = [[u32; LANES]; G];
-/// Streams of at least this many words take two groups. Each extra state
-/// costs 4 bytes, at most 0.4% of such a stream (at 1 bit per word).
-const WIDE_MIN_WORDS: usize = 1 << 15;
-/// Set in the scale byte of a stream with two groups.
-const WIDE: u8 = 0x80;
+/// A stream's head byte holds the scale in its low bits and log2 of the
+/// number of groups (0 or 1) from this bit on. (Four groups decoded no faster
+/// than two in the mount on the 2-core test machines, for 256 more bytes.)
+const GROUPS_SHIFT: u32 = 4;
+/// A stream takes two groups when the extra states cost at most 1/this of
+/// its estimated size, i.e. from 32000 bytes on. Such a stream of 2^17
+/// bytes decodes ~1.5x as fast with two, for 128 bytes (0.1%).
+const GROUP_COST: i128 = 250;
 /// Lower bound of a normalised state; also every lane's initial state.
 const STATE_LOW: u32 = 1 << 16;
 /// Frequencies sum to 2^scale with scale <= 14, so `2^(32 - scale) * freq`
@@ -39,9 +42,12 @@ fn applicable(stats: &Stats) -> Option<&Alphabet> {
     stats.alphabet().filter(|a| a.len() >= 1)
 }
 
-/// Number of groups the encoder gives a stream of `n` words.
-fn group_count(n: usize) -> usize {
-    if n >= WIDE_MIN_WORDS {
+/// Number of groups the encoder gives a stream whose words cost `bits`
+/// (in 1/65536ths, as [`Model::cost`]).
+fn group_count(bits: i128) -> usize {
+    // The second group's states: 32 of 32 bits.
+    const EXTRA_BITS: i128 = (LANES as i128 * 32) << 16;
+    if EXTRA_BITS * GROUP_COST <= bits {
         2
     } else {
         1
@@ -57,10 +63,12 @@ fn ceil_log2(x: usize) -> u32 {
     usize::BITS - x.saturating_sub(1).leading_zeros()
 }
 
-/// Quantised frequencies summing to `2^scale`, per symbol rank.
+/// Quantised frequencies summing to `2^scale`, per symbol rank, and the
+/// number of lane groups.
 struct Model {
     scale: u32,
     freqs: Vec<u32>,
+    groups: usize,
 }
 
 /// The scale a stream is coded at when that costs little: its decoding
@@ -75,24 +83,33 @@ impl Model {
     /// The scale is about log2(n): a finer one would cost table bytes that a
     /// short stream cannot recoup. A single word needs no precision at all.
     /// Long streams drop to [`FAST_SCALE`] unless the coarser frequencies
-    /// cost more than 1/[`FAST_SCALE_COST`] of the stream's size.
+    /// cost more than 1/[`FAST_SCALE_COST`] of the stream's size. The groups
+    /// follow from the size (see [`group_count`]).
     fn new(alphabet: &Alphabet, n: usize) -> Model {
         let counts = alphabet.totals();
+        let mut model = Model::quantised(&counts, alphabet.len(), n);
+        model.groups = group_count(model.cost(&counts));
+        model
+    }
+
+    /// The frequencies of [`Model::new`], with one group.
+    fn quantised(counts: &[u64], distinct: usize, n: usize) -> Model {
         let at = |scale| Model {
             scale,
-            freqs: normalize(&counts, n as u64, scale),
+            freqs: normalize(counts, n as u64, scale),
+            groups: 1,
         };
-        if alphabet.len() == 1 {
+        if distinct == 1 {
             return at(0);
         }
-        let least = ceil_log2(alphabet.len());
+        let least = ceil_log2(distinct);
         let fine = at(ceil_log2(n).clamp(least, MAX_SCALE));
         if fine.scale <= FAST_SCALE || least > FAST_SCALE {
             return fine;
         }
         let fast = at(FAST_SCALE);
-        let fine_cost = fine.cost(&counts);
-        if (fast.cost(&counts) - fine_cost) * FAST_SCALE_COST <= fine_cost {
+        let fine_cost = fine.cost(counts);
+        if (fast.cost(counts) - fine_cost) * FAST_SCALE_COST <= fine_cost {
             fast
         } else {
             fine
@@ -362,13 +379,12 @@ fn count_bulk_simd<const G: usize>(
 pub(super) fn size(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
     let model = Model::new(alphabet, words.len());
-    let groups = group_count(words.len());
-    let emitted = match groups {
+    let emitted = match model.groups {
         1 => count_emitted_fast::<1>(words, alphabet, &model),
         _ => count_emitted_fast::<2>(words, alphabet, &model),
     };
     let table = symbols::size(&alphabet.words, &model.freqs, Values::Varints);
-    let states = 4 * used_lanes(words.len(), groups);
+    let states = 4 * used_lanes(words.len(), model.groups);
     Some(1 + table + states + varint_len(emitted as u64) + 2 * emitted)
 }
 
@@ -376,23 +392,28 @@ pub(super) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     let Some(alphabet) = applicable(stats) else {
         return false;
     };
-    match group_count(words.len()) {
-        1 => encode_groups::<1>(words, alphabet, out),
-        _ => encode_groups::<2>(words, alphabet, out),
+    let model = Model::new(alphabet, words.len());
+    match model.groups {
+        1 => encode_groups::<1>(words, alphabet, &model, out),
+        _ => encode_groups::<2>(words, alphabet, &model, out),
     }
     true
 }
 
-/// Encodes a stream with `G` groups of lanes.
-fn encode_groups<const G: usize>(words: &[u32], alphabet: &Alphabet, out: &mut Vec<u8>) {
-    let model = Model::new(alphabet, words.len());
-    out.push(model.scale as u8 | if G == 2 { WIDE } else { 0 });
+/// Encodes a stream with `model`'s frequencies and `G` groups of lanes.
+fn encode_groups<const G: usize>(
+    words: &[u32],
+    alphabet: &Alphabet,
+    model: &Model,
+    out: &mut Vec<u8>,
+) {
+    out.push(model.scale as u8 | (G.trailing_zeros() as u8) << GROUPS_SHIFT);
     symbols::write(&alphabet.words, &model.freqs, Values::Varints, out);
     // Each word emits at most one renormalisation word; every word writes
     // its low bits at `count`, kept only if it did emit, so `count <= n`.
     let mut emitted = vec![0u16; words.len() + 1];
     let mut count = 0usize;
-    let symbols = size_symbols(&model);
+    let symbols = size_symbols(model);
     let mut groups = [[STATE_LOW; LANES]; G];
     let mut keep = |renorm, low| {
         emitted[count] = low;
@@ -586,14 +607,18 @@ fn renormalise_slow(
 
 pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
     let head = r.u8()?;
-    let scale = (head & !WIDE) as u32;
+    let scale = (head & ((1 << GROUPS_SHIFT) - 1)) as u32;
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
+    }
+    let groups_log2 = head >> GROUPS_SHIFT;
+    if groups_log2 > 1 {
+        return Err(r.error("rans lane groups above 2"));
     }
     let set = symbols::read(r, width, Values::Varints, 1 << scale)?;
     let table = DecodeTable::<T>::new(&set, scale)
         .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
-    if head & WIDE != 0 {
+    if groups_log2 == 1 {
         decode_groups::<T, 2>(r, &table, out)
     } else {
         decode_groups::<T, 1>(r, &table, out)
@@ -1395,17 +1420,17 @@ pub(super) mod tests {
     }
 
     /// The fast sizer (SIMD and portable, direct and ranked lookups) counts
-    /// exactly the renormalisations of the encoder with one group and with
-    /// two on random streams of many lengths, widths, alphabets and skews,
-    /// and `size` equals the encoding's length.
+    /// exactly the renormalisations of the encoder with one group and two
+    /// on random streams of many lengths, widths, alphabets and skews, and
+    /// `size` equals the encoding's length.
     #[test]
     fn fast_size_matches_the_encoder() {
         let mut seed = 0xBB67_AE85_84CA_A73Bu64;
         let mut lens: Vec<usize> = (1..70).collect();
         lens.extend([127, 128, 129, 159, 160, 161, 255, 256, 257, 1000, 4099]);
-        // Around the length that takes two groups (multiples of 7 are sized
-        // against the encoder, below).
-        lens.extend([32_767, 32_768, 32_830, 32_837]);
+        // Long enough for the encoder to take two groups of the wider
+        // alphabets (multiples of 7 are sized against the encoder, below).
+        lens.extend([32_830, 32_837, 70_000]);
         for &n in &lens {
             for width in [1u32, 2, 7, 8, 11, 12, 13, 16, 20] {
                 for alphabet in [1u64, 2, 3, 21, 256, 4096] {
@@ -1546,23 +1571,33 @@ pub(super) mod tests {
     fn encode_groups_with_tag<const G: usize>(words: &[u32], width: u32) -> Option<Vec<u8>> {
         let stats = Stats::new(words, width);
         let mut buf = vec![Codec::Rans.tag()];
-        encode_groups::<G>(words, applicable(&stats)?, &mut buf);
+        let alphabet = applicable(&stats)?;
+        let model = Model::new(alphabet, words.len());
+        encode_groups::<G>(words, alphabet, &model, &mut buf);
         Some(buf)
     }
 
-    /// Streams take two groups from `WIDE_MIN_WORDS` words on, marked in the
-    /// scale byte, and store one state per lane used.
+    /// A stream takes two groups when the extra states cost at most
+    /// 1/GROUP_COST of its estimated size; the head byte says which, and
+    /// each lane used stores a state.
     #[test]
-    fn long_streams_take_two_groups() {
-        for (n, wide) in [(1, false), (32_767, false), (32_768, true), (70_000, true)] {
-            let words: Vec<u32> = (0..n as u32).map(|i| i % 7).collect();
+    fn streams_take_two_groups_when_the_states_cost_little() {
+        // 128 bytes of states for the second group.
+        let enough = ((128 * GROUP_COST) * 8) << 16;
+        assert_eq!(group_count(0), 1);
+        assert_eq!(group_count(enough - 1), 1);
+        assert_eq!(group_count(enough), 2);
+        assert_eq!(group_count(enough << 20), 2);
+        // Near-uniform bytes cost about one byte per word.
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for (n, groups_log2) in [(20_000, 0), (40_000, 1)] {
+            let words: Vec<u32> = (0..n).map(|_| xorshift(&mut seed) as u32 & 0xff).collect();
             let mut buf = Vec::new();
             assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-            assert_eq!(buf[1] & WIDE != 0, wide, "n {n}");
-            let forced = if wide {
-                encode_groups_with_tag::<2>(&words, 8)
-            } else {
-                encode_groups_with_tag::<1>(&words, 8)
+            assert_eq!(buf[1] >> GROUPS_SHIFT, groups_log2, "n {n}");
+            let forced = match groups_log2 {
+                0 => encode_groups_with_tag::<1>(&words, 8),
+                _ => encode_groups_with_tag::<2>(&words, 8),
             };
             assert_eq!(Some(buf), forced, "n {n}");
         }
@@ -1570,18 +1605,26 @@ pub(super) mod tests {
         let one = encode_groups_with_tag::<1>(&words, 8).unwrap();
         let two = encode_groups_with_tag::<2>(&words, 8).unwrap();
         assert_eq!(two.len() - one.len(), 4 * 8, "8 more lanes hold a state");
+        // A head asking for four groups is refused.
+        let mut four = two.clone();
+        four[1] += 1 << GROUPS_SHIFT;
+        assert_eq!(
+            decode_with(&four, 8, 40, Simd::None),
+            Err("rans lane groups above 2")
+        );
     }
 
     /// The AVX-512, AVX2 and portable decoders agree on valid streams of
     /// every length around the block and round sizes, with one group and
-    /// with two, and every scale, and on corrupt ones (same words or same
+    /// two, and every scale, and on corrupt ones (same words or same
     /// error), including truncated renormalisation data, storing 8-, 16- and
     /// 32-bit words.
     #[test]
     fn simd_and_portable_decoders_agree() {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut lens: Vec<usize> = (0..70).collect();
-        lens.extend([95, 96, 97, 127, 128, 129, 255, 256, 257, 1000, 4099, 70_000]);
+        lens.extend([95, 96, 97, 127, 128, 129, 160, 191, 192, 193, 255, 256, 257]);
+        lens.extend([383, 384, 385, 1000, 4099, 70_000]);
         let cases = [
             (8, 1u64),
             (8, 2),
@@ -1610,20 +1653,21 @@ pub(super) mod tests {
                         }
                     })
                     .collect();
-                let one = encode_groups_with_tag::<1>(&words, width);
-                let two = encode_groups_with_tag::<2>(&words, width);
-                let (Some(one), Some(two)) = (one, two) else {
+                let encoded = [
+                    encode_groups_with_tag::<1>(&words, width),
+                    encode_groups_with_tag::<2>(&words, width),
+                ];
+                let Some(encoded) = encoded.into_iter().collect::<Option<Vec<_>>>() else {
                     assert_eq!(n, 0, "rans applies to every non-empty stream");
                     continue;
                 };
-                for buf in [&one, &two] {
+                for buf in &encoded {
                     for &level in &levels {
                         assert_eq!(decode_with(buf, width, n, level).as_ref(), Ok(&words));
                     }
                 }
-                // Corrupt the one the encoder would choose, and the other
-                // in turn.
-                let buf = if n % 2 == 0 { one } else { two };
+                // Corrupt each group count in turn.
+                let buf = &encoded[n % 2];
                 for _ in 0..4 {
                     let mut bad = buf.clone();
                     let at = (xorshift(&mut seed) as usize) % bad.len();
