@@ -833,6 +833,12 @@ mod simd {
     /// decoding them. Every method must be inlined into a caller with the
     /// target features its intrinsics need.
     trait Block: Copy {
+        /// The vectors the lanes live in.
+        type Vector: Vector;
+
+        /// The block's vectors, in lane order.
+        fn vectors(&mut self) -> &mut [Self::Vector];
+
         /// # Safety
         /// As for the trait.
         unsafe fn load(states: &[u32; LANES]) -> Self;
@@ -849,7 +855,14 @@ mod simd {
         /// `tables` must point at tables of `2^tables.scale` entries of
         /// that layout, and the states must be in `[2^16, 2^32)` (so no
         /// step overflows).
-        unsafe fn step<T: Word, const FUSED: bool>(&mut self, tables: &Tables) -> Self;
+        #[inline(always)]
+        unsafe fn step<T: Word, const FUSED: bool>(&mut self, tables: &Tables) -> Self {
+            let mut words = *self;
+            for (x, word) in self.vectors().iter_mut().zip(words.vectors()) {
+                *word = step_vector::<Self::Vector, T, FUSED>(x, tables);
+            }
+            words
+        }
 
         /// Stores the 32 words of [`Block::step`] as `T`s at `out`.
         ///
@@ -900,28 +913,30 @@ mod simd {
         let null = std::ptr::null();
         // Gathers index the tables by `x & (size - 1)`, so they stay inside
         // them (a word gather reads 4 bytes, which the padding covers).
+        let scale = table.scale;
         let tables = match &table.slots {
             Slots::Fused(fused) => {
                 assert!(FUSED && fused.len() == size);
                 let fused = fused.as_ptr() as *const i32;
-                (fused, null, null)
+                Tables {
+                    fused,
+                    packed: null,
+                    words: null,
+                    scale,
+                }
             }
             Slots::Split { packed, words } => {
                 assert!(!FUSED && packed.len() == size);
                 assert!((size - 1) * size_of::<T>() + 4 <= size_of_val(words.as_slice()));
-                (
-                    null,
-                    packed.as_ptr() as *const i32,
-                    words.as_ptr() as *const i32,
-                )
+                let packed = packed.as_ptr() as *const i32;
+                let words = words.as_ptr() as *const i32;
+                Tables {
+                    fused: null,
+                    packed,
+                    words,
+                    scale,
+                }
             }
-        };
-        let (fused, packed, words) = tables;
-        let tables = Tables {
-            fused,
-            packed,
-            words,
-            scale: table.scale,
         };
         let mut x = [B::load(&groups[0]); G];
         for (x, states) in x.iter_mut().zip(groups.iter()) {
@@ -964,6 +979,116 @@ mod simd {
         (done, pos)
     }
 
+    /// One SIMD vector of 32-bit lanes: the operations of a decoding step.
+    /// As for [`Block`], every method must be inlined into a caller with
+    /// the target features its intrinsics need.
+    trait Vector: Copy {
+        unsafe fn splat(value: i32) -> Self;
+        unsafe fn and(self, other: Self) -> Self;
+        unsafe fn add(self, other: Self) -> Self;
+        unsafe fn mullo(self, other: Self) -> Self;
+        unsafe fn shr<const N: i32>(self) -> Self;
+        unsafe fn shr_by(self, count: __m128i) -> Self;
+        /// The 4 bytes at `base + SCALE * index` of each lane.
+        ///
+        /// # Safety
+        /// Every one of them must be readable.
+        unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self;
+    }
+
+    /// Decodes one word per lane of `x` (see [`Block::step`], whose safety
+    /// conditions it has), leaving `x` un-renormalised; returns the words.
+    #[inline(always)]
+    unsafe fn step_vector<V: Vector, T: Word, const FUSED: bool>(x: &mut V, t: &Tables) -> V {
+        let slot = x.and(V::splat((1 << t.scale) - 1));
+        let (word, freq, offset) = if FUSED {
+            let entry = V::gather::<4>(t.fused, slot);
+            let low12 = V::splat(0xfff);
+            (
+                entry.shr::<24>(),
+                entry.shr::<12>().and(low12),
+                entry.and(low12),
+            )
+        } else {
+            let entry = V::gather::<4>(t.packed, slot);
+            let word = match size_of::<T>() {
+                1 => V::gather::<1>(t.words, slot),
+                2 => V::gather::<2>(t.words, slot),
+                _ => V::gather::<4>(t.words, slot),
+            };
+            let word_mask = V::splat((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
+            let offset = entry.and(V::splat(0xffff));
+            (word.and(word_mask), entry.shr::<16>(), offset)
+        };
+        let quotient = x.shr_by(_mm_cvtsi32_si128(t.scale as i32));
+        *x = freq.mullo(quotient).add(offset);
+        word
+    }
+
+    impl Vector for __m256i {
+        #[inline(always)]
+        unsafe fn splat(value: i32) -> Self {
+            _mm256_set1_epi32(value)
+        }
+        #[inline(always)]
+        unsafe fn and(self, other: Self) -> Self {
+            _mm256_and_si256(self, other)
+        }
+        #[inline(always)]
+        unsafe fn add(self, other: Self) -> Self {
+            _mm256_add_epi32(self, other)
+        }
+        #[inline(always)]
+        unsafe fn mullo(self, other: Self) -> Self {
+            _mm256_mullo_epi32(self, other)
+        }
+        #[inline(always)]
+        unsafe fn shr<const N: i32>(self) -> Self {
+            _mm256_srli_epi32::<N>(self)
+        }
+        #[inline(always)]
+        unsafe fn shr_by(self, count: __m128i) -> Self {
+            _mm256_srl_epi32(self, count)
+        }
+        #[inline(always)]
+        unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self {
+            _mm256_i32gather_epi32::<SCALE>(base, index)
+        }
+    }
+
+    impl Vector for __m512i {
+        #[inline(always)]
+        unsafe fn splat(value: i32) -> Self {
+            _mm512_set1_epi32(value)
+        }
+        #[inline(always)]
+        unsafe fn and(self, other: Self) -> Self {
+            _mm512_and_si512(self, other)
+        }
+        #[inline(always)]
+        unsafe fn add(self, other: Self) -> Self {
+            _mm512_add_epi32(self, other)
+        }
+        #[inline(always)]
+        unsafe fn mullo(self, other: Self) -> Self {
+            _mm512_mullo_epi32(self, other)
+        }
+        #[inline(always)]
+        unsafe fn shr<const N: i32>(self) -> Self {
+            // (This intrinsic's immediate is a u32, which a const generic
+            // cannot convert to; a constant count becomes an immediate shift.)
+            _mm512_srl_epi32(self, _mm_cvtsi32_si128(N))
+        }
+        #[inline(always)]
+        unsafe fn shr_by(self, count: __m128i) -> Self {
+            _mm512_srl_epi32(self, count)
+        }
+        #[inline(always)]
+        unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self {
+            _mm512_i32gather_epi32::<SCALE>(index, base)
+        }
+    }
+
     /// A group as four AVX2 vectors of eight lanes.
     #[derive(Clone, Copy)]
     struct Ymm([__m256i; 4]);
@@ -988,6 +1113,12 @@ mod simd {
     };
 
     impl Block for Ymm {
+        type Vector = __m256i;
+
+        fn vectors(&mut self) -> &mut [__m256i] {
+            &mut self.0
+        }
+
         #[inline(always)]
         unsafe fn load(states: &[u32; LANES]) -> Self {
             Ymm(load_quarters(states))
@@ -996,38 +1127,6 @@ mod simd {
         #[inline(always)]
         unsafe fn store(self, states: &mut [u32; LANES]) {
             store_quarters(self.0, states)
-        }
-
-        #[inline(always)]
-        unsafe fn step<T: Word, const FUSED: bool>(&mut self, t: &Tables) -> Self {
-            let mask = _mm256_set1_epi32((1 << t.scale) - 1);
-            let low16 = _mm256_set1_epi32(0xffff);
-            let low12 = _mm256_set1_epi32(0xfff);
-            let word_mask = _mm256_set1_epi32((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
-            let shift = _mm_cvtsi32_si128(t.scale as i32);
-            let mut decoded = [_mm256_setzero_si256(); 4];
-            for (x, decoded) in self.0.iter_mut().zip(&mut decoded) {
-                let slot = _mm256_and_si256(*x, mask);
-                let (freq, offset) = if FUSED {
-                    let entry = _mm256_i32gather_epi32::<4>(t.fused, slot);
-                    *decoded = _mm256_srli_epi32::<24>(entry);
-                    let freq = _mm256_and_si256(_mm256_srli_epi32::<12>(entry), low12);
-                    (freq, _mm256_and_si256(entry, low12))
-                } else {
-                    let entry = _mm256_i32gather_epi32::<4>(t.packed, slot);
-                    let word = match size_of::<T>() {
-                        1 => _mm256_i32gather_epi32::<1>(t.words, slot),
-                        2 => _mm256_i32gather_epi32::<2>(t.words, slot),
-                        _ => _mm256_i32gather_epi32::<4>(t.words, slot),
-                    };
-                    *decoded = _mm256_and_si256(word, word_mask);
-                    let offset = _mm256_and_si256(entry, low16);
-                    (_mm256_srli_epi32::<16>(entry), offset)
-                };
-                let quotient = _mm256_srl_epi32(*x, shift);
-                *x = _mm256_add_epi32(_mm256_mullo_epi32(freq, quotient), offset);
-            }
-            Ymm(decoded)
         }
 
         /// Narrowing packs with unsigned saturation, which keeps every word
@@ -1088,6 +1187,12 @@ mod simd {
     struct Zmm([__m512i; 2]);
 
     impl Block for Zmm {
+        type Vector = __m512i;
+
+        fn vectors(&mut self) -> &mut [__m512i] {
+            &mut self.0
+        }
+
         #[inline(always)]
         unsafe fn load(states: &[u32; LANES]) -> Self {
             let at = states.as_ptr();
@@ -1102,38 +1207,6 @@ mod simd {
             let at = states.as_mut_ptr();
             _mm512_storeu_si512(at as *mut _, self.0[0]);
             _mm512_storeu_si512(at.add(16) as *mut _, self.0[1]);
-        }
-
-        #[inline(always)]
-        unsafe fn step<T: Word, const FUSED: bool>(&mut self, t: &Tables) -> Self {
-            let mask = _mm512_set1_epi32((1 << t.scale) - 1);
-            let low16 = _mm512_set1_epi32(0xffff);
-            let low12 = _mm512_set1_epi32(0xfff);
-            let word_mask = _mm512_set1_epi32((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
-            let shift = _mm_cvtsi32_si128(t.scale as i32);
-            let mut decoded = [_mm512_setzero_si512(); 2];
-            for (x, decoded) in self.0.iter_mut().zip(&mut decoded) {
-                let slot = _mm512_and_si512(*x, mask);
-                let (freq, offset) = if FUSED {
-                    let entry = _mm512_i32gather_epi32::<4>(slot, t.fused);
-                    *decoded = _mm512_srli_epi32::<24>(entry);
-                    let freq = _mm512_and_si512(_mm512_srli_epi32::<12>(entry), low12);
-                    (freq, _mm512_and_si512(entry, low12))
-                } else {
-                    let entry = _mm512_i32gather_epi32::<4>(slot, t.packed);
-                    let word = match size_of::<T>() {
-                        1 => _mm512_i32gather_epi32::<1>(slot, t.words),
-                        2 => _mm512_i32gather_epi32::<2>(slot, t.words),
-                        _ => _mm512_i32gather_epi32::<4>(slot, t.words),
-                    };
-                    *decoded = _mm512_and_si512(word, word_mask);
-                    let offset = _mm512_and_si512(entry, low16);
-                    (_mm512_srli_epi32::<16>(entry), offset)
-                };
-                let quotient = _mm512_srl_epi32(*x, shift);
-                *x = _mm512_add_epi32(_mm512_mullo_epi32(freq, quotient), offset);
-            }
-            Zmm(decoded)
         }
 
         /// Narrowing truncates, which keeps every word that fits `T`.
