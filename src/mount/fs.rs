@@ -293,10 +293,11 @@ impl Filesystem for BrevisFs {
             _ => return reply.error(Errno::EISDIR),
         };
         // Archives never change under an inode (a new version is a new inode),
-        // so pages read once stay valid across opens.
+        // so pages read once stay valid across opens. Nothing is ever written,
+        // so a close need not wait for a flush round trip.
         let flags = match handle {
-            Handle::Archive(_) => FopenFlags::FOPEN_KEEP_CACHE,
-            Handle::Plain(_) => FopenFlags::empty(),
+            Handle::Archive(_) => FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
+            Handle::Plain(_) => FopenFlags::FOPEN_NOFLUSH,
         };
         reply.opened(self.add_handle(handle), flags);
     }
@@ -342,6 +343,7 @@ impl Filesystem for BrevisFs {
         reply.ok();
     }
 
+    /// Only kernels that predate FOPEN_NOFLUSH ask.
     fn flush(
         &self,
         _req: &Request,
