@@ -9,13 +9,25 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 /// which of its segments.
 pub type ChunkKey = (u64, usize);
 
-/// Decoded bytes of one chunk, already verified against its checksum. (A `Vec`
-/// rather than a slice, so that the decoder's buffer is kept without a copy.)
-pub type Chunk = Arc<Vec<u8>>;
+/// Decoded bytes of one chunk, already verified against its checksum.
+pub type Chunk = Arc<Buffer>;
+
+/// A decoder's buffer (kept without a copy) that goes back to the cache's
+/// spares when the last reader lets go of it, wherever that happens: a chunk
+/// evicted while a reply still sends it comes back once the reply is sent.
+pub struct Buffer {
+    /// The memory, all of it initialised: a buffer is zeroed once, when
+    /// first allocated, and only overwritten after that.
+    bytes: Vec<u8>,
+    /// How many of `bytes` are the chunk's.
+    len: usize,
+    spares: Arc<Spares>,
+}
 
 pub struct ChunkCache {
     capacity: usize,
     state: Mutex<State>,
+    spares: Arc<Spares>,
 }
 
 struct State {
@@ -23,10 +35,19 @@ struct State {
     /// Bytes held by `ready` (buffer capacities).
     bytes: usize,
     decoding: HashMap<ChunkKey, Arc<Flight>>,
-    /// Buffers of evicted chunks, handed to the next decodes: reusing them
-    /// spares the page faults and zeroing of fresh memory.
-    spare: Vec<Vec<u8>>,
-    spare_bytes: usize,
+}
+
+/// Buffers of chunks no one holds any more, handed to the next decodes:
+/// reusing them spares the page faults and zeroing of fresh memory. (Locked
+/// on its own, and only ever after `State`, since a buffer may come back
+/// while the state is locked.)
+#[derive(Default)]
+struct Spares(Mutex<SpareList>);
+
+#[derive(Default)]
+struct SpareList {
+    buffers: Vec<Vec<u8>>,
+    bytes: usize,
 }
 
 /// A decoded chunk in the cache.
@@ -56,9 +77,8 @@ impl ChunkCache {
                 ready: LruCache::unbounded(),
                 bytes: 0,
                 decoding: HashMap::new(),
-                spare: Vec::new(),
-                spare_bytes: 0,
             }),
+            spares: Arc::default(),
         }
     }
 
@@ -91,15 +111,14 @@ impl ChunkCache {
     }
 
     /// The chunk for `key`, `len` bytes, decoded by `decode` if no one holds or
-    /// is decoding it. `decode` gets a buffer of `len` bytes to overwrite (a
-    /// reused one or fresh memory) and returns it filled. A failed decode is
-    /// reported to everyone waiting on it and not kept, so a later read tries
-    /// again.
+    /// is decoding it. `decode` gets `len` bytes to overwrite (of a reused
+    /// buffer or fresh memory). A failed decode is reported to everyone
+    /// waiting on it and not kept, so a later read tries again.
     pub fn get_or_decode(
         &self,
         key: ChunkKey,
         len: usize,
-        decode: impl FnOnce(Vec<u8>) -> Result<Vec<u8>, String>,
+        decode: impl FnOnce(&mut [u8]) -> Result<(), String>,
     ) -> Result<Chunk, String> {
         let (flight, buffer) = {
             let mut state = self.lock();
@@ -114,7 +133,7 @@ impl ChunkCache {
             }
             let flight = Arc::new(Flight::default());
             state.decoding.insert(key, flight.clone());
-            let buffer = state.take_buffer(len);
+            let buffer = state.take_buffer(len, &self.spares);
             (flight, buffer)
         };
         // If `decode` panics, waiters must not sleep forever: the guard ends the
@@ -125,7 +144,14 @@ impl ChunkCache {
             flight: &flight,
             result: Some(Err("the decoder panicked".to_string())),
         };
-        let result = decode(buffer).map(Arc::new);
+        let mut bytes = buffer;
+        let result = decode(&mut bytes[..len]).map(|()| {
+            Arc::new(Buffer {
+                bytes,
+                len,
+                spares: self.spares.clone(),
+            })
+        });
         landing.result = Some(result.clone());
         drop(landing);
         result
@@ -149,11 +175,11 @@ impl ChunkCache {
                         read_through: false,
                     };
                     if let Some(old) = state.ready.put(key, ready) {
-                        state.evicted(old.chunk);
+                        state.bytes -= old.chunk.capacity();
                     }
                     while state.bytes > self.capacity {
                         let (_, evicted) = state.ready.pop_lru().expect("bytes > 0");
-                        state.evicted(evicted.chunk);
+                        state.bytes -= evicted.chunk.capacity();
                     }
                 }
             }
@@ -164,58 +190,86 @@ impl ChunkCache {
 }
 
 impl State {
-    /// A buffer of `len` bytes for a new decode: a reused one if there is one
-    /// large enough, else fresh memory, rounded up to a power of two so that
-    /// a tensor's shorter last chunk leaves room for a full chunk when its
-    /// buffer is reused. (Calloc leaves the pages past `len` untouched until
-    /// they are used.)
-    fn take_buffer(&mut self, len: usize) -> Vec<u8> {
-        let mut buffer = self
-            .reusable(len)
-            .unwrap_or_else(|| vec![0; len.next_power_of_two()]);
-        // Only growth is zeroed: the decoder overwrites the rest.
-        buffer.truncate(len);
-        buffer.resize(len, 0);
-        buffer
+    /// A buffer of at least `len` bytes for a new decode: a reused one if
+    /// there is one large enough, else fresh memory, rounded up to a power of
+    /// two so that a tensor's shorter last chunk leaves room for a full chunk
+    /// when its buffer is reused. (Calloc leaves the pages past `len`
+    /// untouched until they are used.)
+    fn take_buffer(&mut self, len: usize, spares: &Spares) -> Vec<u8> {
+        self.reusable(len, spares)
+            .unwrap_or_else(|| vec![0; len.next_power_of_two()])
     }
 
     /// A spare buffer of at least `len` bytes, else the buffer of a chunk read
-    /// through (least recent first). Read-through chunks too small for `len`
-    /// leave the cache on the way, their buffers kept as spares.
-    fn reusable(&mut self, len: usize) -> Option<Vec<u8>> {
-        if let Some(i) = self.spare.iter().position(|b| b.capacity() >= len) {
-            let buffer = self.spare.swap_remove(i);
-            self.spare_bytes -= buffer.capacity();
+    /// through (least recent first). Read-through chunks too small for `len`,
+    /// or still held by a reader, leave the cache on the way; their buffers
+    /// become spares once no one holds them.
+    fn reusable(&mut self, len: usize, spares: &Spares) -> Option<Vec<u8>> {
+        if let Some(buffer) = spares.take(len) {
             return Some(buffer);
         }
         while self.ready.peek_lru().is_some_and(|(_, r)| r.read_through) {
             let (_, ready) = self.ready.pop_lru().expect("peeked");
             self.bytes -= ready.chunk.capacity();
-            match Arc::try_unwrap(ready.chunk) {
-                Ok(buffer) if buffer.capacity() >= len => return Some(buffer),
-                Ok(buffer) => self.keep_spare(buffer),
-                // A reader still holds it: the buffer stays theirs.
-                Err(_) => {}
+            if let Ok(mut buffer) = Arc::try_unwrap(ready.chunk) {
+                if buffer.bytes.len() >= len {
+                    return Some(std::mem::take(&mut buffer.bytes));
+                }
             }
         }
         None
     }
+}
 
-    /// Accounts for a chunk leaving `ready`, keeping its buffer as a spare if no
-    /// reader holds it any more.
-    fn evicted(&mut self, chunk: Chunk) {
-        self.bytes -= chunk.capacity();
-        if let Ok(buffer) = Arc::try_unwrap(chunk) {
-            self.keep_spare(buffer);
-        }
+impl Spares {
+    fn lock(&self) -> MutexGuard<'_, SpareList> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps `buffer` for later decodes if there is room among the spares.
-    fn keep_spare(&mut self, buffer: Vec<u8>) {
-        if self.spare_bytes + buffer.capacity() <= SPARE_BYTES {
-            self.spare_bytes += buffer.capacity();
-            self.spare.push(buffer);
+    /// A spare buffer of at least `len` bytes, if there is one.
+    fn take(&self, len: usize) -> Option<Vec<u8>> {
+        let mut list = self.lock();
+        // The last one back is the likeliest to be in the CPU caches still.
+        let i = list.buffers.iter().rposition(|b| b.len() >= len)?;
+        let buffer = list.buffers.swap_remove(i);
+        list.bytes -= buffer.capacity();
+        Some(buffer)
+    }
+
+    /// Keeps `buffer` for later decodes if there is room.
+    fn keep(&self, buffer: Vec<u8>) {
+        let mut list = self.lock();
+        if buffer.capacity() > 0 && list.bytes + buffer.capacity() <= SPARE_BYTES {
+            list.bytes += buffer.capacity();
+            list.buffers.push(buffer);
         }
+    }
+}
+
+impl Buffer {
+    /// Bytes of memory it takes.
+    fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer of {} bytes", self.len)
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.spares.keep(std::mem::take(&mut self.bytes));
     }
 }
 
@@ -255,83 +309,85 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Barrier;
 
+    /// A decoder that fills the chunk with `byte`.
+    fn fill(byte: u8) -> impl FnOnce(&mut [u8]) -> Result<(), String> {
+        move |buffer| {
+            buffer.fill(byte);
+            Ok(())
+        }
+    }
+
     #[test]
     fn stays_within_capacity_and_evicts_least_recent() {
-        let cache = ChunkCache::new(250);
+        let cache = ChunkCache::new(300);
         for i in 0..3 {
-            cache
-                .get_or_decode((0, i), 100, |_| Ok(vec![i as u8; 100]))
-                .unwrap();
+            cache.get_or_decode((0, i), 128, fill(i as u8)).unwrap();
         }
-        assert_eq!(cache.held_bytes(), 200);
+        assert_eq!(cache.held_bytes(), 256);
         assert!(!cache.contains((0, 0)), "oldest chunk evicted");
         assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
         // Touching 1 makes 2 the least recent.
-        cache
-            .get_or_decode((0, 1), 100, |_| unreachable!())
+        let one = cache
+            .get_or_decode((0, 1), 128, |_| unreachable!())
             .unwrap();
-        cache
-            .get_or_decode((0, 3), 100, |_| Ok(vec![3; 100]))
-            .unwrap();
+        assert_eq!(&one[..], &[1; 128]);
+        cache.get_or_decode((0, 3), 128, fill(3)).unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 2)));
         // A demoted chunk goes first, though it was used last.
         cache.demote((0, 3));
-        cache
-            .get_or_decode((0, 4), 100, |_| Ok(vec![4; 100]))
-            .unwrap();
+        cache.get_or_decode((0, 4), 128, fill(4)).unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 3)));
     }
 
     #[test]
     fn evicted_buffers_are_handed_to_later_decodes() {
-        let cache = ChunkCache::new(100);
-        cache
-            .get_or_decode((0, 0), 100, |_| Ok(vec![1; 100]))
-            .unwrap();
-        let held = cache
-            .get_or_decode((0, 1), 100, |_| Ok(vec![2; 100]))
-            .unwrap();
+        let cache = ChunkCache::new(128);
+        cache.get_or_decode((0, 0), 128, fill(1)).unwrap();
+        let held = cache.get_or_decode((0, 1), 128, fill(2)).unwrap();
         // Chunk 0 was evicted while no one held it: its buffer comes back.
-        let chunk = cache
-            .get_or_decode((0, 2), 100, |spare| {
-                assert_eq!(spare, vec![1; 100]);
-                Ok(spare)
+        cache
+            .get_or_decode((0, 2), 128, |spare| {
+                assert_eq!(spare, [1; 128]);
+                Ok(())
             })
             .unwrap();
-        assert_eq!(chunk.len(), 100);
         // Chunk 1 was evicted while a reader held it: its buffer stays theirs.
         cache
-            .get_or_decode((0, 3), 100, |spare| {
-                assert_eq!(spare, [0; 100], "a held chunk's buffer must not be reused");
-                Ok(vec![4; 100])
+            .get_or_decode((0, 3), 128, |fresh| {
+                assert_eq!(fresh, [0; 128], "a held chunk's buffer must not be reused");
+                Ok(())
             })
             .unwrap();
-        assert_eq!(held[0], 2);
+        assert_eq!(&held[..], &[2; 128]);
+        // Until they let go of it.
+        drop(held);
+        cache
+            .get_or_decode((0, 4), 128, |spare| {
+                assert_eq!(spare, [2; 128], "the buffer the reader let go of");
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]
     fn read_through_chunks_lend_their_buffers_first() {
         let cache = ChunkCache::new(1 << 20);
-        cache
-            .get_or_decode((0, 0), 100, |_| Ok(vec![1; 100]))
-            .unwrap();
-        cache
-            .get_or_decode((0, 1), 100, |_| Ok(vec![2; 100]))
-            .unwrap();
+        cache.get_or_decode((0, 0), 128, fill(1)).unwrap();
+        cache.get_or_decode((0, 1), 128, fill(2)).unwrap();
         cache.demote((0, 0));
         // Room is left, yet the chunk read through gives its buffer up.
         cache
-            .get_or_decode((0, 2), 100, |buffer| {
-                assert_eq!(buffer, [1; 100]);
-                Ok(buffer)
+            .get_or_decode((0, 2), 128, |buffer| {
+                assert_eq!(buffer, [1; 128]);
+                Ok(())
             })
             .unwrap();
         assert!(!cache.contains((0, 0)) && cache.contains((0, 1)));
         // A chunk not read through keeps its buffer: the next one is fresh.
         cache
-            .get_or_decode((0, 3), 100, |buffer| {
-                assert_eq!(buffer, [0; 100]);
-                Ok(buffer)
+            .get_or_decode((0, 3), 128, |buffer| {
+                assert_eq!(buffer, [0; 128]);
+                Ok(())
             })
             .unwrap();
         assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
@@ -341,10 +397,10 @@ mod tests {
             cache.demote((0, i));
         }
         cache
-            .get_or_decode((0, 1), 100, |_| unreachable!())
+            .get_or_decode((0, 1), 128, |_| unreachable!())
             .unwrap();
         for i in 4..=6 {
-            cache.get_or_decode((0, i), 100, Ok).unwrap();
+            cache.get_or_decode((0, i), 128, fill(0)).unwrap();
         }
         assert!(!cache.contains((0, 2)) && !cache.contains((0, 3)));
         assert!(cache.contains((0, 1)), "read again: not to be taken");
@@ -354,32 +410,32 @@ mod tests {
     fn buffers_are_reused_for_chunks_they_fit() {
         let cache = ChunkCache::new(1 << 20);
         // A tensor's last, shorter chunk gets room for a full one.
-        cache.get_or_decode((0, 0), 100, Ok).unwrap();
+        cache.get_or_decode((0, 0), 100, fill(1)).unwrap();
         cache.demote((0, 0));
-        cache
+        let longer = cache
             .get_or_decode((0, 1), 120, |buffer| {
                 assert_eq!(buffer.len(), 120);
-                assert!(buffer.capacity() >= 128, "the shorter chunk's buffer");
-                Ok(buffer)
+                assert_eq!(buffer[..100], [1; 100], "the shorter chunk's buffer");
+                buffer.fill(2);
+                Ok(())
             })
             .unwrap();
+        assert_eq!(longer.len(), 120);
+        drop(longer);
         // A buffer too small is passed over, and stays spare.
-        cache
-            .get_or_decode((0, 2), 10, |_| Ok(vec![3; 10]))
-            .unwrap();
+        cache.get_or_decode((0, 2), 10, fill(3)).unwrap();
         cache.demote((0, 1));
         cache.demote((0, 2));
         cache
             .get_or_decode((0, 3), 100, |buffer| {
-                assert_eq!(buffer.len(), 100);
-                assert!(buffer.capacity() >= 120);
-                Ok(buffer)
+                assert_eq!(buffer, [2; 100], "chunk 1's buffer");
+                Ok(())
             })
             .unwrap();
         cache
             .get_or_decode((0, 4), 10, |buffer| {
                 assert_eq!(buffer, [3; 10], "the spare that fits");
-                Ok(buffer)
+                Ok(())
             })
             .unwrap();
     }
@@ -387,15 +443,13 @@ mod tests {
     #[test]
     fn a_read_through_buffer_is_reused_even_when_too_large_to_keep_spare() {
         let len = SPARE_BYTES + 1;
-        let cache = ChunkCache::new(4 * len);
-        cache
-            .get_or_decode((0, 0), len, |_| Ok(vec![7; len]))
-            .unwrap();
+        let cache = ChunkCache::new(4 * len.next_power_of_two());
+        cache.get_or_decode((0, 0), len, fill(7)).unwrap();
         cache.demote((0, 0));
         cache
             .get_or_decode((0, 1), len, |buffer| {
                 assert!(buffer.iter().all(|&b| b == 7), "chunk 0's buffer");
-                Ok(buffer)
+                Ok(())
             })
             .unwrap();
     }
@@ -403,9 +457,7 @@ mod tests {
     #[test]
     fn oversized_chunks_are_served_but_not_kept() {
         let cache = ChunkCache::new(10);
-        let chunk = cache
-            .get_or_decode((1, 0), 11, |_| Ok(vec![7; 11]))
-            .unwrap();
+        let chunk = cache.get_or_decode((1, 0), 11, fill(7)).unwrap();
         assert_eq!(&chunk[..], &[7; 11]);
         assert_eq!(cache.held_bytes(), 0);
         assert!(!cache.contains((1, 0)));
@@ -419,7 +471,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err, "bad");
         assert!(!cache.contains((0, 0)));
-        let ok = cache.get_or_decode((0, 0), 100, |_| Ok(vec![1])).unwrap();
+        let ok = cache.get_or_decode((0, 0), 1, fill(1)).unwrap();
         assert_eq!(&ok[..], &[1]);
     }
 
@@ -433,10 +485,10 @@ mod tests {
                 s.spawn(|| {
                     start.wait();
                     let chunk = cache
-                        .get_or_decode((9, 9), 1000, |_| {
+                        .get_or_decode((9, 9), 1000, |buffer| {
                             decodes.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(50));
-                            Ok(vec![5; 1000])
+                            fill(5)(buffer)
                         })
                         .unwrap();
                     assert_eq!(&chunk[..], &[5; 1000][..]);
@@ -454,7 +506,12 @@ mod tests {
         }));
         assert!(caught.is_err());
         assert!(!cache.contains((2, 2)), "the flight ended");
-        let ok = cache.get_or_decode((2, 2), 2, |_| Ok(vec![1, 2])).unwrap();
+        let ok = cache
+            .get_or_decode((2, 2), 2, |buffer| {
+                buffer.copy_from_slice(&[1, 2]);
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(&ok[..], &[1, 2]);
     }
 }

@@ -209,11 +209,10 @@ impl BrevisFs {
 fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
     let len = archive.segments()[i].src_len as usize;
     cache
-        .get_or_decode((id, i), len, |mut buffer| {
+        .get_or_decode((id, i), len, |buffer| {
             archive
-                .decode_segment_into(i, &mut buffer)
-                .map_err(|e| e.to_string())?;
-            Ok(buffer)
+                .decode_segment_into(i, buffer)
+                .map_err(|e| e.to_string())
         })
         .map_err(|message| log::error!("{message}"))
 }
