@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
+use std::io::IoSlice;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -39,11 +40,6 @@ const SEQUENTIAL_SLACK: u64 = 4 << 20;
 
 /// The largest read the kernel is asked to send, and read-ahead it is asked for.
 const MAX_READ: u32 = 1 << 20;
-
-thread_local! {
-    /// Where a request thread assembles a reply that spans several chunks.
-    static REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
 
 pub struct BrevisFs {
     nodes: Nodes,
@@ -161,23 +157,18 @@ impl BrevisFs {
         {
             self.cache.demote((reader.id, i));
         }
-        let mut pieces = segments.zip(&chunks).map(|(i, chunk)| {
-            let range = archive.segment_range(i);
-            let from = offset.max(range.start) - range.start;
-            let to = end.min(range.end) - range.start;
-            &chunk[from as usize..to as usize]
-        });
-        if chunks.len() == 1 {
-            // A read within one chunk needs no copy.
-            return reply.data(pieces.next().expect("one chunk"));
-        }
-        // The reply must be one slice. Each request thread keeps its buffer:
-        // a fresh megabyte per read would cost page faults and unmapping.
-        REPLY.with_borrow_mut(|buffer| {
-            buffer.clear();
-            pieces.for_each(|piece| buffer.extend_from_slice(piece));
-            reply.data(buffer);
-        });
+        // The reply goes out straight from the chunks, with no copy into one
+        // buffer (see vendor/fuser/PATCHED.md).
+        let pieces: Vec<IoSlice> = segments
+            .zip(&chunks)
+            .map(|(i, chunk)| {
+                let range = archive.segment_range(i);
+                let from = offset.max(range.start) - range.start;
+                let to = end.min(range.end) - range.start;
+                IoSlice::new(&chunk[from as usize..to as usize])
+            })
+            .collect();
+        reply.data_vectored(&pieces);
     }
 
     /// Queues decoding of the chunks from `next` on, up to the read-ahead
