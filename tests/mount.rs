@@ -340,6 +340,29 @@ fn random_ranges_equal_the_original() {
     assert!(read_range(&file, len + 10, 100).unwrap().is_empty());
 }
 
+#[test]
+fn a_read_across_thousands_of_tiny_tensors_equals_the_original() {
+    // One read spans more chunks than a reply can be sent from without a copy.
+    let dir = tempfile::tempdir().unwrap();
+    let tensors: Vec<Tensor> = (0..3000)
+        .map(|i| tensor(&format!("scale.{i:04}"), "F32", &[2], noise(i, 8)))
+        .collect();
+    let original = build(&tensors, &Extras::default());
+    let src = write_temp(dir.path(), "tiny.safetensors", &original);
+    let archives = dir.path().join("archives");
+    std::fs::create_dir(&archives).unwrap();
+    pack(&src, &archives.join("tiny.brv"));
+    let m = mount(&archives, &[]);
+    let path = m.path("tiny.safetensors");
+    let (sent, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sent.send(read_range(&open_direct(&path), 0, 1 << 20)));
+    let got = read
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the read is answered")
+        .unwrap();
+    assert!(got == original, "{}", m.log_text());
+}
+
 /// A checkpoint of only the dtypes numpy has (no BF16 or FP8).
 fn numpy_checkpoint() -> Vec<u8> {
     let n = 50_000u64;

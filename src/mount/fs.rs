@@ -38,6 +38,10 @@ pub struct ServeOptions {
 /// stream concurrently, so they arrive slightly out of order.
 const SEQUENTIAL_SLACK: u64 = 4 << 20;
 
+/// Most slices a reply is sent from: `writev` takes at most 1024 buffers
+/// (IOV_MAX on Linux), and the reply's header is one of them.
+const MAX_REPLY_SLICES: usize = 1023;
+
 /// The largest read the kernel is asked to send, and read-ahead it is asked for.
 const MAX_READ: u32 = 1 << 20;
 
@@ -158,17 +162,23 @@ impl BrevisFs {
             self.cache.demote((reader.id, i));
         }
         // The reply goes out straight from the chunks, with no copy into one
-        // buffer (see vendor/fuser/PATCHED.md).
-        let pieces: Vec<IoSlice> = segments
+        // buffer (see vendor/fuser/PATCHED.md), unless it spans more than one
+        // writev can send: thousands of tiny tensors, cheap to copy.
+        let pieces: Vec<&[u8]> = segments
             .zip(&chunks)
             .map(|(i, chunk)| {
                 let range = archive.segment_range(i);
                 let from = offset.max(range.start) - range.start;
                 let to = end.min(range.end) - range.start;
-                IoSlice::new(&chunk[from as usize..to as usize])
+                &chunk[from as usize..to as usize]
             })
             .collect();
-        reply.data_vectored(&pieces);
+        if pieces.len() <= MAX_REPLY_SLICES {
+            let slices: Vec<IoSlice> = pieces.iter().map(|piece| IoSlice::new(piece)).collect();
+            reply.data_vectored(&slices);
+        } else {
+            reply.data(&pieces.concat());
+        }
     }
 
     /// Queues decoding of the chunks from `next` on, up to the read-ahead
