@@ -152,15 +152,16 @@ impl BrevisFs {
         let Ok(chunks) = chunks else {
             return reply.error(Errno::EIO);
         };
-        self.read_ahead(reader, offset, end, segments.end);
         // Chunks this read went to the end of are done with (the kernel keeps
-        // the pages); the last one may be continued by the next read.
+        // the pages); the last one may be continued by the next read. They go
+        // before decoding ahead, which can then take their buffers.
         for i in segments
             .clone()
             .filter(|&i| archive.segment_range(i).end <= end)
         {
             self.cache.demote((reader.id, i));
         }
+        self.read_ahead(reader, offset, end, segments.end);
         // The reply goes out straight from the chunks, with no copy into one
         // buffer (see vendor/fuser/PATCHED.md), unless it spans more than one
         // writev can send: thousands of tiny tensors, cheap to copy.
