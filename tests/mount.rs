@@ -353,14 +353,23 @@ fn a_read_across_thousands_of_tiny_tensors_equals_the_original() {
     std::fs::create_dir(&archives).unwrap();
     pack(&src, &archives.join("tiny.brv"));
     let m = mount(&archives, &[]);
-    let path = m.path("tiny.safetensors");
-    let (sent, read) = std::sync::mpsc::channel();
-    std::thread::spawn(move || sent.send(read_range(&open_direct(&path), 0, 1 << 20)));
-    let got = read
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the read is answered")
-        .unwrap();
-    assert!(got == original, "{}", m.log_text());
+    // The whole file, and exactly as many tensors as a reply is sent from
+    // without a copy, and one more.
+    let data = 8 + u64::from_le_bytes(original[..8].try_into().unwrap()) as usize;
+    for (offset, len) in [(0, original.len()), (data, 1023 * 8), (data, 1024 * 8)] {
+        let path = m.path("tiny.safetensors");
+        let (sent, read) = std::sync::mpsc::channel();
+        std::thread::spawn(move || sent.send(read_range(&open_direct(&path), offset as u64, len)));
+        let got = read
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the read is answered")
+            .unwrap();
+        assert!(
+            got == original[offset..offset + len],
+            "{offset}+{len}: {}",
+            m.log_text()
+        );
+    }
 }
 
 /// A checkpoint of only the dtypes numpy has (no BF16 or FP8).

@@ -38,10 +38,6 @@ pub struct ServeOptions {
 /// stream concurrently, so they arrive slightly out of order.
 const SEQUENTIAL_SLACK: u64 = 4 << 20;
 
-/// Most slices a reply is sent from: `writev` takes at most 1024 buffers
-/// (IOV_MAX on Linux), and the reply's header is one of them.
-const MAX_REPLY_SLICES: usize = 1023;
-
 /// The largest read the kernel is asked to send, and read-ahead it is asked for.
 const MAX_READ: u32 = 1 << 20;
 
@@ -153,8 +149,10 @@ impl BrevisFs {
             return reply.error(Errno::EIO);
         };
         // Chunks this read went to the end of are done with (the kernel keeps
-        // the pages); the last one may be continued by the next read. They go
-        // before decoding ahead, which can then take their buffers.
+        // the pages); the last one may be continued by the next read. They are
+        // demoted before read-ahead is queued, so that its decodes take their
+        // buffers (at once, or as spares once this reply has let go of them)
+        // rather than fresh memory.
         for i in segments
             .clone()
             .filter(|&i| archive.segment_range(i).end <= end)
@@ -163,23 +161,17 @@ impl BrevisFs {
         }
         self.read_ahead(reader, offset, end, segments.end);
         // The reply goes out straight from the chunks, with no copy into one
-        // buffer (see vendor/fuser/PATCHED.md), unless it spans more than one
-        // writev can send: thousands of tiny tensors, cheap to copy.
-        let pieces: Vec<&[u8]> = segments
+        // buffer (see vendor/fuser/PATCHED.md).
+        let pieces: Vec<IoSlice> = segments
             .zip(&chunks)
             .map(|(i, chunk)| {
                 let range = archive.segment_range(i);
                 let from = offset.max(range.start) - range.start;
                 let to = end.min(range.end) - range.start;
-                &chunk[from as usize..to as usize]
+                IoSlice::new(&chunk[from as usize..to as usize])
             })
             .collect();
-        if pieces.len() <= MAX_REPLY_SLICES {
-            let slices: Vec<IoSlice> = pieces.iter().map(|piece| IoSlice::new(piece)).collect();
-            reply.data_vectored(&slices);
-        } else {
-            reply.data(&pieces.concat());
-        }
+        reply.data_vectored(&pieces);
     }
 
     /// Queues decoding of the chunks from `next` on, up to the read-ahead

@@ -209,10 +209,24 @@ impl ReplyData {
         self.reply.send_ll(&ll::ResponseSlice(data));
     }
 
-    /// Reply to a request with the concatenation of the given slices
+    /// Reply to a request with the concatenation of the given slices, sent
+    /// without copying them into one buffer when there are at most
+    /// `MAX_DATA_SLICES` (`writev` takes at most 1024 buffers, IOV_MAX on
+    /// Linux, and the reply's header is one of them); more are copied.
     pub fn data_vectored(self, data: &[IoSlice<'_>]) {
-        self.reply.send_ll(&ll::ResponseIoSlices(data));
+        if data.len() <= Self::MAX_DATA_SLICES {
+            self.reply.send_ll(&ll::ResponseIoSlices(data));
+        } else {
+            let mut joined = Vec::with_capacity(data.iter().map(|slice| slice.len()).sum());
+            for slice in data {
+                joined.extend_from_slice(slice);
+            }
+            self.data(&joined);
+        }
     }
+
+    /// Most slices `data_vectored` sends without a copy.
+    pub const MAX_DATA_SLICES: usize = 1023;
 
     /// Reply to a request with the given error code
     pub fn error(self, err: Errno) {
