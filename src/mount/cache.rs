@@ -60,6 +60,15 @@ struct Ready {
 /// Most bytes of spare buffers kept.
 const SPARE_BYTES: usize = 8 << 20;
 
+/// Most spare buffers kept, so that finding one stays quick when they are tiny.
+const SPARE_COUNT: usize = 256;
+
+/// Whether a buffer of `size` bytes suits a chunk of `len`: large enough, and
+/// not so large that a small chunk ties up memory the cache counts as its.
+fn suits(size: usize, len: usize) -> bool {
+    size >= len && size <= 2 * len.next_power_of_two()
+}
+
 /// One decode in progress, awaited by the readers that arrived after it started.
 #[derive(Default)]
 struct Flight {
@@ -212,7 +221,7 @@ impl State {
             let (_, ready) = self.ready.pop_lru().expect("peeked");
             self.bytes -= ready.chunk.capacity();
             if let Ok(mut buffer) = Arc::try_unwrap(ready.chunk) {
-                if buffer.bytes.len() >= len {
+                if suits(buffer.bytes.len(), len) {
                     return Some(std::mem::take(&mut buffer.bytes));
                 }
             }
@@ -226,11 +235,14 @@ impl Spares {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A spare buffer of at least `len` bytes, if there is one.
+    /// The smallest spare buffer that suits `len` bytes, if there is one.
     fn take(&self, len: usize) -> Option<Vec<u8>> {
         let mut list = self.lock();
-        // The last one back is the likeliest to be in the CPU caches still.
-        let i = list.buffers.iter().rposition(|b| b.len() >= len)?;
+        // Among equals, the last one back: the likeliest to be in the CPU
+        // caches still.
+        let (i, _) = (list.buffers.iter().enumerate().rev())
+            .filter(|(_, b)| suits(b.len(), len))
+            .min_by_key(|(_, b)| b.len())?;
         let buffer = list.buffers.swap_remove(i);
         list.bytes -= buffer.capacity();
         Some(buffer)
@@ -239,7 +251,9 @@ impl Spares {
     /// Keeps `buffer` for later decodes if there is room.
     fn keep(&self, buffer: Vec<u8>) {
         let mut list = self.lock();
-        if buffer.capacity() > 0 && list.bytes + buffer.capacity() <= SPARE_BYTES {
+        let room =
+            list.buffers.len() < SPARE_COUNT && list.bytes + buffer.capacity() <= SPARE_BYTES;
+        if buffer.capacity() > 0 && room {
             list.bytes += buffer.capacity();
             list.buffers.push(buffer);
         }
@@ -435,6 +449,41 @@ mod tests {
         cache
             .get_or_decode((0, 4), 10, |buffer| {
                 assert_eq!(buffer, [3; 10], "the spare that fits");
+                Ok(())
+            })
+            .unwrap();
+        // A buffer far larger than a chunk is left for a chunk it suits.
+        cache.get_or_decode((0, 5), 1024, fill(5)).unwrap();
+        cache.demote((0, 5));
+        cache
+            .get_or_decode((0, 6), 10, |buffer| {
+                assert_eq!(buffer, [0; 10], "fresh, not the 1 KiB buffer");
+                Ok(())
+            })
+            .unwrap();
+        cache
+            .get_or_decode((0, 7), 1000, |buffer| {
+                assert_eq!(buffer, [5; 1000]);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn the_smallest_spare_that_suits_is_taken() {
+        let cache = ChunkCache::new(1 << 20);
+        for (i, len) in [(0, 200), (1, 100), (2, 60)] {
+            cache.get_or_decode((0, i), len, fill(i as u8)).unwrap();
+        }
+        for i in 0..3 {
+            cache.demote((0, i));
+        }
+        // The read-through chunks are all too small for a long one: their
+        // buffers (256, 128 and 64 bytes) become spares.
+        cache.get_or_decode((0, 3), 300, fill(3)).unwrap();
+        cache
+            .get_or_decode((0, 4), 60, |buffer| {
+                assert_eq!(buffer, [2; 60], "chunk 2's 64 bytes");
                 Ok(())
             })
             .unwrap();
