@@ -87,29 +87,32 @@ impl Model {
     /// follow from the size (see [`group_count`]).
     fn new(alphabet: &Alphabet, n: usize) -> Model {
         let counts = alphabet.totals();
-        let mut model = Model::quantised(&counts, alphabet.len(), n);
-        model.groups = group_count(model.cost(&counts));
+        let (mut model, cost) = Model::quantised(&counts, alphabet.len(), n);
+        model.groups = group_count(cost);
         model
     }
 
-    /// The frequencies of [`Model::new`], with one group.
-    fn quantised(counts: &[u64], distinct: usize, n: usize) -> Model {
-        let at = |scale| Model {
-            scale,
-            freqs: normalize(counts, n as u64, scale),
-            groups: 1,
+    /// The frequencies of [`Model::new`], with one group, and their cost.
+    fn quantised(counts: &[u64], distinct: usize, n: usize) -> (Model, i128) {
+        let at = |scale| {
+            let model = Model {
+                scale,
+                freqs: normalize(counts, n as u64, scale),
+                groups: 1,
+            };
+            let cost = model.cost(counts);
+            (model, cost)
         };
         if distinct == 1 {
             return at(0);
         }
         let least = ceil_log2(distinct);
         let fine = at(ceil_log2(n).clamp(least, MAX_SCALE));
-        if fine.scale <= FAST_SCALE || least > FAST_SCALE {
+        if fine.0.scale <= FAST_SCALE || least > FAST_SCALE {
             return fine;
         }
         let fast = at(FAST_SCALE);
-        let fine_cost = fine.cost(counts);
-        if (fast.cost(counts) - fine_cost) * FAST_SCALE_COST <= fine_cost {
+        if (fast.1 - fine.1) * FAST_SCALE_COST <= fine.1 {
             fast
         } else {
             fine

@@ -129,7 +129,7 @@ impl ChunkCache {
         len: usize,
         decode: impl FnOnce(&mut [u8]) -> Result<(), String>,
     ) -> Result<Chunk, String> {
-        let (flight, buffer) = {
+        let (flight, mut bytes) = {
             let mut state = self.lock();
             if let Some(ready) = state.ready.get_mut(&key) {
                 ready.read_through = false;
@@ -153,7 +153,6 @@ impl ChunkCache {
             flight: &flight,
             result: Some(Err("the decoder panicked".to_string())),
         };
-        let mut bytes = buffer;
         let result = decode(&mut bytes[..len]).map(|()| {
             Arc::new(Buffer {
                 bytes,
@@ -248,12 +247,14 @@ impl Spares {
         Some(buffer)
     }
 
-    /// Keeps `buffer` for later decodes if there is room.
+    /// Keeps `buffer` for later decodes if there is room. (An empty one is
+    /// what a buffer reused in place leaves behind: nothing to lock for.)
     fn keep(&self, buffer: Vec<u8>) {
+        if buffer.capacity() == 0 {
+            return;
+        }
         let mut list = self.lock();
-        let room =
-            list.buffers.len() < SPARE_COUNT && list.bytes + buffer.capacity() <= SPARE_BYTES;
-        if buffer.capacity() > 0 && room {
+        if list.buffers.len() < SPARE_COUNT && list.bytes + buffer.capacity() <= SPARE_BYTES {
             list.bytes += buffer.capacity();
             list.buffers.push(buffer);
         }
@@ -323,6 +324,16 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Barrier;
 
+    /// Decodes `key` into `want.len()` bytes, checking that the buffer the
+    /// decoder is handed holds `want` (a reused buffer's bytes, or zeros).
+    fn decode_expecting(cache: &ChunkCache, key: ChunkKey, want: &[u8], why: &str) {
+        let check = |buffer: &mut [u8]| {
+            assert_eq!(buffer, want, "{why}");
+            Ok(())
+        };
+        cache.get_or_decode(key, want.len(), check).unwrap();
+    }
+
     /// A decoder that fills the chunk with `byte`.
     fn fill(byte: u8) -> impl FnOnce(&mut [u8]) -> Result<(), String> {
         move |buffer| {
@@ -359,28 +370,18 @@ mod tests {
         cache.get_or_decode((0, 0), 128, fill(1)).unwrap();
         let held = cache.get_or_decode((0, 1), 128, fill(2)).unwrap();
         // Chunk 0 was evicted while no one held it: its buffer comes back.
-        cache
-            .get_or_decode((0, 2), 128, |spare| {
-                assert_eq!(spare, [1; 128]);
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(&cache, (0, 2), &[1; 128], "");
         // Chunk 1 was evicted while a reader held it: its buffer stays theirs.
-        cache
-            .get_or_decode((0, 3), 128, |fresh| {
-                assert_eq!(fresh, [0; 128], "a held chunk's buffer must not be reused");
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(
+            &cache,
+            (0, 3),
+            &[0; 128],
+            "a held chunk's buffer must not be reused",
+        );
         assert_eq!(&held[..], &[2; 128]);
         // Until they let go of it.
         drop(held);
-        cache
-            .get_or_decode((0, 4), 128, |spare| {
-                assert_eq!(spare, [2; 128], "the buffer the reader let go of");
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(&cache, (0, 4), &[2; 128], "the buffer the reader let go of");
     }
 
     #[test]
@@ -390,20 +391,10 @@ mod tests {
         cache.get_or_decode((0, 1), 128, fill(2)).unwrap();
         cache.demote((0, 0));
         // Room is left, yet the chunk read through gives its buffer up.
-        cache
-            .get_or_decode((0, 2), 128, |buffer| {
-                assert_eq!(buffer, [1; 128]);
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(&cache, (0, 2), &[1; 128], "");
         assert!(!cache.contains((0, 0)) && cache.contains((0, 1)));
         // A chunk not read through keeps its buffer: the next one is fresh.
-        cache
-            .get_or_decode((0, 3), 128, |buffer| {
-                assert_eq!(buffer, [0; 128]);
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(&cache, (0, 3), &[0; 128], "");
         assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
         // Nor does one read again after it was read through, when it comes
         // to be the least recent.
@@ -440,33 +431,13 @@ mod tests {
         cache.get_or_decode((0, 2), 10, fill(3)).unwrap();
         cache.demote((0, 1));
         cache.demote((0, 2));
-        cache
-            .get_or_decode((0, 3), 100, |buffer| {
-                assert_eq!(buffer, [2; 100], "chunk 1's buffer");
-                Ok(())
-            })
-            .unwrap();
-        cache
-            .get_or_decode((0, 4), 10, |buffer| {
-                assert_eq!(buffer, [3; 10], "the spare that fits");
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(&cache, (0, 3), &[2; 100], "chunk 1's buffer");
+        decode_expecting(&cache, (0, 4), &[3; 10], "the spare that fits");
         // A buffer far larger than a chunk is left for a chunk it suits.
         cache.get_or_decode((0, 5), 1024, fill(5)).unwrap();
         cache.demote((0, 5));
-        cache
-            .get_or_decode((0, 6), 10, |buffer| {
-                assert_eq!(buffer, [0; 10], "fresh, not the 1 KiB buffer");
-                Ok(())
-            })
-            .unwrap();
-        cache
-            .get_or_decode((0, 7), 1000, |buffer| {
-                assert_eq!(buffer, [5; 1000]);
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(&cache, (0, 6), &[0; 10], "fresh, not the 1 KiB buffer");
+        decode_expecting(&cache, (0, 7), &[5; 1000], "");
     }
 
     #[test]
@@ -481,12 +452,7 @@ mod tests {
         // The read-through chunks are all too small for a long one: their
         // buffers (256, 128 and 64 bytes) become spares.
         cache.get_or_decode((0, 3), 300, fill(3)).unwrap();
-        cache
-            .get_or_decode((0, 4), 60, |buffer| {
-                assert_eq!(buffer, [2; 60], "chunk 2's 64 bytes");
-                Ok(())
-            })
-            .unwrap();
+        decode_expecting(&cache, (0, 4), &[2; 60], "chunk 2's 64 bytes");
     }
 
     #[test]
