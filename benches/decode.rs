@@ -4,9 +4,11 @@
 //!
 //! The corpus comes from `BREVIS_CORPUS` (default ~/.cache/brevis-corpus, see
 //! scripts/fetch-corpus.sh); archives are packed with the default options into
-//! `BREVIS_BENCH_ARCHIVES` (default target/bench-archives) once, and reused
-//! while their checkpoint is older than them. Set `BREVIS_BENCH_ARCHIVES` to a
-//! folder of archives made another way (same names, NAME.brv) to compare them.
+//! target/bench-archives, and packed again when their checkpoint or this
+//! bench's build is newer than them (a change to the packer changes what
+//! there is to decode). Set `BREVIS_BENCH_ARCHIVES` to a folder of archives
+//! made another way (same names, NAME.brv) to compare them; those are packed
+//! only if missing.
 
 use brevis::{Archive, PackOptions};
 use divan::counter::BytesCount;
@@ -36,13 +38,23 @@ fn archive(name: &str) -> Archive {
     let corpus = env_dir("BREVIS_CORPUS", || {
         PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/brevis-corpus")
     });
-    let archives = env_dir("BREVIS_BENCH_ARCHIVES", || {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-archives")
-    });
+    let given = std::env::var_os("BREVIS_BENCH_ARCHIVES").map(PathBuf::from);
+    let archives = given
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-archives"));
     let src = corpus.join(name).join("model.safetensors");
     let dst = archives.join(format!("{name}.brv"));
     let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if modified(&dst).is_none() || modified(&dst) < modified(&src) {
+    let build = std::env::current_exe().ok();
+    let stale = match &given {
+        Some(_) => modified(&dst).is_none(),
+        None => {
+            modified(&dst).is_none()
+                || modified(&dst) < modified(&src)
+                || modified(&dst) < build.as_ref().and_then(modified)
+        }
+    };
+    if stale {
         assert!(
             src.is_file(),
             "{} missing: run scripts/fetch-corpus.sh",
