@@ -144,6 +144,11 @@ thread_local! {
 
 pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
     let set = symbols::read(r, width, Values::Nibbles, MAX_LEN)?;
+    if set.values == [1, 1] {
+        let streams = read_streams(r)?;
+        let pair = [set.words[0], set.words[1]].map(T::from_u32);
+        return decode_one_bit(&streams, pair, out).map_err(|reason| streams.error(reason));
+    }
     TABLES.with_borrow_mut(|cached| {
         let tables = match cached {
             Some(t) if t.set.words == set.words && t.set.values == set.values => t,
@@ -165,8 +170,28 @@ pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Resu
     })
 }
 
-/// Decodes the streams (after the symbol set) with `tables`.
-fn decode_with<T: Word>(r: &mut Reader, tables: &Tables, out: &mut [T]) -> Result<(), WireError> {
+/// The four quarters' bitstreams, as stored after the symbol set.
+struct Streams<'a> {
+    /// All four streams, concatenated.
+    data: &'a [u8],
+    /// Where `data` starts in the input, for errors.
+    at: usize,
+    /// Byte offset in `data` where each stream starts, and where it ends.
+    starts: [usize; 4],
+    ends: [usize; 4],
+}
+
+impl Streams<'_> {
+    fn error(&self, reason: &'static str) -> WireError {
+        WireError {
+            at: self.at,
+            reason,
+        }
+    }
+}
+
+/// Reads the four streams' lengths, then their bytes.
+fn read_streams<'a>(r: &mut Reader<'a>) -> Result<Streams<'a>, WireError> {
     let mut ends = [0usize; 4];
     let mut total = 0usize;
     for end in &mut ends {
@@ -178,15 +203,131 @@ fn decode_with<T: Word>(r: &mut Reader, tables: &Tables, out: &mut [T]) -> Resul
     let data = r.bytes(total)?;
     let mut starts = [0; 4];
     starts[1..].copy_from_slice(&ends[..3]);
-    let streams = std::array::from_fn(|q| Bits::new(starts[q], ends[q]));
+    Ok(Streams {
+        data,
+        at,
+        starts,
+        ends,
+    })
+}
+
+/// Decodes the streams (after the symbol set) with `tables`.
+fn decode_with<T: Word>(r: &mut Reader, tables: &Tables, out: &mut [T]) -> Result<(), WireError> {
+    let s = read_streams(r)?;
+    let streams = std::array::from_fn(|q| Bits::new(s.starts[q], s.ends[q]));
     let single = &tables.single;
     let result = match &tables.multi {
         Some(multi) if out.len() >= MULTI_MIN_WORDS => {
-            decode_streams_multi(streams, data, single, multi, out)
+            decode_streams_multi(streams, s.data, single, multi, out)
         }
-        _ => decode_streams(streams, data, single, out),
+        _ => decode_streams(streams, s.data, single, out),
     };
-    result.map_err(|reason| WireError { at, reason })
+    result.map_err(|reason| s.error(reason))
+}
+
+/// Decodes a code of two words, each one bit long (the only complete code
+/// of two words). Each stream is then a bitmap, its bit `i` choosing the
+/// quarter's word `i` from `pair`, so words are expanded straight from the
+/// bits instead of a few per table lookup, and no table is built. In bf16
+/// checkpoints the top nibble of a weight (sign and top three exponent
+/// bits) mostly takes just two values, so this is the common code there.
+fn decode_one_bit<T: Word>(
+    streams: &Streams,
+    pair: [T; 2],
+    out: &mut [T],
+) -> Result<(), &'static str> {
+    for ((&start, &end), q) in streams.starts.iter().zip(&streams.ends).zip(quarters(out)) {
+        let bits = &streams.data[start..end];
+        // Exactly the bytes holding one bit per word, as `Bits::finish` checks.
+        let need = q.len().div_ceil(8);
+        if bits.len() < need {
+            return Err("huffman stream overrun");
+        }
+        if bits.len() > need {
+            return Err("huffman stream has unread bytes");
+        }
+        let used = q.len() % 8;
+        if used != 0 && bits[need - 1] >> used != 0 {
+            return Err("huffman padding bits are not zero");
+        }
+        expand_bits(bits, pair, q);
+    }
+    Ok(())
+}
+
+/// Sets `out[i]` to `pair[bit i of bits]`; `bits` holds at least `out.len()` bits.
+fn expand_bits<T: Word>(bits: &[u8], pair: [T; 2], out: &mut [T]) {
+    let done = expand_simd(bits, pair, out);
+    let mut words = out[done..].chunks_exact_mut(8);
+    let mut bytes = bits[done / 8..].iter();
+    for (words, &byte) in (&mut words).zip(&mut bytes) {
+        words.copy_from_slice(&expand_byte(byte, pair));
+    }
+    let tail = words.into_remainder();
+    if let Some(&byte) = bytes.next() {
+        tail.copy_from_slice(&expand_byte(byte, pair)[..tail.len()]);
+    }
+}
+
+/// The eight words the bits of `byte` choose, lowest bit first.
+#[inline(always)]
+fn expand_byte<T: Word>(byte: u8, pair: [T; 2]) -> [T; 8] {
+    std::array::from_fn(|j| pair[(byte >> j & 1) as usize])
+}
+
+/// Expands a prefix of the words with AVX-512 where the CPU has it; returns
+/// how many words it did (a multiple of 8, possibly 0).
+#[inline]
+fn expand_simd<T: Word>(bits: &[u8], pair: [T; 2], out: &mut [T]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: `available` checked that the CPU has the kernel's features.
+        return unsafe { avx512::expand(bits, pair, out) };
+    }
+    let _ = (bits, pair, out);
+    0
+}
+
+/// Bit expansion with AVX-512: a stream's bits are used directly as the
+/// mask of one blend between the two words, 64 bytes of words at a time.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::super::simd::{level, Simd};
+    use super::{load_u64, Word};
+    use std::arch::x86_64::*;
+
+    /// Whether the CPU (and, in tests, the test) allows this kernel.
+    pub(super) fn available() -> bool {
+        level() == Simd::Avx512 && std::arch::is_x86_feature_detected!("avx512bw")
+    }
+
+    /// Expands whole steps of one vector of words (64, 32 or 16 of `T`);
+    /// returns the words done. `bits` holds at least `out.len()` bits.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and BW.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn expand<T: Word>(bits: &[u8], pair: [T; 2], out: &mut [T]) -> usize {
+        let step = 64 / size_of::<T>();
+        let [a, b] = pair.map(|w| w.to_u32());
+        let (a, b) = match size_of::<T>() {
+            1 => (_mm512_set1_epi8(a as i8), _mm512_set1_epi8(b as i8)),
+            2 => (_mm512_set1_epi16(a as i16), _mm512_set1_epi16(b as i16)),
+            _ => (_mm512_set1_epi32(a as i32), _mm512_set1_epi32(b as i32)),
+        };
+        for (s, words) in out.chunks_exact_mut(step).enumerate() {
+            // The step's `step` bits: at most 64, within `bits`.
+            let mask = load_u64(bits, s * step / 8);
+            let v = match size_of::<T>() {
+                1 => _mm512_mask_blend_epi8(mask, a, b),
+                2 => _mm512_mask_blend_epi16(mask as u32, a, b),
+                _ => _mm512_mask_blend_epi32(mask as u16, a, b),
+            };
+            // SAFETY: `words` is one step: `step * size_of::<T>()` = 64 bytes.
+            unsafe { _mm512_storeu_si512(words.as_mut_ptr().cast(), v) };
+        }
+        out.len() / step * step
+    }
 }
 
 /// Most words one multi-word table entry holds.
@@ -553,13 +694,99 @@ mod tests {
         Some(words)
     }
 
-    /// Random codes at every width, random words drawn with the
-    /// probabilities the code implies, streams encoded independently of the
-    /// codec's encoder; then decoded with the right word count, a different
-    /// one (streams ending early or late) and flipped bits, each compared
-    /// with the reference. Lengths reach past `MULTI_MIN_WORDS` so both
-    /// table kinds run, and codes repeat across decodes so the per-thread
-    /// table cache is hit, including by streams of other lengths.
+    /// A random code of `lengths` over `words` (of `width` bits): `n` random
+    /// words drawn with the probabilities the code implies, streams encoded
+    /// independently of the codec's encoder; then decoded with the right word
+    /// count, a different one (streams ending early or late), a flipped bit
+    /// and a stream a byte shorter or longer, each compared with the
+    /// reference decoder.
+    fn check_against_reference(
+        seed: &mut u64,
+        width: u32,
+        words: &[u32],
+        lengths: &[u32],
+        n: usize,
+    ) {
+        let by_word: HashMap<u32, (u32, u32)> = canonical_codes(lengths)
+            .into_iter()
+            .zip(lengths)
+            .zip(words)
+            .map(|((code, &len), &word)| (word, (len, code)))
+            .collect();
+        let codes: Codes = by_word.iter().map(|(&w, &lc)| (lc, w)).collect();
+        // Words with probability 2^-len: decode random bits.
+        let mut random_bits = std::iter::repeat_with(|| xorshift(seed) as u32 & 1);
+        let expected: Vec<u32> = (0..n)
+            .map(|_| decode_one(&codes, &mut random_bits).expect("endless bits"))
+            .collect();
+
+        let mut streams: [Vec<u8>; 4] = Default::default();
+        for (stream, range) in streams.iter_mut().zip(quarter_ranges(n)) {
+            let mut bits = BitWriter::new(stream);
+            for w in &expected[range] {
+                let (len, code) = by_word[w];
+                bits.put(reverse(code, len), len);
+            }
+            bits.finish();
+        }
+        for variant in 0..4 {
+            let mut streams = streams.clone();
+            let mut n = n;
+            let q = xorshift(seed) as usize % 4;
+            match variant {
+                0 => {}
+                1 => n = (n as i64 + xorshift(seed) as i64 % 20 - 10).max(0) as usize,
+                2 => {
+                    if !streams[q].is_empty() {
+                        let bit = xorshift(seed) as usize % (streams[q].len() * 8);
+                        streams[q][bit / 8] ^= 1 << (bit % 8);
+                    }
+                }
+                _ => {
+                    if xorshift(seed).is_multiple_of(2) {
+                        streams[q].pop();
+                    } else {
+                        streams[q].push(xorshift(seed) as u8);
+                    }
+                }
+            }
+            let mut input = vec![Codec::Huffman.tag()];
+            symbols::write(words, lengths, Values::Nibbles, &mut input);
+            for s in &streams {
+                put_varint(&mut input, s.len() as u64);
+            }
+            for s in &streams {
+                input.extend_from_slice(s);
+            }
+            let got = decode_all(&input, width, n).ok().map(|(words, _)| words);
+            let slices = [0, 1, 2, 3].map(|q| streams[q].as_slice());
+            let want = reference(&codes, &slices, n);
+            assert!(
+                got == want,
+                "variant {variant}: width {width}, {} symbols, n {n}",
+                words.len()
+            );
+            if variant == 0 {
+                assert_eq!(want.as_deref(), Some(&expected[..]));
+            }
+        }
+    }
+
+    /// `count` distinct random words of `width` bits, sorted.
+    fn random_words(seed: &mut u64, width: u32, count: usize) -> Vec<u32> {
+        let mask = word_mask(width) as u64;
+        let mut words: Vec<u32> = Vec::new();
+        while words.len() < count {
+            words.push((xorshift(seed) & mask) as u32);
+            words.sort_unstable();
+            words.dedup();
+        }
+        words
+    }
+
+    /// Random codes at every width. Lengths reach past `MULTI_MIN_WORDS` so
+    /// both table kinds run, and codes repeat across decodes so the
+    /// per-thread table cache is hit, including by streams of other lengths.
     #[test]
     fn matches_reference_decoder() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -569,83 +796,40 @@ mod tests {
                 Some(code) if case % 3 == 0 => code,
                 _ => {
                     let width = 1 + case as u32 % 32;
-                    let mask = word_mask(width) as u64;
                     let max_symbols = match xorshift(&mut seed) % 4 {
                         0 => 4096,
                         1 => 300,
                         _ => 20,
                     };
-                    let lengths = random_lengths(&mut seed, max_symbols.min(mask as usize + 1));
-                    let mut words: Vec<u32> = Vec::new();
-                    while words.len() < lengths.len() {
-                        words.push((xorshift(&mut seed) & mask) as u32);
-                        words.sort_unstable();
-                        words.dedup();
-                    }
+                    let max_symbols = max_symbols.min(word_mask(width) as usize + 1);
+                    let lengths = random_lengths(&mut seed, max_symbols);
+                    let words = random_words(&mut seed, width, lengths.len());
                     (width, words, lengths)
                 }
             };
-            let by_word: HashMap<u32, (u32, u32)> = canonical_codes(&lengths)
-                .into_iter()
-                .zip(&lengths)
-                .zip(&words)
-                .map(|((code, &len), &word)| (word, (len, code)))
-                .collect();
-            let codes: Codes = by_word.iter().map(|(&w, &lc)| (lc, w)).collect();
             let n = match xorshift(&mut seed) % 8 {
                 0 => MULTI_MIN_WORDS + xorshift(&mut seed) as usize % 30_000,
                 _ => xorshift(&mut seed) as usize % 3000,
             };
-            // Words with probability 2^-len: decode random bits.
-            let mut random_bits = std::iter::repeat_with(|| xorshift(&mut seed) as u32 & 1);
-            let expected: Vec<u32> = (0..n)
-                .map(|_| decode_one(&codes, &mut random_bits).expect("endless bits"))
-                .collect();
-
-            let mut streams: [Vec<u8>; 4] = Default::default();
-            for (stream, range) in streams.iter_mut().zip(quarter_ranges(n)) {
-                let mut bits = BitWriter::new(stream);
-                for w in &expected[range] {
-                    let (len, code) = by_word[w];
-                    bits.put(reverse(code, len), len);
-                }
-                bits.finish();
-            }
-            for variant in 0..3 {
-                let mut streams = streams.clone();
-                let mut n = n;
-                match variant {
-                    0 => {}
-                    1 => n = (n as i64 + xorshift(&mut seed) as i64 % 20 - 10).max(0) as usize,
-                    _ => {
-                        let q = xorshift(&mut seed) as usize % 4;
-                        if !streams[q].is_empty() {
-                            let bit = xorshift(&mut seed) as usize % (streams[q].len() * 8);
-                            streams[q][bit / 8] ^= 1 << (bit % 8);
-                        }
-                    }
-                }
-                let mut input = vec![Codec::Huffman.tag()];
-                symbols::write(&words, &lengths, Values::Nibbles, &mut input);
-                for s in &streams {
-                    put_varint(&mut input, s.len() as u64);
-                }
-                for s in &streams {
-                    input.extend_from_slice(s);
-                }
-                let got = decode_all(&input, width, n).ok().map(|(words, _)| words);
-                let slices = [0, 1, 2, 3].map(|q| streams[q].as_slice());
-                let want = reference(&codes, &slices, n);
-                assert!(
-                    got == want,
-                    "case {case} variant {variant}: width {width}, {} symbols, n {n}",
-                    words.len()
-                );
-                if variant == 0 {
-                    assert_eq!(want.as_deref(), Some(&expected[..]));
-                }
-            }
+            check_against_reference(&mut seed, width, &words, &lengths, n);
             previous = Some((width, words, lengths));
+        }
+    }
+
+    /// Two-word codes, decoded by expanding bits: every width, and lengths
+    /// from empty through several SIMD steps with every tail, to long ones.
+    #[test]
+    fn one_bit_codes_match_reference_decoder() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for case in 0..400 {
+            let width = 1 + case as u32 % 32;
+            let words = random_words(&mut seed, width, 2);
+            let n = match case % 4 {
+                0 => case,
+                1 => xorshift(&mut seed) as usize % 3000,
+                _ => xorshift(&mut seed) as usize % 300_000,
+            };
+            check_against_reference(&mut seed, width, &words, &[1, 1], n);
         }
     }
 }
