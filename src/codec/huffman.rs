@@ -215,14 +215,49 @@ fn read_streams<'a>(r: &mut Reader<'a>) -> Result<Streams<'a>, WireError> {
 fn decode_with<T: Word>(r: &mut Reader, tables: &Tables, out: &mut [T]) -> Result<(), WireError> {
     let s = read_streams(r)?;
     let streams = std::array::from_fn(|q| Bits::new(s.starts[q], s.ends[q]));
-    let single = &tables.single;
-    let result = match &tables.multi {
+    // Tests that turn SIMD off run the plain build too.
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::limit() != super::simd::Simd::None
+        && std::arch::is_x86_feature_detected!("bmi2")
+    {
+        // SAFETY: the CPU has BMI2.
+        let result = unsafe { decode_tables_bmi2(streams, s.data, tables, out) };
+        return result.map_err(|reason| s.error(reason));
+    }
+    decode_tables(streams, s.data, tables, out).map_err(|reason| s.error(reason))
+}
+
+/// [`decode_tables`] compiled for BMI2: each word's variable shift is then
+/// one `shrx` instead of a shift by `cl`, which needs the count moved into
+/// `cl` and more micro-ops, in the decoders' inner loops.
+///
+/// # Safety
+/// The CPU must support BMI2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "bmi2")]
+fn decode_tables_bmi2<T: Word>(
+    streams: [Bits; 4],
+    data: &[u8],
+    tables: &Tables,
+    out: &mut [T],
+) -> Result<(), &'static str> {
+    decode_tables(streams, data, tables, out)
+}
+
+/// Decodes with the multi-word table if there is one and `out` is long enough.
+#[inline(always)]
+fn decode_tables<T: Word>(
+    streams: [Bits; 4],
+    data: &[u8],
+    tables: &Tables,
+    out: &mut [T],
+) -> Result<(), &'static str> {
+    match &tables.multi {
         Some(multi) if out.len() >= MULTI_MIN_WORDS => {
-            decode_streams_multi(streams, s.data, single, multi, out)
+            decode_streams_multi(streams, data, &tables.single, multi, out)
         }
-        _ => decode_streams(streams, s.data, single, out),
-    };
-    result.map_err(|reason| s.error(reason))
+        _ => decode_streams(streams, data, &tables.single, out),
+    }
 }
 
 /// Decodes a code of two words, each one bit long (the only complete code
@@ -338,8 +373,12 @@ const MULTI_WORDS: usize = 7;
 const MULTI_SLOTS: usize = 8;
 
 /// Shortest stream decoded with the multi-word table: shorter ones gain less
-/// than building the table costs.
-const MULTI_MIN_WORDS: usize = 4 * TABLE_SIZE;
+/// than building the table costs. Building it (about 30 µs) costs as much as
+/// decoding some 30000 words with the single-word table, and the cache rarely
+/// saves it (in the corpus files, 6 of about 100 streams of 16384 words or
+/// more found their code's tables), so those streams, f32 exponents among
+/// them, decode faster without it.
+const MULTI_MIN_WORDS: usize = 16 * TABLE_SIZE;
 
 /// Decoding table indexed by the next 12 bits of a stream, holding every word
 /// whose code lies wholly within those bits (at most [`MULTI_WORDS`], at
@@ -384,6 +423,7 @@ fn build_multi_table(table: &Table) -> Box<MultiTable> {
 
 /// Decodes the four quarters, interleaving the streams so their table
 /// lookups overlap, then checks each stream was consumed exactly.
+#[inline(always)]
 fn decode_streams<T: Word>(
     streams: [Bits; 4],
     data: &[u8],
@@ -422,6 +462,7 @@ fn decode_streams<T: Word>(
 /// own output position by the count each lookup decodes; the interleaved
 /// loop runs while every quarter has room for four lookups' slots, so no
 /// lookup decodes words past its quarter's end.
+#[inline(always)]
 fn decode_streams_multi<T: Word>(
     streams: [Bits; 4],
     data: &[u8],
