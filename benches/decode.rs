@@ -38,23 +38,22 @@ fn archive(name: &str) -> Archive {
     let corpus = env_dir("BREVIS_CORPUS", || {
         PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/brevis-corpus")
     });
-    let given = std::env::var_os("BREVIS_BENCH_ARCHIVES").map(PathBuf::from);
-    let archives = given
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-archives"));
+    // Archives of our own making are packed again when outdated; given ones
+    // only when missing.
+    let (archives, ours) = match std::env::var_os("BREVIS_BENCH_ARCHIVES") {
+        Some(dir) => (PathBuf::from(dir), false),
+        None => (
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-archives"),
+            true,
+        ),
+    };
     let src = corpus.join(name).join("model.safetensors");
     let dst = archives.join(format!("{name}.brv"));
     let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let build = std::env::current_exe().ok();
-    let stale = match &given {
-        Some(_) => modified(&dst).is_none(),
-        None => {
-            modified(&dst).is_none()
-                || modified(&dst) < modified(&src)
-                || modified(&dst) < build.as_ref().and_then(modified)
-        }
-    };
-    if stale {
+    let packed = modified(&dst);
+    let build = std::env::current_exe().ok().and_then(|exe| modified(&exe));
+    let outdated = packed < modified(&src) || packed < build;
+    if packed.is_none() || (ours && outdated) {
         assert!(
             src.is_file(),
             "{} missing: run scripts/fetch-corpus.sh",

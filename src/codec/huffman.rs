@@ -272,20 +272,12 @@ fn decode_one_bit<T: Word>(
     out: &mut [T],
 ) -> Result<(), &'static str> {
     for ((&start, &end), q) in streams.starts.iter().zip(&streams.ends).zip(quarters(out)) {
-        let bits = &streams.data[start..end];
-        // Exactly the bytes holding one bit per word, as `Bits::finish` checks.
-        let need = q.len().div_ceil(8);
-        if bits.len() < need {
-            return Err("huffman stream overrun");
-        }
-        if bits.len() > need {
-            return Err("huffman stream has unread bytes");
-        }
-        let used = q.len() % 8;
-        if used != 0 && bits[need - 1] >> used != 0 {
-            return Err("huffman padding bits are not zero");
-        }
-        expand_bits(bits, pair, q);
+        // One bit per word: the stream must end just after them, as any
+        // other stream is checked to, before its bits are expanded.
+        let mut consumed = Bits::new(start, end);
+        consumed.pos += q.len();
+        consumed.finish(streams.data)?;
+        expand_bits(&streams.data[start..end], pair, q);
     }
     Ok(())
 }

@@ -38,6 +38,14 @@ const STATE_LOW: u32 = 1 << 16;
 /// bounds stay >= 2^18 and one 16-bit renormalisation always suffices.
 const MAX_SCALE: u32 = 14;
 
+/// The scale and log2 of the group count in a stream's head byte, unchecked.
+fn head_fields(head: u8) -> (u32, u8) {
+    (
+        (head & ((1 << GROUPS_SHIFT) - 1)) as u32,
+        head >> GROUPS_SHIFT,
+    )
+}
+
 fn applicable(stats: &Stats) -> Option<&Alphabet> {
     stats.alphabet().filter(|a| a.len() >= 1)
 }
@@ -610,12 +618,10 @@ fn renormalise_slow(
 }
 
 pub(super) fn decode<T: Word>(r: &mut Reader, width: u32, out: &mut [T]) -> Result<(), WireError> {
-    let head = r.u8()?;
-    let scale = (head & ((1 << GROUPS_SHIFT) - 1)) as u32;
+    let (scale, groups_log2) = head_fields(r.u8()?);
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
     }
-    let groups_log2 = head >> GROUPS_SHIFT;
     if groups_log2 > 1 {
         return Err(r.error("rans lane groups above 2"));
     }
@@ -1656,7 +1662,7 @@ pub(super) mod tests {
         }
         let mut buf = Vec::new();
         assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-        let scale = (buf[1] & ((1 << GROUPS_SHIFT) - 1)) as u32;
+        let (scale, _) = head_fields(buf[1]);
         assert_eq!(scale, 14);
         let mut r = Reader::new(&buf[2..]);
         let set = symbols::read(&mut r, 8, Values::Varints, 1 << scale).expect("symbols");
@@ -1703,7 +1709,7 @@ pub(super) mod tests {
             let words: Vec<u32> = (0..n).map(|_| xorshift(&mut seed) as u32 & 0xff).collect();
             let mut buf = Vec::new();
             assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-            assert_eq!(buf[1] >> GROUPS_SHIFT, groups_log2, "n {n}");
+            assert_eq!(head_fields(buf[1]).1, groups_log2, "n {n}");
             let forced = match groups_log2 {
                 0 => encode_groups_with_tag::<1>(&words, 8),
                 _ => encode_groups_with_tag::<2>(&words, 8),
