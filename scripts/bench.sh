@@ -140,6 +140,7 @@ fi
 cleanup() {
   if mountpoint -q "$work/mnt" 2>/dev/null; then umount "$work/mnt"; fi
   if (( remove_work )); then rm -rf "$work"; fi
+  rm -f "/dev/shm/brevis-bench-$$.safetensors"
 }
 trap cleanup EXIT
 
@@ -283,6 +284,9 @@ bench_search() {
 #             (threads, and the first touch of its buffers)
 #   disk      the same after dropping all caches, so the archive is read from disk (root only)
 #   warm      the presented file read again: the kernel serves it from its page cache
+#   tmpfs     the original copied to /dev/shm: the page cache's speed in the 4 KiB pages that
+#             this kernel gives FUSE files too (where shmem huge pages are off), next to the
+#             original on its own filesystem, which may cache it in larger folios
 # Loads: the original from the page cache and the mount warm (the same mount loaded
 # again) are medians of 5 loads in one process after an untimed one; the mount cold is
 # one load through a fresh mount.
@@ -294,7 +298,35 @@ mount_fresh() {
   if [[ ${1:-} == drop ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
   "$work/brevis-mount" "$work/archives" "$mnt" || die "brevis-mount failed"
 }
-read_secs() { elapsed sh -c 'cat "$1" >/dev/null' sh "$1"; }
+# read_secs FILE: seconds to read FILE from its open to its end in 128 KiB reads, as cat
+# reads, timed inside the reader (bench_read.py), so that process start-up is not counted
+read_secs() {
+  local out
+  sync
+  out=$("$py" "$scripts/bench_read.py" "$1") || die "reading $1 failed"
+  [[ ${out#* } == "$(fsize "$1")" ]] || die "read ${out#* } bytes of $1, expected $(fsize "$1")"
+  echo "${out%% *}"
+}
+# A copy of the original in tmpfs, when /dev/shm is one with room: read from the page cache
+# as the original is, but in 4 KiB pages where shmem huge pages are off, as a FUSE file's
+# page cache is on kernels without large folios for FUSE
+shm_copy() {
+  local src=$1 dst
+  [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] || return 1
+  (( $(df --output=avail -B1 /dev/shm | tail -n 1) > 2 * $(fsize "$src") )) || return 1
+  dst=/dev/shm/brevis-bench-$$.safetensors
+  cp "$src" "$dst" && echo "$dst"
+}
+# shm_pages: the page size of tmpfs files, from the kernel's shmem huge page setting
+shm_pages() {
+  local setting
+  setting=$(grep -o '\[[a-z_]*\]' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null | tr -d '[]')
+  case $setting in
+    never | deny) echo "4 KiB: shmem_enabled=$setting" ;;
+    "") echo "unknown size" ;;
+    *) echo "4 KiB or larger: shmem_enabled=$setting" ;;
+  esac
+}
 # load_secs FILE [N]: seconds of one load, or with N the median of N after an
 # untimed one (bench_load.py)
 load_secs() {
@@ -312,10 +344,13 @@ bench_mount() {
   "$brevis" pack -q "$src" "$archive" >&2 || die "brevis pack failed on $name"
   shown=$mnt/$name.safetensors
   cp "$archive" "$work/archives/$name-other.brv"
-  local -a cold=() serving=() disk=() warm=() plain=() lorig=() lcold=() lwarm=()
+  local -a cold=() serving=() disk=() warm=() plain=() shm=() lorig=() lcold=() lwarm=()
+  local shm_file
+  shm_file=$(shm_copy "$src") || shm_file=
   for ((i = 0; i < runs; i++)); do
     cat "$src" "$archive" >/dev/null
     plain+=("$(read_secs "$src")")
+    if [[ -n $shm_file ]]; then shm+=("$(read_secs "$shm_file")"); fi
     lorig+=("$(load_secs "$src" 5)")
     mount_fresh
     cold+=("$(read_secs "$shown")")
@@ -333,12 +368,14 @@ bench_mount() {
     fi
   done
   umount "$mnt"
-  local lo lc lw dk=-
+  if [[ -n $shm_file ]]; then rm -f "$shm_file"; fi
+  local lo lc lw dk=- tm=-
   lo=$(median "${lorig[@]}") lc=$(median "${lcold[@]}") lw=$(median "${lwarm[@]}")
   if (( ${#disk[@]} )); then dk=$(mbps "$orig" "$(median "${disk[@]}")"); fi
+  if (( ${#shm[@]} )); then tm=$(mbps "$orig" "$(median "${shm[@]}")"); fi
   mount_rows+=("$(printf '%s\t' "$name" "$(ratio "$orig" "$(fsize "$archive")")" \
     "$(mbps "$orig" "$(median "${cold[@]}")")" "$(mbps "$orig" "$(median "${serving[@]}")")" "$dk" "$(mbps "$orig" "$(median "${warm[@]}")")" \
-    "$(mbps "$orig" "$(median "${plain[@]}")")" "$(ms "$lo")" "$(ms "$lc")" "$(times_of "$lc" "$lo")" \
+    "$(mbps "$orig" "$(median "${plain[@]}")")" "$tm" "$(ms "$lo")" "$(ms "$lc")" "$(times_of "$lc" "$lo")" \
     "$(ms "$lw")" "$(times_of "$lw" "$lo")")")
 }
 
@@ -395,9 +432,9 @@ if (( ${#search_rows[@]} )); then
 fi
 if (( ${#mount_rows[@]} )); then
   echo
-  echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, serving = the same on a fresh mount after it read another file, disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache and mount warm: median of 5 loads after an untimed one; mount cold: one load through a fresh mount):"
+  echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, serving = the same on a fresh mount after it read another file, disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache, tmpfs = the original copied to /dev/shm and read from there (page cache in pages of $(shm_pages)). Reads are 128 KiB, timed inside the reader from the open to the end of the file. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache and mount warm: median of 5 loads after an untimed one; mount cold: one load through a fresh mount):"
   echo
-  print_table "$(printf 'file\tratio\tcold MB/s\tserving MB/s\tdisk MB/s\twarm MB/s\toriginal MB/s\tload original ms\tload cold ms\tcold/original\tload warm ms\twarm/original\t')" "${mount_rows[@]}"
+  print_table "$(printf 'file\tratio\tcold MB/s\tserving MB/s\tdisk MB/s\twarm MB/s\toriginal MB/s\ttmpfs MB/s\tload original ms\tload cold ms\tcold/original\tload warm ms\twarm/original\t')" "${mount_rows[@]}"
 fi
 echo
 zipnn_version=n/a
