@@ -307,9 +307,8 @@ read_secs() {
   [[ ${out#* } == "$(fsize "$1")" ]] || die "read ${out#* } bytes of $1, expected $(fsize "$1")"
   echo "${out%% *}"
 }
-# A copy of the original in tmpfs, when /dev/shm is one with room: read from the page cache
-# as the original is, but in 4 KiB pages where shmem huge pages are off, as a FUSE file's
-# page cache is on kernels without large folios for FUSE
+# shm_copy SRC: copies SRC into /dev/shm and prints the copy's path, when /dev/shm is a
+# tmpfs with room (the tmpfs column of bench_mount)
 shm_copy() {
   local src=$1 dst
   [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] || return 1
