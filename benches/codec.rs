@@ -121,7 +121,7 @@ fn decode_bitpack(bencher: Bencher, width: u32) {
 /// mantissa fields; bf16: its own program), decoded into element bytes.
 /// Counter in elements.
 #[divan::bench(args = ["f32", "bf16"])]
-fn decode_chunk(bencher: Bencher, dtype: &str) {
+fn decode_record(bencher: Bencher, dtype: &str) {
     let (bytes, layout, float) = match dtype {
         "f32" => {
             let bytes: Vec<u8> = f32_values(N / 2).flat_map(f32::to_le_bytes).collect();
@@ -134,11 +134,11 @@ fn decode_chunk(bencher: Bencher, dtype: &str) {
         }
     };
     let hint = Hint { float: Some(float) };
-    let record = archive::encode_chunk(&bytes, layout, hint, &SynthOptions::default());
+    let record = archive::encode_record(&bytes, layout, hint, &SynthOptions::default());
     let mut out = vec![0u8; bytes.len()];
     let elements = bytes.len() / layout.element_bytes();
     bencher.counter(ItemsCount::new(elements)).bench_local(|| {
-        archive::decode_chunk(black_box(&record), layout, &mut out).unwrap();
+        archive::decode_record(black_box(&record), layout, &mut out).unwrap();
     });
     assert!(out == bytes);
 }

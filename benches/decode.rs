@@ -69,14 +69,14 @@ fn archive(name: &str) -> Archive {
 #[divan::bench(args = NAMES, sample_count = 20)]
 fn decode_archive(bencher: Bencher, name: &str) {
     let archive = archive(name);
-    let largest = archive.segments().iter().map(|s| s.src_len).max();
+    let largest = archive.chunks().iter().map(|s| s.src_len).max();
     let mut buffer = vec![0u8; largest.unwrap_or(0) as usize];
     bencher
         .counter(BytesCount::new(archive.len()))
         .bench_local(|| {
-            for i in 0..archive.segments().len() {
-                let out = &mut buffer[..archive.segments()[i].src_len as usize];
-                archive.decode_segment_into(i, out).expect("decodes");
+            for i in 0..archive.chunks().len() {
+                let out = &mut buffer[..archive.chunks()[i].src_len as usize];
+                archive.decode_chunk_into(i, out).expect("decodes");
             }
         });
 }

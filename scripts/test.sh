@@ -36,9 +36,11 @@ scripts/fetch-corpus.sh
 
 echo "== format and lints"
 cargo fmt --all -- --check
-cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy --all-targets --features corpus,fuse-tests --quiet -- -D warnings
+# The library alone, as a crate that reads archives depends on it.
+cargo clippy --lib --no-default-features --quiet -- -D warnings
 
 echo "== tests"
-cargo test --quiet --all-targets
+cargo test --quiet --all-targets --features corpus,fuse-tests
 
 echo "== all tests passed"

@@ -45,19 +45,19 @@ pub fn inspect(archive: &Archive) -> Result<Report> {
     .map_err(|reason| Error::invalid(archive.path(), format!("archived header: {reason}")))?;
     let mut rows: Vec<Row> = layout.tensors.iter().map(Row::of_tensor).collect();
     let mut other = Row::new("(header, gaps and trailing bytes)", "", vec![]);
-    // Tensors are sorted and disjoint; empty ones own no segment.
+    // Tensors are sorted and disjoint; empty ones own no chunk.
     let spans: Vec<(u64, u64, usize)> = (layout.tensors.iter().enumerate())
         .filter(|(_, t)| t.start < t.end)
         .map(|(k, t)| (t.start, t.end, k))
         .collect();
-    for i in 0..archive.segments().len() {
-        let start = archive.segment_range(i).start;
+    for i in 0..archive.chunks().len() {
+        let start = archive.chunk_range(i).start;
         let k = spans.partition_point(|s| s.1 <= start);
         let row = match spans.get(k) {
             Some(&(s, _, idx)) if s <= start => &mut rows[idx],
             _ => &mut other,
         };
-        row.add_segment(archive, i)?;
+        row.add_chunk(archive, i)?;
     }
     rows.push(other);
     Ok(Report {
@@ -86,8 +86,8 @@ impl Row {
         }
     }
 
-    fn add_segment(&mut self, archive: &Archive, i: usize) -> Result<()> {
-        let seg = archive.segments()[i];
+    fn add_chunk(&mut self, archive: &Archive, i: usize) -> Result<()> {
+        let seg = archive.chunks()[i];
         self.bytes_in += seg.src_len;
         self.bytes_out += seg.rec_len;
         self.chunks += 1;
@@ -100,7 +100,7 @@ impl Row {
         let mut lanes = Vec::new();
         for _ in 0..seg.layout.lanes() {
             let (p, used) = decode_program(&record[pos..], ty, Limits::default()).map_err(|e| {
-                let at = archive.segment_record_offset(i) + (pos + e.at) as u64;
+                let at = archive.record_offset(i) + (pos + e.at) as u64;
                 Error::corrupt(archive.path(), at, e.reason)
             })?;
             self.count(&p);

@@ -11,6 +11,7 @@ pub mod codec;
 pub mod dsl;
 pub mod error;
 pub mod inspect;
+#[cfg(feature = "mount")]
 pub mod mount;
 pub mod safetensors;
 pub mod synth;

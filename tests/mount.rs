@@ -476,11 +476,11 @@ fn a_corrupt_chunk_fails_only_the_reads_that_touch_it() {
     let model = model();
     let path = model.archives.join("model.brv");
     let archive = brevis::Archive::open(&path).unwrap();
-    let bad = archive.segments().len() / 2;
-    let at = archive.segment_record_offset(bad) + archive.segments()[bad].rec_len / 2;
-    let bad_range = archive.segment_range(bad);
-    let before = archive.segment_range(bad - 1);
-    let after = archive.segment_range(bad + 1);
+    let bad = archive.chunks().len() / 2;
+    let at = archive.record_offset(bad) + archive.chunks()[bad].rec_len / 2;
+    let bad_range = archive.chunk_range(bad);
+    let before = archive.chunk_range(bad - 1);
+    let after = archive.chunk_range(bad + 1);
     drop(archive);
     let mut bytes = std::fs::read(&path).unwrap();
     for b in &mut bytes[at as usize..at as usize + 16] {

@@ -8,21 +8,28 @@ use common::*;
 use proptest::prelude::*;
 use std::path::Path;
 
-fn pack(src: &Path, chunk_bytes: usize) -> std::path::PathBuf {
+fn pack(src: &Path, chunk_size: usize) -> std::path::PathBuf {
     let dst = src.with_extension("brv");
     let opts = PackOptions {
-        chunk_bytes,
+        chunk_size,
         ..PackOptions::default()
     };
     archive::pack_file(src, &dst, &opts, &|_| {}).unwrap();
+    // Every record the search produced decoded back (none fell back to plain
+    // literals, in this or any other pack of this process so far).
+    assert_eq!(
+        archive::literal_fallbacks(),
+        0,
+        "a record failed to decode back"
+    );
     dst
 }
 
 /// Packs `bytes`, then checks read_at of the whole file, unpack and verify.
-fn assert_round_trip(bytes: &[u8], chunk_bytes: usize) {
+fn assert_round_trip(bytes: &[u8], chunk_size: usize) {
     let dir = tempfile::tempdir().unwrap();
     let src = write_temp(dir.path(), "m.safetensors", bytes);
-    let brv = pack(&src, chunk_bytes);
+    let brv = pack(&src, chunk_size);
     let a = Archive::open(&brv).unwrap();
     assert_eq!(a.len(), bytes.len() as u64);
     let mut all = vec![0u8; bytes.len() + 10];
@@ -126,15 +133,15 @@ fn corruption_is_reported_with_file_and_offset() {
     let (dir, _, brv) = sample_archive();
     let a = Archive::open(dir.path().join("m.brv")).unwrap();
     // Damage the middle of the largest record.
-    let i = (0..a.segments().len())
-        .max_by_key(|&i| a.segments()[i].rec_len)
+    let i = (0..a.chunks().len())
+        .max_by_key(|&i| a.chunks()[i].rec_len)
         .unwrap();
-    let at = a.segment_record_offset(i) as usize + a.segments()[i].rec_len as usize / 2;
+    let at = a.record_offset(i) as usize + a.chunks()[i].rec_len as usize / 2;
     let mut bad = brv.clone();
     bad[at] ^= 0x5a;
     let path = write_temp(dir.path(), "bad.brv", &bad);
     let a = Archive::open(&path).unwrap();
-    let start = a.segment_range(i).start;
+    let start = a.chunk_range(i).start;
     let err = a.read_at(start, &mut [0u8; 16]).unwrap_err().to_string();
     assert!(
         err.contains("bad.brv") && err.contains("corrupt archive at byte"),

@@ -3,27 +3,45 @@
 use crate::safetensors::Layout;
 use crate::wire::{put_varint, Reader, WireError};
 
-/// First 8 bytes of every archive: name and format version.
+/// The format version this build writes and the only one it reads
+/// (docs/FORMAT.md: any change to what a reader accepts is a new version).
+pub const FORMAT_VERSION: u8 = 1;
+/// First 8 bytes of every archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
+const _: () = assert!(HEAD_MAGIC[7] == FORMAT_VERSION);
+
+/// Checks an archive's first 8 bytes: the name, then a version this build reads.
+pub fn check_head(head: &[u8]) -> Result<(), String> {
+    if head.len() < HEAD_MAGIC.len() || head[..7] != HEAD_MAGIC[..7] {
+        return Err("not a brevis archive (bad magic or too short)".into());
+    }
+    match head[7] {
+        FORMAT_VERSION => Ok(()),
+        v => Err(format!(
+            "archive format version {v} is not supported: this brevis reads version \
+             {FORMAT_VERSION} (a newer archive needs a newer brevis)"
+        )),
+    }
+}
 /// Last 8 bytes of every archive.
 pub const TAIL_MAGIC: [u8; 8] = *b"BRVINDEX";
 /// Trailer: index offset, index length, index checksum, tail magic.
 pub const TRAILER_LEN: usize = 32;
-/// Largest source span one segment may cover; bounds what a reader allocates.
-pub const MAX_SEGMENT_BYTES: u64 = 64 << 20;
-/// Smallest encoded segment entry: layout, two 1-byte varints, checksum.
+/// Largest source span one chunk may cover; bounds what a reader allocates.
+pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
+/// Smallest encoded chunk entry: layout, two 1-byte varints, checksum.
 const MIN_ENTRY_LEN: usize = 11;
 
-/// The checksum of segments and of the index: XXH3-64 with seed 0 (the
+/// The checksum of chunks and of the index: XXH3-64 with seed 0 (the
 /// implementation picks SSE2 or AVX2 at run time; checking every decoded
 /// chunk makes its speed part of every read).
 pub fn checksum(bytes: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(bytes)
 }
 
-/// One segment: a span of the source stored as one record.
+/// One chunk: a span of the source stored as one record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
+pub struct ChunkEntry {
     pub layout: Layout,
     /// Source bytes covered.
     pub src_len: u64,
@@ -39,8 +57,8 @@ pub struct Index {
     pub source_len: u64,
     pub sha256: [u8; 32],
     /// Nominal chunk size the packer used (informational).
-    pub chunk_bytes: u64,
-    pub segments: Vec<Segment>,
+    pub chunk_size: u64,
+    pub chunks: Vec<ChunkEntry>,
 }
 
 fn layout_code(layout: Layout) -> u8 {
@@ -52,12 +70,12 @@ fn layout_code(layout: Layout) -> u8 {
 
 impl Index {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(48 + self.segments.len() * 16);
+        let mut out = Vec::with_capacity(48 + self.chunks.len() * 16);
         put_varint(&mut out, self.source_len);
         out.extend_from_slice(&self.sha256);
-        put_varint(&mut out, self.chunk_bytes);
-        put_varint(&mut out, self.segments.len() as u64);
-        for s in &self.segments {
+        put_varint(&mut out, self.chunk_size);
+        put_varint(&mut out, self.chunks.len() as u64);
+        for s in &self.chunks {
             out.push(layout_code(s.layout));
             put_varint(&mut out, s.src_len);
             put_varint(&mut out, s.rec_len);
@@ -72,22 +90,22 @@ impl Index {
         let mut r = Reader::new(buf);
         let source_len = r.varint()?;
         let sha256 = r.bytes(32)?.try_into().expect("32 bytes");
-        let chunk_bytes = r.varint()?;
+        let chunk_size = r.varint()?;
         let max_count = (r.remaining() / MIN_ENTRY_LEN) as u64;
-        let count = r.varint_max(max_count, "segment count exceeds index size")?;
-        let mut segments = Vec::with_capacity(count as usize);
+        let count = r.varint_max(max_count, "chunk count exceeds index size")?;
+        let mut chunks = Vec::with_capacity(count as usize);
         let (mut src_total, mut rec_total) = (0u64, 0u64);
         for _ in 0..count {
-            let s = segment(&mut r)?;
+            let s = chunk(&mut r)?;
             src_total += s.src_len;
             rec_total = rec_total.saturating_add(s.rec_len);
-            segments.push(s);
+            chunks.push(s);
         }
         if !r.is_empty() {
             return Err(r.error("index has trailing bytes"));
         }
         if src_total != source_len {
-            return Err(r.error("segments do not cover the source exactly"));
+            return Err(r.error("chunks do not cover the source exactly"));
         }
         if rec_total != records_len {
             return Err(r.error("records do not fill the space before the index"));
@@ -95,27 +113,27 @@ impl Index {
         Ok(Index {
             source_len,
             sha256,
-            chunk_bytes,
-            segments,
+            chunk_size,
+            chunks,
         })
     }
 }
 
-fn segment(r: &mut Reader) -> Result<Segment, WireError> {
+fn chunk(r: &mut Reader) -> Result<ChunkEntry, WireError> {
     let at = r.pos();
     let layout = *Layout::ALL
         .get(r.u8()? as usize)
-        .ok_or_else(|| r.error("unknown segment layout"))?;
-    let src_len = r.varint_max(MAX_SEGMENT_BYTES, "segment longer than the maximum")?;
+        .ok_or_else(|| r.error("unknown chunk layout"))?;
+    let src_len = r.varint_max(MAX_CHUNK_BYTES, "chunk longer than the maximum")?;
     if src_len == 0 || src_len % layout.element_bytes() as u64 != 0 {
         return Err(WireError {
             at,
-            reason: "segment length is zero or not whole elements",
+            reason: "chunk length is zero or not whole elements",
         });
     }
     let rec_len = r.varint()?;
     let checksum = r.u64_le()?;
-    Ok(Segment {
+    Ok(ChunkEntry {
         layout,
         src_len,
         rec_len,
@@ -167,7 +185,7 @@ mod tests {
     }
 
     fn sample() -> Index {
-        let seg = |layout, src_len, rec_len| Segment {
+        let seg = |layout, src_len, rec_len| ChunkEntry {
             layout,
             src_len,
             rec_len,
@@ -176,13 +194,28 @@ mod tests {
         Index {
             source_len: 4 + 4096 + 7,
             sha256: [7; 32],
-            chunk_bytes: 4096,
-            segments: vec![
+            chunk_size: 4096,
+            chunks: vec![
                 seg(Layout::Bytes, 4, 9),
                 seg(Layout::Word, 4096, 1000),
                 seg(Layout::Bytes, 7, 3),
             ],
         }
+    }
+
+    #[test]
+    fn heads_of_other_files_and_versions_are_refused_by_name() {
+        assert!(check_head(&HEAD_MAGIC).is_ok());
+        let mut newer = HEAD_MAGIC;
+        newer[7] = 2;
+        let err = check_head(&newer).unwrap_err();
+        assert!(err.contains("version 2 is not supported"), "{err}");
+        assert!(check_head(b"BREVIS\x00")
+            .unwrap_err()
+            .contains("not a brevis archive"));
+        assert!(check_head(b"{\"a\": 1}   ")
+            .unwrap_err()
+            .contains("not a brevis archive"));
     }
 
     #[test]

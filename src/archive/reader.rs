@@ -1,7 +1,9 @@
 //! Random-access reading of an archive.
 
-use super::chunk::decode_chunk;
-use super::format::{checksum, decode_trailer, Index, Segment, HEAD_MAGIC, TRAILER_LEN};
+use super::decode::decode_record;
+use super::format::{
+    check_head, checksum, decode_trailer, ChunkEntry, Index, HEAD_MAGIC, TRAILER_LEN,
+};
 use crate::error::{Error, IoContext, Result};
 use memmap2::Mmap;
 use std::borrow::Cow;
@@ -15,9 +17,9 @@ pub struct Archive {
     path: PathBuf,
     bytes: Backing,
     index: Index,
-    /// Source offset where each segment starts, plus the source length at the end.
+    /// Source offset where each chunk starts, plus the source length at the end.
     src_starts: Vec<u64>,
-    /// Archive offset where each segment's record starts, plus the index offset.
+    /// Archive offset where each chunk's record starts, plus the index offset.
     rec_starts: Vec<u64>,
 }
 
@@ -111,9 +113,9 @@ impl Archive {
             }));
             v
         };
-        let src_starts = prefix(&mut index.segments.iter().map(|s| s.src_len), 0);
+        let src_starts = prefix(&mut index.chunks.iter().map(|s| s.src_len), 0);
         let rec_starts = prefix(
-            &mut index.segments.iter().map(|s| s.rec_len),
+            &mut index.chunks.iter().map(|s| s.rec_len),
             HEAD_MAGIC.len() as u64,
         );
         Ok(Archive {
@@ -148,26 +150,26 @@ impl Archive {
         self.bytes.len()
     }
 
-    pub fn segments(&self) -> &[Segment] {
-        &self.index.segments
+    pub fn chunks(&self) -> &[ChunkEntry] {
+        &self.index.chunks
     }
 
-    /// Source byte range of segment `i`.
-    pub fn segment_range(&self, i: usize) -> Range<u64> {
+    /// Source byte range of chunk `i`.
+    pub fn chunk_range(&self, i: usize) -> Range<u64> {
         self.src_starts[i]..self.src_starts[i + 1]
     }
 
-    /// Index of the segment holding source byte `offset` (< len).
-    pub fn segment_at(&self, offset: u64) -> usize {
+    /// Index of the chunk holding source byte `offset` (< len).
+    pub fn chunk_at(&self, offset: u64) -> usize {
         self.src_starts.partition_point(|&s| s <= offset) - 1
     }
 
-    /// Archive offset of segment `i`'s record.
-    pub fn segment_record_offset(&self, i: usize) -> u64 {
+    /// Archive offset of chunk `i`'s record.
+    pub fn record_offset(&self, i: usize) -> u64 {
         self.rec_starts[i]
     }
 
-    /// The record bytes of segment `i`.
+    /// The record bytes of chunk `i`.
     pub fn record(&self, i: usize) -> Result<Cow<'_, [u8]>> {
         let len = self.rec_starts[i + 1] - self.rec_starts[i];
         self.bytes
@@ -175,30 +177,30 @@ impl Archive {
             .at(&self.path)
     }
 
-    /// Maps the records of `segments` into memory ahead of decoding them: for
+    /// Maps the records of `chunks` into memory ahead of decoding them: for
     /// a sequential pass over the archive, one call per batch costs less than
     /// the page faults of touching the mapping. Only a hint (and nothing to do
     /// for an unmapped archive); kernels before Linux 5.14 reject it, which is
     /// harmless.
-    pub fn prefetch(&self, segments: Range<usize>) {
+    pub fn prefetch(&self, chunks: Range<usize>) {
         #[cfg(target_os = "linux")]
         if let Backing::Mapped(map) = &self.bytes {
-            let start = self.rec_starts[segments.start] as usize;
-            let end = self.rec_starts[segments.end] as usize;
+            let start = self.rec_starts[chunks.start] as usize;
+            let end = self.rec_starts[chunks.end] as usize;
             let _ = map.advise_range(memmap2::Advice::PopulateRead, start, end - start);
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = segments;
+        let _ = chunks;
     }
 
-    /// Decodes segment `i` into `out` (exactly its source length) and verifies its
+    /// Decodes chunk `i` into `out` (exactly its source length) and verifies its
     /// checksum; on any failure `out` must not be used.
-    pub fn decode_segment_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
-        let seg = &self.index.segments[i];
+    pub fn decode_chunk_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        let seg = &self.index.chunks[i];
         let base = self.rec_starts[i];
         let len = (self.rec_starts[i + 1] - base) as usize;
         self.bytes
-            .with(base, len, |record| decode_chunk(record, seg.layout, out))
+            .with(base, len, |record| decode_record(record, seg.layout, out))
             .at(&self.path)?
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
         if checksum(out) != seg.checksum {
@@ -207,7 +209,7 @@ impl Archive {
                 base,
                 format!(
                     "checksum mismatch in the chunk for source bytes {:?}",
-                    self.segment_range(i)
+                    self.chunk_range(i)
                 ),
             ));
         }
@@ -215,7 +217,7 @@ impl Archive {
     }
 
     /// Fills `buf` with source bytes starting at `offset`, decoding only the
-    /// segments that cover them. Returns the bytes read (short only at the end).
+    /// chunks that cover them. Returns the bytes read (short only at the end).
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         if offset >= self.len() || buf.is_empty() {
             return Ok(0);
@@ -224,15 +226,15 @@ impl Archive {
         let mut at = offset;
         let mut scratch = Vec::new();
         while at < end {
-            let i = self.segment_at(at);
-            let range = self.segment_range(i);
+            let i = self.chunk_at(at);
+            let range = self.chunk_range(i);
             let stop = range.end.min(end);
             let dst = &mut buf[(at - offset) as usize..(stop - offset) as usize];
             if at == range.start && stop == range.end {
-                self.decode_segment_into(i, dst)?;
+                self.decode_chunk_into(i, dst)?;
             } else {
                 scratch.resize((range.end - range.start) as usize, 0);
-                self.decode_segment_into(i, &mut scratch)?;
+                self.decode_chunk_into(i, &mut scratch)?;
                 let from = (at - range.start) as usize;
                 dst.copy_from_slice(&scratch[from..from + dst.len()]);
             }
@@ -258,9 +260,10 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> 
             .map_err(|e| (offset, Framing::Io(e)))
     };
     let len = bytes.len();
-    let min_len = (HEAD_MAGIC.len() + TRAILER_LEN) as u64;
-    if len < min_len || read(0, HEAD_MAGIC.len())?[..] != HEAD_MAGIC {
-        return Err(corrupt(0, "not a brevis archive (bad magic or too short)"));
+    let head = read(0, HEAD_MAGIC.len().min(len as usize))?;
+    check_head(&head).map_err(|reason| corrupt(0, &reason))?;
+    if len < (HEAD_MAGIC.len() + TRAILER_LEN) as u64 {
+        return Err(corrupt(0, "not a brevis archive (too short)"));
     }
     let trailer_at = len - TRAILER_LEN as u64;
     let trailer = read(trailer_at, TRAILER_LEN)?;

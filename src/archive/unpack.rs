@@ -1,6 +1,6 @@
 //! Whole-archive decoding: unpack to a file, and verify.
 //!
-//! Both decode segments in parallel batches, each checked against its chunk
+//! Both decode chunks in parallel batches, each checked against its chunk
 //! checksum; verify also recomputes the SHA-256 of the whole source and compares
 //! it with the digest the archive recorded.
 
@@ -16,14 +16,14 @@ use std::path::Path;
 /// to share out, and runs long enough to write without buffering.
 const BATCH_BYTES_PER_THREAD: u64 = 1 << 20;
 
-/// Decodes every segment in order, passing checksum-verified runs of source bytes
+/// Decodes every chunk in order, passing checksum-verified runs of source bytes
 /// (with their offset) to `sink`. `progress` receives source bytes done.
 pub fn for_each_chunk(
     archive: &Archive,
     progress: &(dyn Fn(u64) + Sync),
     mut sink: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let n = archive.segments().len();
+    let n = archive.chunks().len();
     let target = BATCH_BYTES_PER_THREAD * rayon::current_num_threads() as u64;
     // One buffer for a whole batch, reused: fresh allocations per chunk would
     // page-fault on every decoded byte.
@@ -32,17 +32,17 @@ pub fn for_each_chunk(
     while first < n {
         let last = batch_end(archive, first, target);
         archive.prefetch(first..last);
-        let start = archive.segment_range(first).start;
-        let end = archive.segment_range(last - 1).end;
+        let start = archive.chunk_range(first).start;
+        let end = archive.chunk_range(last - 1).end;
         buf.resize((end - start) as usize, 0);
         let mut slices = Vec::with_capacity(last - first);
         let mut rest = buf.as_mut_slice();
         for i in first..last {
-            let (head, tail) = rest.split_at_mut(archive.segments()[i].src_len as usize);
+            let (head, tail) = rest.split_at_mut(archive.chunks()[i].src_len as usize);
             slices.push((i, head));
             rest = tail;
         }
-        let decode = |(i, out): (usize, &mut [u8])| archive.decode_segment_into(i, out);
+        let decode = |(i, out): (usize, &mut [u8])| archive.decode_chunk_into(i, out);
         if rayon::current_num_threads() == 1 {
             // A single worker would only take turns with this thread: decode
             // here instead, where `sink` then finds the bytes in this core's
@@ -58,12 +58,12 @@ pub fn for_each_chunk(
     Ok(())
 }
 
-/// The end of the batch starting at segment `first`: it takes segments until
+/// The end of the batch starting at chunk `first`: it takes chunks until
 /// they reach `target` source bytes, and at least one.
 fn batch_end(archive: &Archive, first: usize, target: u64) -> usize {
-    let start = archive.segment_range(first).start;
+    let start = archive.chunk_range(first).start;
     let mut last = first + 1;
-    while last < archive.segments().len() && archive.segment_range(last - 1).end - start < target {
+    while last < archive.chunks().len() && archive.chunk_range(last - 1).end - start < target {
         last += 1;
     }
     last

@@ -4,8 +4,8 @@
 //! synthesized in parallel and their records written in source order, so memory is
 //! bounded by threads x chunk size and the bytes do not depend on the thread count.
 
-use super::chunk::{encode_chunk, to_lanes};
-use super::format::{checksum, encode_trailer, Index, Segment, HEAD_MAGIC};
+use super::encode::{encode_record, to_lanes};
+use super::format::{checksum, encode_trailer, ChunkEntry, Index, HEAD_MAGIC};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
 use crate::synth::{learn_prior, Hint, Prior, SynthOptions};
@@ -24,7 +24,7 @@ pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
 #[derive(Clone, Debug)]
 pub struct PackOptions {
     /// Source bytes per chunk (rounded down to whole elements).
-    pub chunk_bytes: usize,
+    pub chunk_size: usize,
     pub synth: SynthOptions,
     /// Learn a prior from a sample of the file before packing (unless the search
     /// is root-only or `synth.prior` was already given).
@@ -34,7 +34,7 @@ pub struct PackOptions {
 impl Default for PackOptions {
     fn default() -> Self {
         PackOptions {
-            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            chunk_size: DEFAULT_CHUNK_BYTES,
             synth: SynthOptions::default(),
             learn_prior: true,
         }
@@ -56,7 +56,7 @@ pub struct PackSummary {
     pub bytes_out: u64,
 }
 
-/// A span of the source to become one segment.
+/// A span of the source to become one chunk.
 #[derive(Clone, Copy, Debug)]
 struct Planned {
     start: u64,
@@ -80,7 +80,7 @@ fn push_region(plan: &mut Vec<Planned>, start: u64, end: u64, element: Element, 
     }
 }
 
-/// An open source file and the segments planned for it.
+/// An open source file and the chunks planned for it.
 struct Source<'a> {
     path: &'a Path,
     file: File,
@@ -90,10 +90,10 @@ struct Source<'a> {
 }
 
 impl<'a> Source<'a> {
-    fn open(path: &'a Path, chunk_bytes: usize) -> Result<Self> {
+    fn open(path: &'a Path, chunk_size: usize) -> Result<Self> {
         let file = File::open(path).at(path)?;
         let size = file.metadata().at(path)?.len();
-        let chunk = chunk_bytes.clamp(64, super::MAX_SEGMENT_BYTES as usize) as u64;
+        let chunk = chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64;
         let plan = plan(path, &file, size, chunk)?;
         Ok(Source {
             path,
@@ -109,7 +109,7 @@ impl<'a> Source<'a> {
     }
 }
 
-/// Segments covering `[0, size)`: header, tensors, and any gaps between them.
+/// Chunks covering `[0, size)`: header, tensors, and any gaps between them.
 fn plan(src: &Path, file: &File, size: u64, chunk: u64) -> Result<Vec<Planned>> {
     let layout = safetensors::parse(size, |n| {
         let mut buf = vec![0u8; n as usize];
@@ -145,7 +145,7 @@ pub fn pack_file(
     opts: &PackOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
-    let source = Source::open(src, opts.chunk_bytes)?;
+    let source = Source::open(src, opts.chunk_size)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
@@ -189,7 +189,7 @@ fn write_archive(
     let mut out = BufWriter::with_capacity(1 << 20, &out_file);
     out.write_all(&HEAD_MAGIC).at(tmp)?;
     let mut sha = Sha256::new();
-    let mut segments = Vec::with_capacity(plan.len());
+    let mut chunks = Vec::with_capacity(plan.len());
     let mut records_len = 0u64;
     let batch_bytes = chunk * 2 * rayon::current_num_threads() as u64;
     let mut buf = Vec::new();
@@ -200,17 +200,17 @@ fn write_archive(
         buf.resize((end - start) as usize, 0);
         source.read(start, &mut buf)?;
         sha.update(&buf);
-        let records: Vec<(Segment, Vec<u8>)> = batch
+        let records: Vec<(ChunkEntry, Vec<u8>)> = batch
             .par_iter()
             .map(|p| {
                 let bytes = &buf[(p.start - start) as usize..(p.start - start + p.len) as usize];
-                encode_segment(bytes, p, synth)
+                pack_chunk(bytes, p, synth)
             })
             .collect();
-        for (segment, record) in records {
+        for (chunk, record) in records {
             out.write_all(&record).at(tmp)?;
             records_len += record.len() as u64;
-            segments.push(segment);
+            chunks.push(chunk);
         }
         done += end - start;
         progress(done);
@@ -218,8 +218,8 @@ fn write_archive(
     let index = Index {
         source_len: size,
         sha256: sha.finalize().into(),
-        chunk_bytes: chunk,
-        segments,
+        chunk_size: chunk,
+        chunks,
     }
     .encode();
     let index_offset = HEAD_MAGIC.len() as u64 + records_len;
@@ -235,7 +235,7 @@ fn write_archive(
     })
 }
 
-/// Consecutive runs of planned segments of about `target` source bytes each.
+/// Consecutive runs of planned chunks of about `target` source bytes each.
 fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = &[Planned]> {
     let mut rest = plan;
     std::iter::from_fn(move || {
@@ -257,19 +257,19 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = &[Planned]> {
     })
 }
 
-fn encode_segment(bytes: &[u8], p: &Planned, synth: &SynthOptions) -> (Segment, Vec<u8>) {
+fn pack_chunk(bytes: &[u8], p: &Planned, synth: &SynthOptions) -> (ChunkEntry, Vec<u8>) {
     let layout: Layout = p.element.layout;
     let hint = Hint {
         float: p.element.float,
     };
-    let record = encode_chunk(bytes, layout, hint, synth);
-    let segment = Segment {
+    let record = encode_record(bytes, layout, hint, synth);
+    let chunk = ChunkEntry {
         layout,
         src_len: p.len,
         rec_len: record.len() as u64,
         checksum: checksum(bytes),
     };
-    (segment, record)
+    (chunk, record)
 }
 
 /// A deterministic sample of the file's tensor chunks, stratified by dtype and
@@ -308,8 +308,8 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 }
 
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
-pub fn calibrate(src: &Path, chunk_bytes: usize) -> Result<Prior> {
-    let source = Source::open(src, chunk_bytes)?;
+pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
+    let source = Source::open(src, chunk_size)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
 }
 

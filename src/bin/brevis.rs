@@ -109,13 +109,13 @@ struct SearchArgs {
 }
 
 impl SearchArgs {
-    fn options(&self, chunk_bytes: usize) -> Result<PackOptions> {
+    fn options(&self, chunk_size: usize) -> Result<PackOptions> {
         let prior = match &self.prior {
             Some(path) => Arc::new(read_prior(path)?),
             None => Arc::new(Prior::uniform()),
         };
         Ok(PackOptions {
-            chunk_bytes,
+            chunk_size,
             synth: SynthOptions {
                 budget: self.budget,
                 order: if self.no_astar {
@@ -232,9 +232,9 @@ fn run(cli: &Cli) -> Result<()> {
                     "chunk checksums and SHA-256"
                 };
                 println!(
-                    "{}: OK ({} segments, {} bytes; {what} match; {:.2} s)",
+                    "{}: OK ({} chunks, {} bytes; {what} match; {:.2} s)",
                     archive.display(),
-                    a.segments().len(),
+                    a.chunks().len(),
                     a.len(),
                     started.elapsed().as_secs_f64()
                 );

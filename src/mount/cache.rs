@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// A chunk: which archive (an id the caller keeps unique per archive file) and
-/// which of its segments.
+/// which of its chunks.
 pub type ChunkKey = (u64, usize);
 
 /// Decoded bytes of one chunk, already verified against its checksum.

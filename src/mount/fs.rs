@@ -1,22 +1,20 @@
 //! The FUSE operations: a read-only view of the archives directory in which
 //! every archive reads as the original file, decoded chunk by chunk on demand.
 
-use super::cache::{Chunk, ChunkCache};
+use super::cache::ChunkCache;
 use super::nodes::{Kind, LookupError, Node, Nodes};
+use super::read::ArchiveReader;
 use super::watch::Watcher;
-use crate::archive::Archive;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
-use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::IoSlice;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -32,11 +30,6 @@ pub struct ServeOptions {
     /// half the cache, so that chunks decoded ahead are not evicted unread).
     pub read_ahead_bytes: u64,
 }
-
-/// A read that lands within this distance of where the handle's last read
-/// ended counts as sequential: the kernel sends read-ahead requests of one
-/// stream concurrently, so they arrive slightly out of order.
-const SEQUENTIAL_SLACK: u64 = 4 << 20;
 
 /// The largest read the kernel is asked to send, and read-ahead it is asked for.
 const MAX_READ: u32 = 1 << 20;
@@ -56,17 +49,6 @@ pub struct BrevisFs {
 enum Handle {
     Archive(ArchiveReader),
     Plain(File),
-}
-
-/// An open archive and where its reader is going.
-struct ArchiveReader {
-    /// Distinguishes this archive version's chunks in the shared cache.
-    id: u64,
-    archive: Arc<Archive>,
-    /// Source offset where the last read ended.
-    last_end: AtomicU64,
-    /// Segments before this one have been queued for read-ahead.
-    ahead_until: AtomicUsize,
 }
 
 impl BrevisFs {
@@ -130,85 +112,6 @@ impl BrevisFs {
         handles.insert(fh, Arc::new(handle));
         FileHandle(fh)
     }
-
-    /// Replies with source bytes `[offset, offset + size)` of an open archive,
-    /// clipped at its end, from verified chunks only.
-    fn read_archive(&self, reader: &ArchiveReader, offset: u64, size: u32, reply: ReplyData) {
-        let archive = &reader.archive;
-        let end = archive.len().min(offset.saturating_add(size as u64));
-        if offset >= end {
-            return reply.data(&[]);
-        }
-        let segments = archive.segment_at(offset)..archive.segment_at(end - 1) + 1;
-        let chunks: Result<Vec<Chunk>, ()> = segments
-            .clone()
-            .into_par_iter()
-            .map(|i| load(&self.cache, reader.id, archive, i))
-            .collect();
-        let Ok(chunks) = chunks else {
-            return reply.error(Errno::EIO);
-        };
-        // Chunks this read went to the end of are done with (the kernel keeps
-        // the pages); the last one may be continued by the next read. They are
-        // demoted before read-ahead is queued, so that its decodes take their
-        // buffers (at once, or as spares once this reply has let go of them)
-        // rather than fresh memory.
-        for i in segments
-            .clone()
-            .filter(|&i| archive.segment_range(i).end <= end)
-        {
-            self.cache.demote((reader.id, i));
-        }
-        self.read_ahead(reader, offset, end, segments.end);
-        // The reply goes out straight from the chunks, with no copy into one
-        // buffer (see vendor/fuser/PATCHED.md).
-        let pieces: Vec<IoSlice> = segments
-            .zip(&chunks)
-            .map(|(i, chunk)| {
-                let range = archive.segment_range(i);
-                let from = offset.max(range.start) - range.start;
-                let to = end.min(range.end) - range.start;
-                IoSlice::new(&chunk[from as usize..to as usize])
-            })
-            .collect();
-        reply.data_vectored(&pieces);
-    }
-
-    /// Queues decoding of the chunks from `next` on, up to the read-ahead
-    /// distance past `end`, when the handle reads sequentially, so that they
-    /// are ready when the reader gets there.
-    fn read_ahead(&self, reader: &ArchiveReader, offset: u64, end: u64, next: usize) {
-        let last_end = reader.last_end.swap(end, Ordering::Relaxed);
-        let distance = self.read_ahead_bytes;
-        let archive = &reader.archive;
-        if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || distance == 0 || end >= archive.len() {
-            return;
-        }
-        let stop = archive.segment_at(end.saturating_add(distance).min(archive.len() - 1)) + 1;
-        let start = reader
-            .ahead_until
-            .fetch_max(stop, Ordering::Relaxed)
-            .max(next);
-        for i in (start..stop).filter(|&i| !self.cache.contains((reader.id, i))) {
-            let (cache, archive, id) = (self.cache.clone(), reader.archive.clone(), reader.id);
-            // Errors are left for the read that needs the chunk to report.
-            rayon::spawn(move || {
-                let _ = load(&cache, id, &archive, i);
-            });
-        }
-    }
-}
-
-/// Segment `i` of an archive, from the cache or decoded and verified into it.
-fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
-    let len = archive.segments()[i].src_len as usize;
-    cache
-        .get_or_decode((id, i), len, |buffer| {
-            archive
-                .decode_segment_into(i, buffer)
-                .map_err(|e| e.to_string())
-        })
-        .map_err(|message| log::error!("{message}"))
 }
 
 /// How a failed lookup reaches the caller.
@@ -270,12 +173,7 @@ impl Filesystem for BrevisFs {
             return reply.error(Errno::ENOENT);
         };
         let handle = match (node.kind, node.archive) {
-            (Kind::Archive, Some(archive)) => Handle::Archive(ArchiveReader {
-                id: ino.0,
-                archive,
-                last_end: AtomicU64::new(0),
-                ahead_until: AtomicUsize::new(0),
-            }),
+            (Kind::Archive, Some(archive)) => Handle::Archive(ArchiveReader::new(ino.0, archive)),
             (Kind::Plain, _) => match File::open(&node.real) {
                 Ok(file) => Handle::Plain(file),
                 Err(e) => {
@@ -310,7 +208,14 @@ impl Filesystem for BrevisFs {
             return reply.error(Errno::EBADF);
         };
         match handle.as_ref() {
-            Handle::Archive(reader) => self.read_archive(reader, offset, size, reply),
+            Handle::Archive(reader) => {
+                match reader.read(&self.cache, offset, size, self.read_ahead_bytes) {
+                    // The reply goes out straight from the chunks, with no copy
+                    // into one buffer (see vendor/fuser/PATCHED.md).
+                    Ok(data) => reply.data_vectored(&data.slices()),
+                    Err(()) => reply.error(Errno::EIO),
+                }
+            }
             Handle::Plain(file) => {
                 let mut buf = vec![0u8; size as usize];
                 match read_full(file, &mut buf, offset) {

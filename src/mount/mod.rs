@@ -10,6 +10,7 @@
 mod cache;
 mod fs;
 mod nodes;
+mod read;
 mod watch;
 
 pub use fs::{BrevisFs, ServeOptions};

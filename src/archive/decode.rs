@@ -1,0 +1,73 @@
+//! Reading one chunk: a record's programs decoded, validated and run, their
+//! lane words put back into the chunk's little-endian bytes.
+
+use crate::codec::Word;
+use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
+use crate::safetensors::Layout;
+use crate::wire::WireError;
+
+/// Writes one lane's words into their places in the little-endian output bytes.
+fn from_lane<T: Word>(words: &[T], lane: usize, layout: Layout, out: &mut [u8]) {
+    let size = size_of::<T>();
+    let at = lane * size;
+    for (o, w) in out.chunks_exact_mut(layout.element_bytes()).zip(words) {
+        o[at..at + size].copy_from_slice(&w.to_u32().to_le_bytes()[..size]);
+    }
+}
+
+/// Decodes a record into `out` (the chunk's source bytes). Offsets in errors are
+/// relative to the record's start. The caller verifies the checksum.
+pub fn decode_record(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(), WireError> {
+    match layout {
+        Layout::Bytes => decode_lanes::<u8>(record, layout, out),
+        Layout::Half => decode_lanes::<u16>(record, layout, out),
+        Layout::Word | Layout::Double => decode_lanes::<u32>(record, layout, out),
+    }
+}
+
+/// `decode_record` with lane words held as `T`, whose width is the lane width.
+fn decode_lanes<T: Word>(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(), WireError> {
+    let ty = Type {
+        width: layout.lane_width(),
+        len: out.len() / layout.element_bytes(),
+    };
+    // A single lane's words are their own little-endian bytes: when the output
+    // is aligned for them, the program runs straight into it, with no scratch
+    // and no copy.
+    if let (1, true, Ok(words)) = (
+        layout.lanes(),
+        cfg!(target_endian = "little"),
+        bytemuck::try_cast_slice_mut::<u8, T>(out),
+    ) {
+        let (program, used) = decode_program(record, ty, Limits::default())?;
+        dsl::execute(&program, words)?;
+        return finish(record, used);
+    }
+    let mut pos = 0;
+    with_scratch(ty.len, |words: &mut [T]| {
+        for lane in 0..layout.lanes() {
+            let at = |e: WireError| WireError {
+                at: pos + e.at,
+                reason: e.reason,
+            };
+            let (program, used) =
+                decode_program(&record[pos..], ty, Limits::default()).map_err(at)?;
+            dsl::execute(&program, words).map_err(at)?;
+            from_lane(words, lane, layout, out);
+            pos += used;
+        }
+        Ok(())
+    })?;
+    finish(record, pos)
+}
+
+/// A record must be used up exactly by its programs.
+fn finish(record: &[u8], used: usize) -> Result<(), WireError> {
+    if used != record.len() {
+        return Err(WireError {
+            at: used,
+            reason: "record has trailing bytes",
+        });
+    }
+    Ok(())
+}

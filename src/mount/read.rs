@@ -1,0 +1,255 @@
+//! Serving reads of one open archive, apart from the FUSE binding: which chunks
+//! a read needs, getting them verified from the shared cache (decoding the
+//! missing ones in parallel), demoting the ones it went past, and queueing
+//! read-ahead for a sequential reader. Unit-tested without a kernel.
+
+use super::cache::{Chunk, ChunkCache};
+use crate::archive::Archive;
+use rayon::prelude::*;
+use std::io::IoSlice;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A read that lands within this distance of where the handle's last read
+/// ended counts as sequential: the kernel sends read-ahead requests of one
+/// stream concurrently, so they arrive slightly out of order.
+pub const SEQUENTIAL_SLACK: u64 = 4 << 20;
+
+/// An open archive and where its reader is going.
+pub struct ArchiveReader {
+    /// Distinguishes this archive version's chunks in the shared cache.
+    id: u64,
+    archive: Arc<Archive>,
+    /// Source offset where the last read ended.
+    last_end: AtomicU64,
+    /// Chunks before this one have been queued for read-ahead.
+    ahead_until: AtomicUsize,
+}
+
+/// The verified chunks that answer one read, and the part of each it wants.
+pub struct ReadReply {
+    pieces: Vec<(Chunk, Range<usize>)>,
+}
+
+impl ReadReply {
+    /// The reply's bytes as slices of the chunks, in order, for one vectored write.
+    pub fn slices(&self) -> Vec<IoSlice<'_>> {
+        self.pieces
+            .iter()
+            .map(|(chunk, range)| IoSlice::new(&chunk[range.clone()]))
+            .collect()
+    }
+}
+
+impl ArchiveReader {
+    /// A reader of `archive`, whose chunks are cached under `id` (unique per
+    /// archive version).
+    pub fn new(id: u64, archive: Arc<Archive>) -> ArchiveReader {
+        ArchiveReader {
+            id,
+            archive,
+            last_end: AtomicU64::new(0),
+            ahead_until: AtomicUsize::new(0),
+        }
+    }
+
+    /// Source bytes `[offset, offset + size)` clipped at the end of the file,
+    /// from verified chunks only; `Err` when a chunk fails to decode or verify
+    /// (logged with the archive and offset). A sequential reader gets the next
+    /// `read_ahead` bytes queued for decoding.
+    pub fn read(
+        &self,
+        cache: &Arc<ChunkCache>,
+        offset: u64,
+        size: u32,
+        read_ahead: u64,
+    ) -> Result<ReadReply, ()> {
+        let archive = &self.archive;
+        let end = archive.len().min(offset.saturating_add(size as u64));
+        if offset >= end {
+            return Ok(ReadReply { pieces: Vec::new() });
+        }
+        let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
+        let chunks: Vec<Chunk> = span
+            .clone()
+            .into_par_iter()
+            .map(|i| load(cache, self.id, archive, i))
+            .collect::<Result<_, ()>>()?;
+        // Chunks this read went to the end of are done with (the kernel keeps
+        // the pages); the last one may be continued by the next read. They are
+        // demoted before read-ahead is queued, so that its decodes take their
+        // buffers (at once, or as spares once the reply has let go of them)
+        // rather than fresh memory.
+        for i in span.clone().filter(|&i| archive.chunk_range(i).end <= end) {
+            cache.demote((self.id, i));
+        }
+        self.read_ahead(cache, offset, end, span.end, read_ahead);
+        let pieces = span
+            .zip(chunks)
+            .map(|(i, chunk)| {
+                let range = archive.chunk_range(i);
+                let from = offset.max(range.start) - range.start;
+                let to = end.min(range.end) - range.start;
+                (chunk, from as usize..to as usize)
+            })
+            .collect();
+        Ok(ReadReply { pieces })
+    }
+
+    /// Queues decoding of the chunks from `next` on, up to `distance` past
+    /// `end`, when the handle reads sequentially, so that they are ready when
+    /// the reader gets there.
+    fn read_ahead(
+        &self,
+        cache: &Arc<ChunkCache>,
+        offset: u64,
+        end: u64,
+        next: usize,
+        distance: u64,
+    ) {
+        let last_end = self.last_end.swap(end, Ordering::Relaxed);
+        let archive = &self.archive;
+        if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || distance == 0 || end >= archive.len() {
+            return;
+        }
+        let stop = archive.chunk_at(end.saturating_add(distance).min(archive.len() - 1)) + 1;
+        let start = self
+            .ahead_until
+            .fetch_max(stop, Ordering::Relaxed)
+            .max(next);
+        for i in (start..stop).filter(|&i| !cache.contains((self.id, i))) {
+            let (cache, archive, id) = (cache.clone(), archive.clone(), self.id);
+            // Errors are left for the read that needs the chunk to report.
+            rayon::spawn(move || {
+                let _ = load(&cache, id, &archive, i);
+            });
+        }
+    }
+}
+
+/// Chunk `i` of an archive, from the cache or decoded and verified into it.
+fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
+    let len = archive.chunks()[i].src_len as usize;
+    cache
+        .get_or_decode((id, i), len, |buffer| {
+            archive
+                .decode_chunk_into(i, buffer)
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|message| log::error!("{message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::{pack_file, PackOptions};
+    use std::time::{Duration, Instant};
+
+    /// A packed archive of `len` noisy bytes in one U8 tensor, cut in chunks
+    /// of `chunk` bytes, and its original.
+    fn archive(len: usize, chunk: usize) -> (Arc<Archive>, Vec<u8>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let header =
+            format!("{{\"t\":{{\"dtype\":\"U8\",\"shape\":[{len}],\"data_offsets\":[0,{len}]}}}}");
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        bytes.extend((0..len).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 60) as u8
+        }));
+        let (src, brv) = (dir.path().join("m.safetensors"), dir.path().join("m.brv"));
+        std::fs::write(&src, &bytes).unwrap();
+        let opts = PackOptions {
+            chunk_size: chunk,
+            ..PackOptions::default()
+        };
+        pack_file(&src, &brv, &opts, &|_| {}).unwrap();
+        (Arc::new(Archive::open(&brv).unwrap()), bytes, dir)
+    }
+
+    fn concat(reply: &ReadReply) -> Vec<u8> {
+        reply.slices().iter().flat_map(|s| s.to_vec()).collect()
+    }
+
+    #[test]
+    fn reads_anywhere_equal_the_original_and_stop_at_its_end() {
+        let (archive, original, _dir) = archive(20_000, 4096);
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let reader = ArchiveReader::new(1, archive);
+        let n = original.len() as u64;
+        for (offset, size) in [
+            (0, 1),
+            (0, 5000),
+            (4000, 9000),
+            (n - 10, 100),
+            (n, 4),
+            (n + 5, 4),
+        ] {
+            let reply = reader.read(&cache, offset, size, 0).unwrap();
+            let from = (offset as usize).min(original.len());
+            let to = (offset as usize + size as usize).min(original.len());
+            assert_eq!(concat(&reply), &original[from..to], "{offset}+{size}");
+        }
+    }
+
+    #[test]
+    fn a_sequential_reader_gets_the_next_chunks_decoded_ahead() {
+        let (archive, _, _dir) = archive(64 * 1024, 4096);
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let reader = ArchiveReader::new(7, archive.clone());
+        reader.read(&cache, 0, 4096, 16 * 1024).unwrap();
+        // Read-ahead runs on the thread pool: wait a bounded time for it.
+        let ahead = archive.chunk_at(4096 + 16 * 1024);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cache.contains((7, ahead)) {
+            assert!(
+                Instant::now() < deadline,
+                "chunk {ahead} was not decoded ahead"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let beyond = archive.chunk_at(4096 + 16 * 1024 + 8192);
+        assert!(
+            !cache.contains((7, beyond)),
+            "read-ahead went past its distance"
+        );
+    }
+
+    #[test]
+    fn a_random_reader_gets_no_read_ahead() {
+        let (archive, _, _dir) = archive(6 << 20, 256 << 10);
+        let cache = Arc::new(ChunkCache::new(16 << 20));
+        let reader = ArchiveReader::new(3, archive.clone());
+        // Farther than the slack from where the last read ended (0 at open),
+        // within one chunk.
+        let far = archive.chunk_range(archive.chunk_at(SEQUENTIAL_SLACK + (1 << 20)));
+        reader.read(&cache, far.start + 10, 100, 1 << 20).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let decoded = (0..archive.chunks().len()).filter(|&i| cache.contains((3, i)));
+        assert_eq!(decoded.count(), 1, "only the chunk read is decoded");
+    }
+
+    #[test]
+    fn a_corrupt_chunk_fails_the_reads_that_touch_it_only() {
+        let (archive, original, dir) = archive(20_000, 4096);
+        let bad = 2;
+        let at = archive.record_offset(bad) + archive.chunks()[bad].rec_len / 2;
+        let path = dir.path().join("m.brv");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[at as usize] ^= 0x55;
+        std::fs::write(&path, bytes).unwrap();
+        let damaged = Arc::new(Archive::open(&path).unwrap());
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let reader = ArchiveReader::new(9, damaged.clone());
+        let range = damaged.chunk_range(bad);
+        assert!(reader.read(&cache, range.start, 10, 0).is_err());
+        let before = damaged.chunk_range(bad - 1);
+        let reply = reader.read(&cache, before.start, 10, 0).unwrap();
+        let start = before.start as usize;
+        assert_eq!(concat(&reply), &original[start..start + 10]);
+    }
+}
