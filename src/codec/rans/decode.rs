@@ -1,0 +1,323 @@
+//! Decoding tables and the portable decoder, specialised per scale; the bulk
+//! of a long stream goes to the SIMD decoders where the CPU has them.
+
+use super::*;
+
+/// Slot -> symbol tables for a validated model, of exactly `2^scale` entries.
+pub(super) struct DecodeTable<T> {
+    pub(super) scale: u32,
+    pub(super) slots: Slots<T>,
+}
+
+/// What each slot decodes to, in one of two layouts.
+pub(super) enum Slots<T> {
+    /// `word << 24 | freq << 12 | (slot - start)`, where all three fit: byte
+    /// words, frequencies below 2^12 (at any scale, as `slot - start <
+    /// freq`). One lookup per step, and one table to build, which for the
+    /// byte alphabets of long streams costs less than the two below. SIMD
+    /// decoders are bound by their gathers, so one lookup instead of two
+    /// decoded FP8 streams at scale 14 ~1.15x as fast as the split layout,
+    /// though its table (64 KiB) no longer fits the L1 cache.
+    Fused(Vec<u32>),
+    Split {
+        /// `freq << 16 | (slot - start)` (`freq <= 2^14` and `slot - start
+        /// < 2^14` each fit 16 bits).
+        packed: Vec<u32>,
+        /// The word of each slot in the output's word type (a narrow table
+        /// stays in the L1 cache, which makes SIMD gathers faster), then
+        /// `word_pad` zeros.
+        words: Vec<T>,
+    },
+}
+
+/// Whether the fused layout holds every symbol of a model.
+pub(super) fn fits_fused(set: &SymbolSet) -> bool {
+    const FUSED_FIELD: u32 = (1 << 12) - 1;
+    set.words
+        .iter()
+        .zip(&set.values)
+        .all(|(&w, &f)| w <= 0xff && f <= FUSED_FIELD)
+}
+
+/// Zero words after the table: the SIMD decoder reads 4 bytes at each word.
+pub(super) fn word_pad<T>() -> usize {
+    4 / size_of::<T>() - 1
+}
+
+impl<T: Word> DecodeTable<T> {
+    /// Fails unless the frequencies (each >= 1) sum to exactly `2^scale`.
+    /// The words must fit `T`. Takes the fused layout wherever it fits.
+    pub(super) fn new(set: &SymbolSet, scale: u32) -> Option<DecodeTable<T>> {
+        let size = 1usize << scale;
+        if set.values.iter().map(|&f| f as u64).sum::<u64>() != size as u64 {
+            return None;
+        }
+        let slots = if fits_fused(set) {
+            Slots::fused(set, size)
+        } else {
+            Slots::split(set, size)
+        };
+        Some(DecodeTable { scale, slots })
+    }
+}
+
+impl<T: Word> Slots<T> {
+    /// The fused layout of `size` slots; every symbol must fit it.
+    pub(super) fn fused(set: &SymbolSet, size: usize) -> Slots<T> {
+        let mut table = Vec::with_capacity(size);
+        for (&word, &freq) in set.words.iter().zip(&set.values) {
+            let high = word << 24 | freq << 12;
+            table.extend((0..freq).map(|offset| high | offset));
+        }
+        Slots::Fused(table)
+    }
+
+    /// The split layout of `size` slots.
+    pub(super) fn split(set: &SymbolSet, size: usize) -> Slots<T> {
+        let mut packed = Vec::with_capacity(size);
+        let mut words = Vec::with_capacity(size + word_pad::<T>());
+        for (&word, &freq) in set.words.iter().zip(&set.values) {
+            packed.extend((0..freq).map(|offset| freq << 16 | offset));
+            words.extend(std::iter::repeat_n(T::from_u32(word), freq as usize));
+        }
+        words.resize(size + word_pad::<T>(), T::default());
+        Slots::Split { packed, words }
+    }
+}
+
+/// A table's slots for the portable decoder, cut to exactly `2^SCALE`
+/// entries so that indexing by `x mod 2^SCALE` needs no bounds check.
+#[derive(Clone, Copy)]
+pub(super) enum Lookup<'a, const SCALE: u32, T> {
+    Fused(&'a [u32]),
+    Split(&'a [u32], &'a [T]),
+}
+
+impl<'a, const SCALE: u32, T: Word> Lookup<'a, SCALE, T> {
+    pub(super) fn new(slots: &'a Slots<T>) -> Self {
+        let size = 1 << SCALE;
+        match slots {
+            Slots::Fused(table) => Lookup::Fused(&table[..size]),
+            Slots::Split { packed, words } => Lookup::Split(&packed[..size], &words[..size]),
+        }
+    }
+
+    /// `(freq, slot - start, word)` of `slot < 2^SCALE`.
+    #[inline(always)]
+    pub(super) fn get(self, slot: usize) -> (u32, u32, T) {
+        match self {
+            Lookup::Fused(table) => {
+                let e = table[slot];
+                (e >> 12 & 0xfff, e & 0xfff, T::from_u32(e >> 24))
+            }
+            Lookup::Split(packed, words) => {
+                (packed[slot] >> 16, packed[slot] & 0xffff, words[slot])
+            }
+        }
+    }
+}
+
+/// Decodes one word from state `x`, leaving the state un-renormalised. For
+/// a state in `[2^16, 2^32)` no overflow is possible:
+/// `freq * (x >> SCALE) + offset < freq * ((x >> SCALE) + 1) <= 2^32`.
+#[inline(always)]
+pub(super) fn step<const SCALE: u32, T: Word>(lookup: Lookup<'_, SCALE, T>, x: &mut u32) -> T {
+    let (freq, offset, word) = lookup.get((*x & ((1 << SCALE) - 1)) as usize);
+    *x = freq * (*x >> SCALE) + offset;
+    word
+}
+
+/// Renormalises the lanes in lane order, each taking the next word if its
+/// state fell below 2^16 (then it is >= 4, so one word restores the range).
+/// `window` holds the next `LANES` words, so no lane can read past it: lane
+/// `k` reads window word `j <= k` (the number of earlier lanes that read).
+/// Branch-free; returns how many words were taken.
+#[inline(always)]
+pub(super) fn renormalise_fast(states: &mut [u32; LANES], window: &[u8; 2 * LANES]) -> usize {
+    let mut j = 0usize;
+    for x in states.iter_mut() {
+        // `j < LANES` already; the mask only lets the compiler see it.
+        let at = 2 * (j & (LANES - 1));
+        const _: () = assert!(LANES.is_power_of_two());
+        let next = *x << 16 | u16::from_le_bytes([window[at], window[at + 1]]) as u32;
+        let renorm = *x < STATE_LOW;
+        *x = if renorm { next } else { *x };
+        j += renorm as usize;
+    }
+    j
+}
+
+/// As `renormalise_fast` for the last few words of the input, and for lanes
+/// `..lanes` only: past the end it yields zeros while the position keeps
+/// counting, so an overrun is detected afterwards. Takes and returns the
+/// states by value so that the hot loop can keep them in registers.
+#[cold]
+#[inline(never)]
+pub(super) fn renormalise_slow(
+    mut states: [u32; LANES],
+    lanes: usize,
+    data: &[u8],
+    mut pos: usize,
+) -> ([u32; LANES], usize) {
+    for x in &mut states[..lanes] {
+        if *x < STATE_LOW {
+            let at = 2 * pos;
+            let word = match data.get(at..at + 2) {
+                Some(b) => u16::from_le_bytes([b[0], b[1]]) as u32,
+                None => 0,
+            };
+            *x = *x << 16 | word;
+            pos += 1;
+        }
+    }
+    (states, pos)
+}
+
+pub(in crate::codec) fn decode<T: Word>(
+    r: &mut Reader,
+    width: u32,
+    out: &mut [T],
+) -> Result<(), WireError> {
+    let (scale, groups_log2) = head_fields(r.u8()?);
+    if scale > MAX_SCALE {
+        return Err(r.error("rans scale above 14"));
+    }
+    if groups_log2 > 1 {
+        return Err(r.error("rans lane groups above 2"));
+    }
+    let set = symbols::read(r, width, Values::Varints, 1 << scale)?;
+    let table = DecodeTable::<T>::new(&set, scale)
+        .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
+    if groups_log2 == 1 {
+        decode_groups::<T, 2>(r, &table, out)
+    } else {
+        decode_groups::<T, 1>(r, &table, out)
+    }
+}
+
+/// Reads the states and renormalisation words of a stream with `G` groups
+/// of lanes, and decodes it with `table`.
+pub(super) fn decode_groups<T: Word, const G: usize>(
+    r: &mut Reader,
+    table: &DecodeTable<T>,
+    out: &mut [T],
+) -> Result<(), WireError> {
+    let mut groups = [[STATE_LOW; LANES]; G];
+    for state in &mut groups.as_flattened_mut()[..used_lanes(out.len(), G)] {
+        let at = r.pos();
+        *state = u32::from_le_bytes(r.bytes(4)?.try_into().expect("4 bytes"));
+        if *state < STATE_LOW {
+            return Err(WireError {
+                at,
+                reason: "rans state below 2^16",
+            });
+        }
+    }
+    let max_words = r.remaining() as u64 / 2;
+    let count = r.varint_max(max_words, "rans data runs past the end of data")? as usize;
+    let at = r.pos();
+    let data = r.bytes(2 * count)?;
+    if decode_any_scale(&mut groups, table, data, out) != count {
+        return Err(WireError {
+            at,
+            reason: "rans data not consumed exactly",
+        });
+    }
+    if groups.as_flattened().iter().any(|&x| x != STATE_LOW) {
+        return Err(r.error("rans final state does not match the initial state"));
+    }
+    Ok(())
+}
+
+/// Decodes `out.len()` words and returns how many renormalisation words it
+/// read (possibly more than `data` holds, when the input is corrupt). Uses
+/// a SIMD decoder for the bulk when the CPU has one, then the portable one
+/// specialised for the table's scale, so that the shift and mask are
+/// constants and the table index needs no bounds check.
+pub(super) fn decode_any_scale<T: Word, const G: usize>(
+    groups: &mut Groups<G>,
+    table: &DecodeTable<T>,
+    data: &[u8],
+    out: &mut [T],
+) -> usize {
+    let (done, pos) = decode_bulk_simd(groups, table, data, out);
+    let out = &mut out[done..];
+    macro_rules! dispatch {
+        ($($scale:literal)*) => {
+            match table.scale {
+                $($scale => decode_lanes::<$scale, T, G>(groups, table, data, pos, out),)*
+                _ => unreachable!("rans scale is validated to be at most 14"),
+            }
+        };
+    }
+    const _: () = assert!(MAX_SCALE == 14);
+    dispatch!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+}
+
+/// Decodes whole rounds of `G * LANES` words (one block per group) with
+/// SIMD while a full round of renormalisation words remains; returns the
+/// words decoded and the words read. Does nothing without AVX2.
+#[inline]
+pub(super) fn decode_bulk_simd<T: Word, const G: usize>(
+    groups: &mut Groups<G>,
+    table: &DecodeTable<T>,
+    data: &[u8],
+    out: &mut [T],
+) -> (usize, usize) {
+    #[cfg(target_arch = "x86_64")]
+    match simd_level() {
+        // SAFETY: `simd_level` checked that the CPU has these features.
+        Simd::Avx512 => return unsafe { simd_decode::decode_avx512(groups, table, data, out) },
+        Simd::Avx2 => return unsafe { simd_decode::decode_avx2(groups, table, data, out) },
+        Simd::None => {}
+    }
+    let _ = (groups, table, data, out);
+    (0, 0)
+}
+
+/// Decodes `out.len()` words with tables of `2^SCALE` entries, starting at
+/// renormalisation word `pos` with a block of group 0, and returns how many
+/// words were read in all.
+pub(super) fn decode_lanes<const SCALE: u32, T: Word, const G: usize>(
+    groups: &mut Groups<G>,
+    table: &DecodeTable<T>,
+    data: &[u8],
+    mut pos: usize,
+    out: &mut [T],
+) -> usize {
+    let lookup = Lookup::<SCALE, T>::new(&table.slots);
+    // A local copy whose address never escapes can live in registers.
+    let mut st = *groups;
+    let mut rounds = out.chunks_exact_mut(G * LANES);
+    for round in &mut rounds {
+        for (block, states) in round.chunks_exact_mut(LANES).zip(&mut st) {
+            step_block(lookup, block, states);
+            let window = data
+                .get(2 * pos..2 * pos + 2 * LANES)
+                .and_then(|w| <&[u8; 2 * LANES]>::try_from(w).ok());
+            match window {
+                Some(window) => pos += renormalise_fast(states, window),
+                None => (*states, pos) = renormalise_slow(*states, LANES, data, pos),
+            }
+        }
+    }
+    let tail = rounds.into_remainder();
+    for (block, states) in tail.chunks_mut(LANES).zip(&mut st) {
+        step_block(lookup, block, states);
+        (*states, pos) = renormalise_slow(*states, block.len(), data, pos);
+    }
+    *groups = st;
+    pos
+}
+
+/// Decodes one word per lane into `block` (up to `LANES` words).
+#[inline(always)]
+pub(super) fn step_block<const SCALE: u32, T: Word>(
+    lookup: Lookup<'_, SCALE, T>,
+    block: &mut [T],
+    states: &mut [u32; LANES],
+) {
+    for (o, x) in block.iter_mut().zip(states.iter_mut()) {
+        *o = step(lookup, x);
+    }
+}

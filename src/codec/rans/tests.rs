@@ -1,0 +1,427 @@
+use super::*;
+use crate::codec::simd::tests::with_limit;
+use crate::codec::{encode_with, Codec};
+
+use crate::codec::tests::xorshift;
+
+#[test]
+fn integer_log2_is_close_to_the_real_one() {
+    for shift in 0..32 {
+        assert_eq!(log2_q16(1 << shift), (shift as u64) << 16);
+    }
+    let mut seed = 7;
+    for _ in 0..100_000 {
+        let x = (xorshift(&mut seed) >> (xorshift(&mut seed) % 64)) as u32 | 1;
+        let exact = (x as f64).log2() * 65536.0;
+        let got = log2_q16(x) as f64;
+        assert!(
+            got <= exact && exact - got < 2.0,
+            "log2({x}): {got} vs {exact}"
+        );
+    }
+}
+
+/// Scale of the model a stream of `counts` (word i repeated counts[i]
+/// times) gets.
+fn model_scale(counts: &[usize]) -> u32 {
+    let words: Vec<u32> = counts
+        .iter()
+        .enumerate()
+        .flat_map(|(w, &c)| std::iter::repeat_n(w as u32, c))
+        .collect();
+    let stats = Stats::new(&words, 8);
+    Model::new(applicable(&stats).unwrap(), words.len()).scale
+}
+
+#[test]
+fn long_streams_take_the_fast_scale_only_when_it_costs_little() {
+    // 256 equally likely words: 2^12 represents them exactly.
+    assert_eq!(model_scale(&[512; 256]), FAST_SCALE);
+    // One word takes almost everything: the rare ones' minimum frequency
+    // at 2^12 takes 6% of the dominant word's share, costing far more
+    // than the 1/FAST_SCALE_COST allowed.
+    let mut skewed = vec![1; 256];
+    skewed[0] = 130_000;
+    assert_eq!(model_scale(&skewed), MAX_SCALE);
+    // Less skewed: 2^12 still costs too much, 2^13 (half the rare words'
+    // minimum share) little enough.
+    let mut skewed = vec![1; 256];
+    skewed[0] = 10_000;
+    assert_eq!(model_scale(&skewed), FAST_SCALE + 1);
+    // Short streams keep about log2(n) as before.
+    assert_eq!(model_scale(&[4; 256]), 10);
+}
+
+/// The sizing reciprocal equals true division for every frequency a
+/// model can hold, at the edges of every quotient step and of the range.
+#[test]
+fn size_quotient_is_exact() {
+    let mut seed = 0x1F83_D9AB_FB41_BD6Bu64;
+    for freq in 1..=1u32 << MAX_SCALE {
+        let s = SizeSymbol::new(freq, 0);
+        assert_eq!(s.packed & FIELD, freq - 1);
+        let check = |x: u32| assert_eq!(s.quotient(x), x / freq, "{x} / {freq}");
+        for x in [0, 1, freq - 1, freq, freq + 1, u32::MAX, u32::MAX - 1] {
+            check(x);
+        }
+        let top = u32::MAX / freq * freq;
+        for x in [
+            top,
+            top - 1,
+            top.wrapping_sub(freq),
+            top - freq.min(top) + 1,
+        ] {
+            check(x);
+        }
+        for _ in 0..16 {
+            let x = xorshift(&mut seed) as u32;
+            check(x);
+            check(x / freq * freq);
+            check((x / freq * freq).wrapping_sub(1));
+        }
+    }
+}
+
+/// One step equals the rANS definition (renormalise when at or above the
+/// limit, then `(y / f) * 2^scale + y % f + start`), at the renormalisation
+/// bound and across the state range, for every scale.
+#[test]
+fn size_step_matches_the_encoder_step() {
+    let mut seed = 0x6A09_E667_F3BC_C908u64;
+    for scale in 0..=MAX_SCALE {
+        let mut freqs = vec![1u32, 2, 3, (1 << scale) / 2 + 1, (1 << scale) - 1];
+        freqs.extend((0..20).map(|_| 1 + (xorshift(&mut seed) % (1 << scale)) as u32));
+        for freq in freqs.into_iter().filter(|&f| f >= 1 && f <= 1 << scale) {
+            let start = (xorshift(&mut seed) % ((1u64 << scale) - freq as u64 + 1)) as u32;
+            let fast = SizeSymbol::new(freq, start);
+            // States at or above this renormalise before coding the symbol.
+            let limit = (1u64 << (32 - scale)) * freq as u64;
+            let limit_u32 = limit.min(1 << 32);
+            let mut xs = vec![STATE_LOW, u32::MAX, (limit_u32 - 1) as u32];
+            if limit < 1 << 32 {
+                xs.push(limit as u32);
+            }
+            xs.extend((0..50).map(|_| (xorshift(&mut seed) as u32).max(STATE_LOW)));
+            for x in xs {
+                let renorm = x as u64 >= limit;
+                let y = if renorm { x >> 16 } else { x };
+                let want = ((y / freq) << scale) + y % freq + start;
+                assert_eq!(
+                    fast.step(x, scale),
+                    (want, renorm),
+                    "scale {scale} freq {freq} x {x}"
+                );
+            }
+        }
+    }
+}
+
+/// Renormalisation counts with `G` groups of the reference encoder loop
+/// and of the fast sizer, with and without SIMD.
+fn counts<const G: usize>(words: &[u32], width: u32) -> (usize, usize, usize) {
+    let stats = Stats::new(words, width);
+    let alphabet = stats.alphabet().expect("at most 4096 distinct");
+    let model = Model::new(alphabet, words.len());
+    let reference = count_emitted::<G>(words, alphabet.index(), &model);
+    let simd = count_emitted_fast::<G>(words, alphabet, &model);
+    let portable = with_limit(Simd::None, || {
+        count_emitted_fast::<G>(words, alphabet, &model)
+    });
+    (reference, simd, portable)
+}
+
+/// The fast sizer (SIMD and portable, direct and ranked lookups) counts
+/// exactly the renormalisations of the encoder with one group and two
+/// on random streams of many lengths, widths, alphabets and skews, and
+/// `size` equals the encoding's length.
+#[test]
+fn fast_size_matches_the_encoder() {
+    let mut seed = 0xBB67_AE85_84CA_A73Bu64;
+    let mut lens: Vec<usize> = (1..70).collect();
+    lens.extend([127, 128, 129, 159, 160, 161, 255, 256, 257, 1000, 4099]);
+    // Long enough for the encoder to take two groups of the wider
+    // alphabets (multiples of 7 are sized against the encoder, below).
+    lens.extend([32_830, 32_837, 70_000]);
+    for &n in &lens {
+        for width in [1u32, 2, 7, 8, 11, 12, 13, 16, 20] {
+            for alphabet in [1u64, 2, 3, 21, 256, 4096] {
+                let mask = u32::MAX >> (32 - width);
+                let spread = (xorshift(&mut seed) as u32) | 1;
+                let skew = xorshift(&mut seed) % 4;
+                let words: Vec<u32> = (0..n)
+                    .map(|_| {
+                        let r = xorshift(&mut seed);
+                        let sym = match skew {
+                            0 => r % alphabet,
+                            1 => (r % alphabet) * (r >> 40 & 3) / 3,
+                            2 => (r % alphabet).min(r >> 50 & 7),
+                            _ => (r % alphabet) >> (r >> 59),
+                        };
+                        (sym as u32).wrapping_mul(spread) & mask
+                    })
+                    .collect();
+                let what = format!("n {n} width {width} alphabet {alphabet} skew {skew}");
+                for (reference, simd, portable) in
+                    [counts::<1>(&words, width), counts::<2>(&words, width)]
+                {
+                    assert_eq!(simd, reference, "{what}");
+                    assert_eq!(portable, reference, "{what}");
+                }
+                if n % 7 == 0 {
+                    let stats = Stats::new(&words, width);
+                    let mut buf = Vec::new();
+                    assert!(encode_with(Codec::Rans, &words, width, &mut buf));
+                    let size = crate::codec::encoded_size(Codec::Rans, &words, width, &stats);
+                    assert_eq!(size, Some(buf.len()), "{what}");
+                }
+            }
+        }
+    }
+}
+
+/// The fused layout gives every slot the same word, frequency and offset
+/// as the split one, and is used only where all fit (byte words,
+/// frequencies below 2^12), at any scale.
+#[test]
+fn fused_layout_only_where_fields_fit() {
+    let set = |words: Vec<u32>, values: Vec<u32>| SymbolSet { words, values };
+    let table = |set: &SymbolSet, scale| DecodeTable::<u16>::new(set, scale).expect("valid");
+    let is_fused = |t: DecodeTable<u16>| matches!(t.slots, Slots::Fused(_));
+    fn agree<const SCALE: u32>(fused: &Slots<u16>, split: &Slots<u16>) {
+        let fused = Lookup::<SCALE, u16>::new(fused);
+        let split = Lookup::<SCALE, u16>::new(split);
+        assert!(matches!(fused, Lookup::Fused(_)) && matches!(split, Lookup::Split(..)));
+        for slot in 0..1 << SCALE {
+            assert_eq!(
+                fused.get(slot),
+                split.get(slot),
+                "scale {SCALE} slot {slot}"
+            );
+        }
+    }
+    let bytes = set(vec![3, 200, 255], vec![1, 4094, 1]);
+    agree::<12>(&table(&bytes, 12).slots, &Slots::split(&bytes, 1 << 12));
+    let wide = set(vec![0, 9, 17, 254, 255], vec![4095, 4095, 4095, 4095, 4]);
+    agree::<14>(&table(&wide, 14).slots, &Slots::split(&wide, 1 << 14));
+    // A frequency of 2^12 (a lone symbol, or one at scale 14) or a word
+    // above a byte does not fit.
+    assert!(!is_fused(table(&set(vec![7], vec![4096]), 12)));
+    assert!(!is_fused(table(&set(vec![0, 1], vec![4096, 12288]), 14)));
+    assert!(!is_fused(table(&set(vec![0, 256], vec![2048, 2048]), 12)));
+}
+
+/// Both SIMD lookups agree with the scalar loop on long streams whose
+/// states sweep the whole range, including all-equal and extreme models.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn simd_lookups_agree() {
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        return;
+    }
+    let mut seed = 0x3C6E_F372_FE94_F82Bu64;
+    for (width, alphabet, n) in [
+        (8u32, 256u64, 70_016usize),
+        (8, 2, 4096),
+        (8, 1, 4096),
+        (12, 4096, 40_000),
+        (7, 128, 3200),
+        (16, 3000, 65_536),
+    ] {
+        let words: Vec<u32> = (0..n)
+            .map(|_| {
+                let r = xorshift(&mut seed);
+                ((r % alphabet) >> (r >> 61)) as u32
+            })
+            .collect();
+        let stats = Stats::new(&words, width);
+        let alph = stats.alphabet().unwrap();
+        let model = Model::new(alph, n);
+        let symbols = size_symbols(&model);
+        let one = count_emitted::<1>(&words, alph.index(), &model);
+        let two = count_emitted::<2>(&words, alph.index(), &model);
+        let mut direct = vec![SizeSymbol::default(); 1 << width];
+        for (&w, &s) in alph.words.iter().zip(&symbols) {
+            direct[w as usize] = s;
+        }
+        let ranked = simd_size::Lookup::Ranked {
+            ranks: alph.index().dense_ranks().unwrap(),
+            symbols: &symbols,
+        };
+        let whole = n - n % LANES;
+        assert_eq!(whole, n, "the test streams are whole groups");
+        for lookup in [simd_size::Lookup::Direct(&direct), ranked] {
+            let count = |group, groups| {
+                let blocks = simd_size::Blocks { group, groups };
+                let mut states = [STATE_LOW; LANES];
+                // SAFETY: the CPU supports AVX2, as checked above.
+                unsafe { simd_size::count(&words, blocks, &lookup, model.scale, &mut states) }
+            };
+            let what = format!("width {width} alphabet {alphabet}");
+            assert_eq!(count(0, 1), one, "{what}");
+            assert_eq!(count(0, 2) + count(1, 2), two, "{what}");
+        }
+    }
+}
+
+/// Decodes `buf` with every decoder up to `limit` (the SIMD one for the
+/// bulk, then the portable one), into every word type that fits `width`
+/// (which must agree).
+fn decode_with(buf: &[u8], width: u32, n: usize, limit: Simd) -> Result<Vec<u32>, &'static str> {
+    let result = with_limit(limit, || crate::codec::tests::decode_all(buf, width, n));
+    result.map(|(out, _)| out).map_err(|e| e.reason)
+}
+
+/// A long byte stream with many rare words takes scale 14 (scale 12
+/// would cost the common words too much), and its table the fused
+/// layout while no frequency reaches 2^12; every decoder agrees on it.
+#[test]
+fn fused_tables_above_scale_12_decode_alike() {
+    let mut seed = 0x6A09_E667_F3BC_C908u64;
+    let mut words: Vec<u32> = (0..70_000)
+        .map(|_| (xorshift(&mut seed) % 12) as u32)
+        .collect();
+    for (i, rare) in (12..252).enumerate() {
+        words[i * 291] = rare;
+    }
+    let mut buf = Vec::new();
+    assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
+    let (scale, _) = head_fields(buf[1]);
+    assert_eq!(scale, 14);
+    let mut r = Reader::new(&buf[2..]);
+    let set = symbols::read(&mut r, 8, Values::Varints, 1 << scale).expect("symbols");
+    let table = DecodeTable::<u8>::new(&set, scale).expect("table");
+    assert!(matches!(table.slots, Slots::Fused(_)));
+    for level in simd_levels() {
+        assert_eq!(decode_with(&buf, 8, words.len(), level), Ok(words.clone()));
+    }
+}
+
+/// Every SIMD level this CPU has.
+fn simd_levels() -> Vec<Simd> {
+    [Simd::None, Simd::Avx2, Simd::Avx512]
+        .into_iter()
+        .filter(|&l| with_limit(l, simd_level) == l)
+        .collect()
+}
+
+/// Encodes `words` with `G` groups of lanes, tag included, as the
+/// encoder would if it chose `G` for this length.
+fn encode_groups_with_tag<const G: usize>(words: &[u32], width: u32) -> Option<Vec<u8>> {
+    let stats = Stats::new(words, width);
+    let mut buf = vec![Codec::Rans.tag()];
+    let alphabet = applicable(&stats)?;
+    let model = Model::new(alphabet, words.len());
+    encode_groups::<G>(words, alphabet, &model, &mut buf);
+    Some(buf)
+}
+
+/// A stream takes two groups when the extra states cost at most
+/// 1/GROUP_COST of its estimated size; the head byte says which, and
+/// each lane used stores a state.
+#[test]
+fn streams_take_two_groups_when_the_states_cost_little() {
+    // 128 bytes of states for the second group.
+    let enough = ((128 * GROUP_COST) * 8) << 16;
+    assert_eq!(group_count(0), 1);
+    assert_eq!(group_count(enough - 1), 1);
+    assert_eq!(group_count(enough), 2);
+    assert_eq!(group_count(enough << 20), 2);
+    // Near-uniform bytes cost about one byte per word.
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for (n, groups_log2) in [(20_000, 0), (40_000, 1)] {
+        let words: Vec<u32> = (0..n).map(|_| xorshift(&mut seed) as u32 & 0xff).collect();
+        let mut buf = Vec::new();
+        assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
+        assert_eq!(head_fields(buf[1]).1, groups_log2, "n {n}");
+        let forced = match groups_log2 {
+            0 => encode_groups_with_tag::<1>(&words, 8),
+            _ => encode_groups_with_tag::<2>(&words, 8),
+        };
+        assert_eq!(Some(buf), forced, "n {n}");
+    }
+    let words = [3u32; 40];
+    let one = encode_groups_with_tag::<1>(&words, 8).unwrap();
+    let two = encode_groups_with_tag::<2>(&words, 8).unwrap();
+    assert_eq!(two.len() - one.len(), 4 * 8, "8 more lanes hold a state");
+    // A head asking for four groups is refused.
+    let mut four = two.clone();
+    four[1] += 1 << GROUPS_SHIFT;
+    assert_eq!(
+        decode_with(&four, 8, 40, Simd::None),
+        Err("rans lane groups above 2")
+    );
+}
+
+/// The AVX-512, AVX2 and portable decoders agree on valid streams of
+/// every length around the block and round sizes, with one group and
+/// two, and every scale, and on corrupt ones (same words or same
+/// error), including truncated renormalisation data, storing 8-, 16- and
+/// 32-bit words.
+#[test]
+fn simd_and_portable_decoders_agree() {
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut lens: Vec<usize> = (0..70).collect();
+    lens.extend([95, 96, 97, 127, 128, 129, 160, 191, 192, 193, 255, 256, 257]);
+    lens.extend([383, 384, 385, 1000, 4099, 70_000]);
+    let cases = [
+        (8, 1u64),
+        (8, 2),
+        (8, 21),
+        (8, 256),
+        (16, 2),
+        (16, 256),
+        (16, 3000),
+        (32, 2),
+        (32, 3000),
+    ];
+    let levels = simd_levels();
+    println!("SIMD levels tested: {levels:?}");
+    for &n in &lens {
+        for (width, alphabet) in cases {
+            let words: Vec<u32> = (0..n)
+                .map(|_| {
+                    let r = xorshift(&mut seed);
+                    // Skewed, so some lanes renormalise and others not;
+                    // spread over all 32 bits in the widest case.
+                    let w = ((r % alphabet) * (r >> 40 & 3) / 3) as u32;
+                    if width == 32 {
+                        w.wrapping_mul(0x9E37_79B1)
+                    } else {
+                        w
+                    }
+                })
+                .collect();
+            let encoded = [
+                encode_groups_with_tag::<1>(&words, width),
+                encode_groups_with_tag::<2>(&words, width),
+            ];
+            let Some(encoded) = encoded.into_iter().collect::<Option<Vec<_>>>() else {
+                assert_eq!(n, 0, "rans applies to every non-empty stream");
+                continue;
+            };
+            for buf in &encoded {
+                for &level in &levels {
+                    assert_eq!(decode_with(buf, width, n, level).as_ref(), Ok(&words));
+                }
+            }
+            // Corrupt each group count in turn.
+            let buf = &encoded[n % 2];
+            for _ in 0..4 {
+                let mut bad = buf.clone();
+                let at = (xorshift(&mut seed) as usize) % bad.len();
+                bad[at] ^= 1 << (xorshift(&mut seed) % 8);
+                let cut = bad.len() - (xorshift(&mut seed) as usize % 3);
+                for input in [&bad[..], &bad[..cut]] {
+                    let portable = decode_with(input, width, n, Simd::None);
+                    for &level in &levels {
+                        assert_eq!(
+                            decode_with(input, width, n, level),
+                            portable,
+                            "n {n} width {width} alphabet {alphabet} {level:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
