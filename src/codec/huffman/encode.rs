@@ -1,0 +1,88 @@
+//! Code lengths, canonical codes and the four bitstreams of the encoder, and
+//! the exact size of an encoding.
+
+use super::*;
+
+pub(super) fn code_lengths(alphabet: &Alphabet) -> Vec<u32> {
+    limited_lengths(&alphabet.totals(), MAX_LEN)
+}
+
+/// Byte length of each quarter's bitstream, from the per-quarter counts.
+pub(super) fn stream_bytes(alphabet: &Alphabet, lengths: &[u32]) -> [usize; 4] {
+    let mut bits = [0u64; 4];
+    for (counts, &len) in alphabet.quarters.iter().zip(lengths) {
+        for (b, &c) in bits.iter_mut().zip(counts) {
+            *b += c as u64 * len as u64;
+        }
+    }
+    bits.map(|b| b.div_ceil(8) as usize)
+}
+
+/// Payload size in bytes (without the tag).
+pub(in crate::codec) fn size(stats: &Stats) -> Option<usize> {
+    let alphabet = applicable(stats)?;
+    let lengths = code_lengths(alphabet);
+    let streams: usize = stream_bytes(alphabet, &lengths)
+        .iter()
+        .map(|&b| varint_len(b as u64) + b)
+        .sum();
+    Some(symbols::size(&alphabet.words, &lengths, Values::Nibbles) + streams)
+}
+
+pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
+    let Some(alphabet) = applicable(stats) else {
+        return false;
+    };
+    let lengths = code_lengths(alphabet);
+    symbols::write(&alphabet.words, &lengths, Values::Nibbles, out);
+    for bytes in stream_bytes(alphabet, &lengths) {
+        put_varint(out, bytes as u64);
+    }
+    let codes: Vec<u32> = canonical_codes(&lengths)
+        .iter()
+        .zip(&lengths)
+        .map(|(&code, &len)| reverse(code, len) << 4 | len)
+        .collect();
+    for range in quarter_ranges(words.len()) {
+        write_stream(&words[range], alphabet.index(), &codes, out);
+    }
+    true
+}
+
+/// Canonical codes (most significant bit first) for lengths given in symbol
+/// order: shorter codes first, and by symbol order within a length.
+pub(super) fn canonical_codes(lengths: &[u32]) -> Vec<u32> {
+    let mut count = [0u32; MAX_LEN as usize + 1];
+    for &len in lengths {
+        count[len as usize] += 1;
+    }
+    let mut next = [0u32; MAX_LEN as usize + 1];
+    let mut code = 0;
+    for len in 1..=MAX_LEN as usize {
+        code = (code + count[len - 1]) << 1;
+        next[len] = code;
+    }
+    lengths
+        .iter()
+        .map(|&len| {
+            next[len as usize] += 1;
+            next[len as usize] - 1
+        })
+        .collect()
+}
+
+/// The low `len` bits of `code` in reverse order: the bitstream is read from
+/// the least significant bit, and a code's first bit must come out first.
+pub(super) fn reverse(code: u32, len: u32) -> u32 {
+    code.reverse_bits() >> (32 - len)
+}
+
+/// Appends one quarter's bitstream; `codes[rank]` is `reversed code << 4 | length`.
+pub(super) fn write_stream(words: &[u32], index: &SymbolIndex, codes: &[u32], out: &mut Vec<u8>) {
+    let mut bits = BitWriter::new(out);
+    for &w in words {
+        let code = codes[index.rank(w)];
+        bits.put(code >> 4, code & 15);
+    }
+    bits.finish();
+}
