@@ -150,6 +150,11 @@ impl Archive {
         self.bytes.len()
     }
 
+    /// The archive's index, as checked when it was opened.
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
     pub fn chunks(&self) -> &[ChunkEntry] {
         &self.index.chunks
     }

@@ -1,0 +1,442 @@
+//! Writes the golden archives of the current format version, with their
+//! originals, into a new folder:
+//!
+//!   cargo run --release --example golden -- tests/golden/v1
+//!
+//! Golden archives freeze what a version decodes: they are never regenerated.
+//! This refuses to write into a folder that exists; a new format version gets
+//! a new folder beside the old ones, which stay.
+//!
+//! Most archives are packed by the real packer from generated checkpoints
+//! (floats of every width, integers, structure, the safetensors format's odd
+//! corners). One, `handmade`, holds programs built by hand for what the search
+//! seldom picks on small inputs: every Map and Scan kind, every Merge field
+//! set, Raw and BitPack literals, rANS at scales 12 to 14. Its tensors are the
+//! outputs of those programs, and its records are replaced by them after
+//! packing; each is checked to decode to its tensor before it is written.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use brevis::archive::{decode_record, pack_file, Archive, ChunkEntry, Index, PackOptions};
+use brevis::codec::{self, Codec, Stats};
+use brevis::dsl::{self, encode_program, Fields, FloatFormat, Literal, MapOp, Op, Program};
+use brevis::dsl::{ScanOp, Type};
+use brevis::safetensors::Layout;
+use common::{build, noise, tensor, Extras, Tensor};
+use std::path::Path;
+use std::sync::Arc;
+
+fn main() {
+    let dir = std::env::args().nth(1).expect("usage: golden FOLDER");
+    let dir = Path::new(&dir);
+    assert!(
+        !dir.exists(),
+        "{} exists: golden archives are never regenerated",
+        dir.display()
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, bytes, chunk) in packed() {
+        let src = dir.join(format!("{name}.safetensors"));
+        std::fs::write(&src, bytes).unwrap();
+        pack(&src, chunk);
+    }
+    handmade(dir);
+}
+
+/// Packs `src` beside itself with the default search and `chunk` bytes.
+fn pack(src: &Path, chunk: usize) -> Archive {
+    let dst = src.with_extension("brv");
+    let opts = PackOptions {
+        chunk_size: chunk,
+        ..PackOptions::default()
+    };
+    pack_file(src, &dst, &opts, &|_| {}).unwrap();
+    Archive::open(&dst).unwrap()
+}
+
+/// Deterministic xorshift words.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Roughly normal, mean 0 (sum of uniforms).
+    fn normal(&mut self, std: f64) -> f64 {
+        let sum: f64 = (0..4)
+            .map(|_| (self.next() >> 11) as f64 / (1u64 << 53) as f64)
+            .sum();
+        (sum - 2.0) * std * 1.7
+    }
+}
+
+fn f32s(n: usize, seed: u64, std: f64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..n).map(|_| rng.normal(std) as f32).collect()
+}
+
+fn bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+fn f16(x: f32) -> u16 {
+    // Normal range only (the weights here are well inside it).
+    let b = x.to_bits();
+    let sign = (b >> 16) & 0x8000;
+    let exp = ((b >> 23) & 0xff) as i32 - 127 + 15;
+    if exp <= 0 {
+        return sign as u16;
+    }
+    (sign | (exp as u32) << 10 | ((b >> 13) & 0x3ff)) as u16
+}
+
+fn bytes16(words: impl IntoIterator<Item = u16>) -> Vec<u8> {
+    words.into_iter().flat_map(u16::to_le_bytes).collect()
+}
+
+fn bytes32(words: impl IntoIterator<Item = u32>) -> Vec<u8> {
+    words.into_iter().flat_map(u32::to_le_bytes).collect()
+}
+
+/// The generated checkpoints packed as they are: name, file, chunk size.
+fn packed() -> Vec<(&'static str, Vec<u8>, usize)> {
+    let plain = Extras::default();
+    let w = f32s(32 * 1024, 1, 0.02);
+    let f32_file = build(
+        &[tensor(
+            "w",
+            "F32",
+            &[64, 512],
+            bytes32(w.iter().map(|x| x.to_bits())),
+        )],
+        &plain,
+    );
+    // 128 KiB chunks of BF16: streams long enough for two rANS lane groups.
+    let b = f32s(128 * 1024, 2, 0.02);
+    let bf16_file = build(
+        &[tensor(
+            "w",
+            "BF16",
+            &[256, 512],
+            bytes16(b.iter().map(|&x| bf16(x))),
+        )],
+        &plain,
+    );
+    let h = f32s(32 * 1024, 3, 0.05);
+    let f16_file = build(
+        &[tensor(
+            "w",
+            "F16",
+            &[128, 256],
+            bytes16(h.iter().map(|&x| f16(x))),
+        )],
+        &plain,
+    );
+    let mut fp8 = Vec::new();
+    for (k, dtype) in ["F8_E4M3", "F8_E5M2"].into_iter().enumerate() {
+        let mut rng = Rng(10 + k as u64);
+        // Small magnitudes: a few exponents, any mantissa, both signs.
+        let data = (0..64 * 1024)
+            .map(|_| {
+                let r = rng.next();
+                let exp = if k == 0 {
+                    4 + (r % 5) as u8
+                } else {
+                    10 + (r % 5) as u8
+                };
+                let shift = if k == 0 { 3 } else { 2 };
+                (((r >> 8) & 1) as u8) << 7 | exp << shift | ((r >> 16) as u8 & ((1 << shift) - 1))
+            })
+            .collect();
+        fp8.push(tensor(&format!("w.{dtype}"), dtype, &[256, 256], data));
+    }
+    fp8.push(tensor(
+        "w.scale",
+        "F32",
+        &[1],
+        0.0123f32.to_le_bytes().to_vec(),
+    ));
+    let fp8_file = build(&fp8, &plain);
+    let mut structured = vec![
+        tensor("zeros", "F32", &[1024], vec![0; 4096]),
+        tensor(
+            "ones",
+            "BF16",
+            &[2048],
+            bytes16(std::iter::repeat_n(0x3f80, 2048)),
+        ),
+        tensor(
+            "position_ids",
+            "I64",
+            &[1, 4096],
+            (0..4096i64).flat_map(|i| i.to_le_bytes()).collect(),
+        ),
+        tensor(
+            "arange",
+            "I32",
+            &[8192],
+            bytes32((0..8192u32).map(|i| i * 3 + 17)),
+        ),
+    ];
+    let row = noise(5, 512);
+    structured.push(tensor("periodic_rows", "U8", &[64, 512], row.repeat(64)));
+    let mut half = vec![0u8; 8192];
+    half.extend(noise(6, 8192));
+    structured.push(tensor("half_zero", "U8", &[16384], half));
+    let up = f32s(16 * 1024, 7, 0.02);
+    structured.push(tensor(
+        "upcast",
+        "F32",
+        &[16 * 1024],
+        bytes32(up.iter().map(|&x| (bf16(x) as u32) << 16)),
+    ));
+    let structured_file = build(&structured, &plain);
+    // A BF16 model saved as F32: the low half of every word is zero.
+    let u = f32s(32 * 1024, 9, 0.02);
+    let upcast_file = build(
+        &[tensor(
+            "w",
+            "F32",
+            &[64, 512],
+            bytes32(u.iter().map(|&x| (bf16(x) as u32) << 16)),
+        )],
+        &plain,
+    );
+    let corners = Extras {
+        metadata: Some(r#"{"format":"pt","note":"golden"}"#.into()),
+        pad: 5,
+        gap: 3,
+        trailing: noise(8, 13),
+        reverse_keys: true,
+    };
+    let corners_file = build(&common::every_dtype(), &corners);
+    let header_only = build(
+        &[],
+        &Extras {
+            metadata: Some(r#"{"empty":"yes"}"#.into()),
+            ..Extras::default()
+        },
+    );
+    vec![
+        ("f32-weights", f32_file, 64 << 10),
+        ("bf16-weights", bf16_file, 128 << 10),
+        ("f16-weights", f16_file, 256 << 10),
+        ("fp8-weights", fp8_file, 256 << 10),
+        ("structured", structured_file, 16 << 10),
+        ("upcast-weights", upcast_file, 256 << 10),
+        ("every-dtype-and-corners", corners_file, 256 << 10),
+        ("header-only", header_only, 256 << 10),
+        ("tiny-chunks", build(&structured[..4], &plain), 64),
+    ]
+}
+
+/// A literal of `words` with a chosen codec.
+fn lit(words: Vec<u32>, width: u32, codec: Codec) -> Program<Literal> {
+    let stats = Stats::new(&words, width);
+    let size = codec::encoded_size(codec, &words, width, &stats)
+        .unwrap_or_else(|| panic!("{} does not apply", codec.name()));
+    let ty = Type {
+        width,
+        len: words.len(),
+    };
+    let words: Arc<[u32]> = words.into();
+    Program {
+        ty,
+        op: Op::Lit(Literal { size, codec, words }),
+    }
+}
+
+fn node(ty: Type, op: Op<Literal>) -> Program<Literal> {
+    Program { ty, op }
+}
+
+/// Words of `width` bits with about `bits` bits of entropy each.
+fn skewed(n: usize, width: u32, bits: u32, seed: u64) -> Vec<u32> {
+    let mut rng = Rng(seed);
+    let mask = dsl::mask(width);
+    (0..n)
+        .map(|_| {
+            let r = rng.next();
+            let small = (r & ((1 << bits) - 1)) as u32;
+            // Mostly small words, sometimes a wide one.
+            if (r >> 40).is_multiple_of(64) {
+                (r >> 8) as u32 & mask
+            } else {
+                small & mask
+            }
+        })
+        .collect()
+}
+
+/// The programs of `handmade`, one tensor each: (name, dtype, programs per lane).
+fn handmade_programs() -> Vec<(&'static str, &'static str, Vec<Program<Literal>>)> {
+    let n = 4096;
+    let t = |width| Type { width, len: n };
+    let body = |width, seed| lit(skewed(n, width, 5, seed), width, Codec::Huffman);
+    let map = |op, width, seed| {
+        node(
+            t(width),
+            Op::Map {
+                op,
+                body: Box::new(body(width, seed)),
+            },
+        )
+    };
+    let scan = |op, width, seed| {
+        node(
+            t(width),
+            Op::Scan {
+                op,
+                init: 5,
+                updates: Box::new(body(width, seed)),
+            },
+        )
+    };
+    let merge = |fields: Fields, width: u32, seed: u64| {
+        let parts = fields
+            .widths(width)
+            .into_iter()
+            .enumerate()
+            .map(|(k, w)| lit(skewed(n, w, w.min(3), seed + k as u64), w, Codec::Huffman))
+            .collect();
+        node(t(width), Op::Merge { fields, parts })
+    };
+    let rans = |len: usize, distinct_bits: u32, seed| {
+        lit(skewed(len, 16, distinct_bits, seed), 16, Codec::Rans)
+    };
+    let concat = node(
+        Type {
+            width: 8,
+            len: 3 * n,
+        },
+        Op::Concat(vec![
+            node(t(8), Op::Const(0)),
+            lit(skewed(n, 8, 8, 40), 8, Codec::Raw),
+            node(
+                t(8),
+                Op::Repeat {
+                    times: 4,
+                    body: Box::new(lit(skewed(n / 4, 8, 3, 41), 8, Codec::BitPack)),
+                },
+            ),
+        ]),
+    );
+    vec![
+        ("map.xor", "U16", vec![map(MapOp::Xor(0x3c00), 16, 1)]),
+        ("map.add", "U16", vec![map(MapOp::Add(1000), 16, 2)]),
+        ("map.zigzag", "I16", vec![map(MapOp::Zigzag, 16, 3)]),
+        ("map.gray", "U32", vec![map(MapOp::Gray, 32, 4)]),
+        ("map.rotate", "U32", vec![map(MapOp::Rotate(7), 32, 5)]),
+        ("map.bitrev", "U8", vec![map(MapOp::BitReverse, 8, 6)]),
+        ("scan.xor", "U32", vec![scan(ScanOp::Xor, 32, 7)]),
+        (
+            "scan.add",
+            "I64",
+            vec![scan(ScanOp::Add, 32, 8), scan(ScanOp::Add, 32, 9)],
+        ),
+        (
+            "merge.split",
+            "U16",
+            vec![merge(Fields::Split { low: 5 }, 16, 10)],
+        ),
+        ("merge.bits", "U8", vec![merge(Fields::BitPlanes, 8, 20)]),
+        (
+            "merge.bytes",
+            "U32",
+            vec![merge(Fields::BytePlanes, 32, 30)],
+        ),
+        (
+            "merge.bf16",
+            "BF16",
+            vec![merge(Fields::Float(FloatFormat::Bf16), 16, 35)],
+        ),
+        (
+            "merge.f16",
+            "F16",
+            vec![merge(Fields::Float(FloatFormat::F16), 16, 38)],
+        ),
+        (
+            "merge.e5m2",
+            "F8_E5M2",
+            vec![merge(Fields::Float(FloatFormat::E5M2), 8, 40)],
+        ),
+        ("concat.const.raw.repeat.bitpack", "U8", vec![concat]),
+        ("rans.short", "U16", vec![rans(4096, 10, 50)]),
+        ("rans.mid", "U16", vec![rans(8192, 11, 51)]),
+        ("rans.long", "U16", vec![rans(65536, 10, 52)]),
+    ]
+}
+
+/// Packs the outputs of `handmade_programs` as a checkpoint, then replaces
+/// each tensor's record with its program.
+fn handmade(dir: &Path) {
+    let programs = handmade_programs();
+    let tensors: Vec<Tensor> = programs
+        .iter()
+        .map(|(name, dtype, lanes)| {
+            let layout = brevis::safetensors::Element::of_dtype(dtype).layout;
+            let data = lane_bytes(lanes, layout);
+            let elements = (data.len() / layout.element_bytes()) as u64;
+            tensor(name, dtype, &[elements], data)
+        })
+        .collect();
+    let src = dir.join("handmade.safetensors");
+    let bytes = build(&tensors, &Extras::default());
+    std::fs::write(&src, &bytes).unwrap();
+    let packed = pack(&src, 1 << 20);
+    let mut chunks: Vec<ChunkEntry> = packed.chunks().to_vec();
+    let mut records: Vec<Vec<u8>> = (0..chunks.len())
+        .map(|i| packed.record(i).unwrap().into_owned())
+        .collect();
+    // Tensors are laid out in order after the header, one chunk each.
+    assert_eq!(chunks.len(), 1 + programs.len(), "one chunk per tensor");
+    for (k, (_, _, lanes)) in programs.iter().enumerate() {
+        let i = k + 1;
+        let mut record = Vec::new();
+        lanes.iter().for_each(|p| encode_program(p, &mut record));
+        let range = packed.chunk_range(i);
+        let want = &bytes[range.start as usize..range.end as usize];
+        let mut got = vec![0u8; want.len()];
+        decode_record(&record, chunks[i].layout, &mut got).unwrap();
+        assert!(got == want, "handmade record {k} decodes to its tensor");
+        chunks[i].rec_len = record.len() as u64;
+        records[i] = record;
+    }
+    let index = Index {
+        chunks,
+        ..packed.index().clone()
+    };
+    let mut out = brevis::archive::HEAD_MAGIC.to_vec();
+    records.iter().for_each(|r| out.extend_from_slice(r));
+    let index_offset = out.len() as u64;
+    let encoded = index.encode();
+    out.extend_from_slice(&encoded);
+    out.extend_from_slice(&brevis::archive::encode_trailer(index_offset, &encoded));
+    std::fs::write(src.with_extension("brv"), out).unwrap();
+}
+
+/// The little-endian bytes of a tensor whose lanes are the programs' outputs.
+fn lane_bytes(lanes: &[Program<Literal>], layout: Layout) -> Vec<u8> {
+    let words: Vec<Vec<u32>> = lanes
+        .iter()
+        .map(|p| {
+            let mut out = vec![0u32; p.ty.len];
+            dsl::execute(p, &mut out).unwrap();
+            out
+        })
+        .collect();
+    let size = layout.element_bytes() / layout.lanes();
+    (0..words[0].len())
+        .flat_map(|e| {
+            words
+                .iter()
+                .flat_map(move |lane| lane[e].to_le_bytes()[..size].to_vec())
+        })
+        .collect()
+}

@@ -1,0 +1,195 @@
+//! The golden archives of each format version (tests/golden/vN, written once by
+//! `examples/golden.rs`, never regenerated) still decode to their originals,
+//! through every reading path; together they use every operator, codec, rANS
+//! scale and lane-group count, layout and dtype mapping; and they are the bytes
+//! that were frozen (tests/golden/vN/SHA256SUMS).
+
+use brevis::archive::{self, Archive};
+use brevis::codec::{peek_codec, Codec};
+use brevis::dsl::{decode_program, EncodedLit, Limits, Op, Program, Type};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn golden_dir(version: u8) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/v{version}"))
+}
+
+/// The archives of a version's folder, sorted.
+fn archives(version: u8) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(golden_dir(version))
+        .expect("golden folder")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "brv"))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn golden_archives_decode_to_their_originals() {
+    let found = archives(1);
+    assert!(found.len() >= 10, "only {} golden archives", found.len());
+    let dir = tempfile::tempdir().unwrap();
+    for brv in found {
+        let original = std::fs::read(brv.with_extension("safetensors")).unwrap();
+        let a = Archive::open(&brv).unwrap();
+        let mut all = vec![0u8; original.len()];
+        assert_eq!(a.read_at(0, &mut all).unwrap(), original.len());
+        assert!(all == original, "{}: read_at differs", brv.display());
+        archive::verify(&a, Some(&brv.with_extension("safetensors")), &|_| {}).unwrap();
+        let out = dir.path().join("out.safetensors");
+        archive::unpack_file(&a, &out, &|_| {}).unwrap();
+        assert!(
+            std::fs::read(&out).unwrap() == original,
+            "{}: unpack differs",
+            brv.display()
+        );
+        let unmapped = Archive::open_unmapped(&brv).unwrap();
+        let mut all = vec![0u8; original.len()];
+        unmapped.read_at(0, &mut all).unwrap();
+        assert!(all == original, "{}: unmapped read differs", brv.display());
+    }
+}
+
+#[test]
+fn golden_archives_are_the_frozen_bytes() {
+    let dir = golden_dir(1);
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    let mut listed = 0;
+    for line in sums.lines() {
+        let (sum, name) = line.split_once("  ").expect("sha256sum format");
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(hex(&Sha256::digest(&bytes)), sum, "{name} changed");
+        listed += 1;
+    }
+    let files = std::fs::read_dir(&dir).unwrap().count() - 1;
+    assert_eq!(listed, files, "every golden file is listed in SHA256SUMS");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What one program node shows of the format: its operator and kind, or its
+/// literal's codec (with scale and lane groups for rANS).
+fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
+    let feature = match &p.op {
+        Op::Lit(l) => match peek_codec(l.bytes).unwrap() {
+            Codec::Rans => {
+                let head = l.bytes[1];
+                out.insert(format!("rans groups {}", 1 << (head >> 4)));
+                format!("rans scale {}", head & 15)
+            }
+            codec => format!("lit {}", codec.name()),
+        },
+        Op::Const(_) => "const".into(),
+        Op::Concat(_) => "concat".into(),
+        Op::Repeat { .. } => "repeat".into(),
+        // Kinds by name, without their parameters.
+        Op::Map { op, .. } => format!("map {}", op.to_string().split(' ').next().unwrap()),
+        Op::Scan { op, .. } => format!("scan {op}"),
+        Op::Merge { fields, .. } => {
+            format!("merge {}", fields.to_string().split(' ').next().unwrap())
+        }
+    };
+    out.insert(feature);
+    p.children().for_each(|c| features(c, out));
+}
+
+/// Everything the golden archives of `version` exercise.
+fn coverage(version: u8) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    for brv in archives(version) {
+        let a = Archive::open(&brv).unwrap();
+        for (i, chunk) in a.chunks().iter().enumerate() {
+            seen.insert(format!("layout {:?}", chunk.layout));
+            let record = a.record(i).unwrap();
+            let ty = Type {
+                width: chunk.layout.lane_width(),
+                len: (chunk.src_len / chunk.layout.element_bytes() as u64) as usize,
+            };
+            let mut pos = 0;
+            for _ in 0..chunk.layout.lanes() {
+                let (p, used) = decode_program(&record[pos..], ty, Limits::default()).unwrap();
+                features(&p, &mut seen);
+                pos += used;
+            }
+        }
+        let original = std::fs::read(brv.with_extension("safetensors")).unwrap();
+        let header = brevis::safetensors::parse(original.len() as u64, |n| {
+            Ok(original[..n as usize].to_vec())
+        })
+        .unwrap();
+        for t in header.tensors {
+            seen.insert(format!("dtype {}", t.dtype));
+        }
+    }
+    seen
+}
+
+#[test]
+fn golden_archives_cover_the_whole_format() {
+    let seen = coverage(1);
+    let mut want: Vec<String> = [
+        "const",
+        "concat",
+        "repeat",
+        "lit raw",
+        "lit bitpack",
+        "lit huffman",
+        "map xor",
+        "map add",
+        "map zigzag",
+        "map gray",
+        "map rotl",
+        "map bitrev",
+        "scan xor",
+        "scan add",
+        "merge f32",
+        "merge bf16",
+        "merge f16",
+        "merge e4m3",
+        "merge e5m2",
+        "merge split",
+        "merge bits",
+        "merge bytes",
+        "rans scale 12",
+        "rans scale 13",
+        "rans scale 14",
+        "rans groups 1",
+        "rans groups 2",
+        "layout Bytes",
+        "layout Half",
+        "layout Word",
+        "layout Double",
+    ]
+    .map(String::from)
+    .to_vec();
+    for dtype in [
+        "F64", "I64", "U64", "F32", "I32", "U32", "F16", "BF16", "I16", "U16", "I8", "U8", "BOOL",
+        "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E3M2",
+    ] {
+        want.push(format!("dtype {dtype}"));
+    }
+    let missing: Vec<&String> = want.iter().filter(|w| !seen.contains(*w)).collect();
+    assert!(
+        missing.is_empty(),
+        "not covered: {missing:?}\nseen: {seen:?}"
+    );
+}
+
+#[test]
+fn a_version_this_build_does_not_know_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(golden_dir(1).join("structured.brv")).unwrap();
+    bytes[7] = 2;
+    let path = dir.path().join("newer.brv");
+    std::fs::write(&path, bytes).unwrap();
+    let Err(err) = Archive::open(&path) else {
+        panic!("a version 2 archive was opened");
+    };
+    let err = err.to_string();
+    assert!(err.contains("format version 2 is not supported"), "{err}");
+    assert!(err.contains("newer.brv"), "{err}");
+}
