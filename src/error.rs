@@ -1,5 +1,7 @@
 //! The crate's error type: every failure names the file it concerns and why.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,8 @@
 //! What an archive holds: per tensor, its sizes before and after, the programs its
 //! chunks became and the codecs their literals use.
 
+#![forbid(unsafe_code)]
+
 use crate::archive::Archive;
 use crate::codec;
 use crate::dsl::{decode_program, describe, EncodedLit, Limits, Op, Program, Type};

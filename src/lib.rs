@@ -6,6 +6,9 @@
 //! random-access reader; [`mount`] the FUSE filesystem that serves archives as
 //! the original files.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
 pub mod archive;
 pub mod codec;
 pub mod dsl;

@@ -3,6 +3,8 @@
 //! any key order, padding, gaps, trailing bytes, unknown dtypes) and strict about
 //! anything that would make it not a safetensors file.
 
+#![forbid(unsafe_code)]
+
 use crate::dsl::FloatFormat;
 use serde_json::Value;
 

@@ -1,6 +1,8 @@
 //! Mirroring a source file or directory into a destination: which files are
 //! transformed (packed or unpacked), which are copied, and where each one goes.
 
+#![forbid(unsafe_code)]
+
 use crate::error::{Error, IoContext, Result};
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,8 @@
 //! Every read is checked against the end of the input, and a varint must use the
 //! fewest bytes that represent it, so each value has exactly one encoding.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 
 /// Why a read from untrusted bytes failed; `at` is the offset inside the buffer.

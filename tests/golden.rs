@@ -192,4 +192,8 @@ fn a_version_this_build_does_not_know_is_refused_by_name() {
     let err = err.to_string();
     assert!(err.contains("format version 2 is not supported"), "{err}");
     assert!(err.contains("newer.brv"), "{err}");
+    assert!(
+        !err.contains("corrupt"),
+        "a newer archive is not called corrupt: {err}"
+    );
 }

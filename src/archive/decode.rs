@@ -1,6 +1,8 @@
 //! Reading one chunk: a record's programs decoded, validated and run, their
 //! lane words put back into the chunk's little-endian bytes.
 
+#![forbid(unsafe_code)]
+
 use crate::codec::Word;
 use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
 use crate::safetensors::Layout;

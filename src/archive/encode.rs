@@ -2,6 +2,8 @@
 //! for each lane, and the record checked by decoding it again. (Only the
 //! packer links the search; readers need `decode` alone.)
 
+#![forbid(unsafe_code)]
+
 use super::decode::decode_record;
 use crate::dsl::encode_program;
 use crate::safetensors::Layout;

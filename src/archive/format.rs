@@ -1,5 +1,7 @@
 //! Fixed parts of the archive: magic numbers, the index and the trailer.
 
+#![forbid(unsafe_code)]
+
 use crate::safetensors::Layout;
 use crate::wire::{put_varint, Reader, WireError};
 
@@ -10,17 +12,36 @@ pub const FORMAT_VERSION: u8 = 1;
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 const _: () = assert!(HEAD_MAGIC[7] == FORMAT_VERSION);
 
+/// Why an archive's head was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadError {
+    /// Not the name: some other file, or too short.
+    NotAnArchive,
+    /// A brevis archive of a format version this build does not read.
+    UnknownVersion(u8),
+}
+
+impl std::fmt::Display for HeadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeadError::NotAnArchive => f.write_str("not a brevis archive (bad magic or too short)"),
+            HeadError::UnknownVersion(v) => write!(
+                f,
+                "archive format version {v} is not supported: this brevis reads version \
+                 {FORMAT_VERSION} (a newer archive needs a newer brevis)"
+            ),
+        }
+    }
+}
+
 /// Checks an archive's first 8 bytes: the name, then a version this build reads.
-pub fn check_head(head: &[u8]) -> Result<(), String> {
+pub fn check_head(head: &[u8]) -> Result<(), HeadError> {
     if head.len() < HEAD_MAGIC.len() || head[..7] != HEAD_MAGIC[..7] {
-        return Err("not a brevis archive (bad magic or too short)".into());
+        return Err(HeadError::NotAnArchive);
     }
     match head[7] {
         FORMAT_VERSION => Ok(()),
-        v => Err(format!(
-            "archive format version {v} is not supported: this brevis reads version \
-             {FORMAT_VERSION} (a newer archive needs a newer brevis)"
-        )),
+        v => Err(HeadError::UnknownVersion(v)),
     }
 }
 /// Last 8 bytes of every archive.
@@ -208,14 +229,11 @@ mod tests {
         assert!(check_head(&HEAD_MAGIC).is_ok());
         let mut newer = HEAD_MAGIC;
         newer[7] = 2;
-        let err = check_head(&newer).unwrap_err();
-        assert!(err.contains("version 2 is not supported"), "{err}");
-        assert!(check_head(b"BREVIS\x00")
-            .unwrap_err()
-            .contains("not a brevis archive"));
-        assert!(check_head(b"{\"a\": 1}   ")
-            .unwrap_err()
-            .contains("not a brevis archive"));
+        assert_eq!(check_head(&newer), Err(HeadError::UnknownVersion(2)));
+        let message = HeadError::UnknownVersion(2).to_string();
+        assert!(message.contains("version 2 is not supported"), "{message}");
+        assert_eq!(check_head(b"BREVIS\x00"), Err(HeadError::NotAnArchive));
+        assert_eq!(check_head(b"{\"a\": 1}   "), Err(HeadError::NotAnArchive));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use super::decode::decode_record;
 use super::format::{
-    check_head, checksum, decode_trailer, ChunkEntry, Index, HEAD_MAGIC, TRAILER_LEN,
+    check_head, checksum, decode_trailer, ChunkEntry, HeadError, Index, HEAD_MAGIC, TRAILER_LEN,
 };
 use crate::error::{Error, IoContext, Result};
 use memmap2::Mmap;
@@ -103,6 +103,7 @@ impl Archive {
         let index = parse_framing(&bytes).map_err(|(offset, reason)| match reason {
             Framing::Io(e) => Error::io(path, e),
             Framing::Corrupt(reason) => Error::corrupt(path, offset, reason),
+            Framing::Unsupported(reason) => Error::invalid(path, reason),
         })?;
         let prefix = |lens: &mut dyn Iterator<Item = u64>, first: u64| {
             let mut at = first;
@@ -253,6 +254,8 @@ impl Archive {
 enum Framing {
     Io(std::io::Error),
     Corrupt(String),
+    /// A valid archive this build cannot read.
+    Unsupported(String),
 }
 
 /// Checks magic numbers and trailer, then parses the index. Errors carry the
@@ -266,7 +269,10 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> 
     };
     let len = bytes.len();
     let head = read(0, HEAD_MAGIC.len().min(len as usize))?;
-    check_head(&head).map_err(|reason| corrupt(0, &reason))?;
+    check_head(&head).map_err(|e| match e {
+        HeadError::NotAnArchive => corrupt(0, &e.to_string()),
+        HeadError::UnknownVersion(_) => (0, Framing::Unsupported(e.to_string())),
+    })?;
     if len < (HEAD_MAGIC.len() + TRAILER_LEN) as u64 {
         return Err(corrupt(0, "not a brevis archive (too short)"));
     }

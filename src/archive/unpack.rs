@@ -4,6 +4,8 @@
 //! checksum; verify also recomputes the SHA-256 of the whole source and compares
 //! it with the digest the archive recorded.
 
+#![forbid(unsafe_code)]
+
 use super::Archive;
 use crate::error::{Error, IoContext, Result};
 use rayon::prelude::*;

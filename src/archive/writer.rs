@@ -4,6 +4,8 @@
 //! synthesized in parallel and their records written in source order, so memory is
 //! bounded by threads x chunk size and the bytes do not depend on the thread count.
 
+#![forbid(unsafe_code)]
+
 use super::encode::{encode_record, to_lanes};
 use super::format::{checksum, encode_trailer, ChunkEntry, Index, HEAD_MAGIC};
 use crate::error::{Error, IoContext, Result};

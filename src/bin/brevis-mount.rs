@@ -1,5 +1,7 @@
 //! `brevis-mount`: show a directory of `.brv` archives as the original files.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
 use brevis::mount::{self, MountOptions, ServeOptions};
 use clap::Parser;
 use std::fs::File;

@@ -1,5 +1,7 @@
 //! `brevis`: pack safetensors checkpoints into `.brv` archives and back.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
 use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;

@@ -1,5 +1,7 @@
 //! Least-significant-bit-first bit writing, shared by bit packing and Huffman.
 
+#![forbid(unsafe_code)]
+
 /// Appends fields of up to 32 bits to a byte vector, first field in the lowest bits.
 pub(super) struct BitWriter<'a> {
     out: &'a mut Vec<u8>,

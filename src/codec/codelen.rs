@@ -4,6 +4,8 @@
 //! it is fast and, when its longest code fits the limit, already optimal. Only
 //! otherwise does package-merge compute the optimal length-limited code.
 
+#![forbid(unsafe_code)]
+
 /// Code lengths (1..=`limit`) for `weights` (at least two, all positive,
 /// at most 2^`limit` of them) minimising the weighted total length.
 /// Ties are broken by index, so the result is deterministic.

@@ -1,6 +1,8 @@
 //! Maps the words of a stream to their rank among its sorted distinct words,
 //! so that Huffman and rANS can keep per-symbol tables indexed by rank.
 
+#![forbid(unsafe_code)]
+
 use super::MAX_SYMBOLS;
 
 /// An open-addressing hash map from word to a small id. It holds at most

@@ -2,6 +2,8 @@
 //! that the CPU has its features; tests lower the limit on their thread to
 //! check that every kernel gives the same results as the portable code.
 
+#![forbid(unsafe_code)]
+
 /// Instruction sets of the SIMD kernels, narrowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Simd {

@@ -3,6 +3,8 @@
 //! each distinct word in each quarter of the stream (Huffman sizes its four
 //! interleaved bitstreams from these without encoding).
 
+#![forbid(unsafe_code)]
+
 use std::ops::Range;
 use std::sync::OnceLock;
 

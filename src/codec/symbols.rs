@@ -9,6 +9,8 @@
 //!
 //! Values are stored as 4-bit nibbles (code lengths) or varints (frequencies).
 
+#![forbid(unsafe_code)]
+
 use super::{word_mask, MAX_SYMBOLS};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 

@@ -312,6 +312,40 @@ fn rejects_unconsumed_and_mismatched_streams() {
     }
 }
 
+/// Small streams of every shape through every codec, at widths that take
+/// each word type, decoded by the portable decoders (and SIMD ones where the
+/// CPU has them). Small enough for `scripts/test.sh` to run under Miri, where
+/// only the portable decoders run.
+#[test]
+fn small_streams_round_trip_in_every_codec() {
+    // Under Miri, fewer: one width per word type, a short and a longer stream.
+    let (shapes, widths, lens): (&[Shape], &[u32], &[usize]) = if cfg!(miri) {
+        (&[Shape::Few(3), Shape::Geometric], &[5, 12, 23], &[7, 130])
+    } else {
+        (
+            &[
+                Shape::Single,
+                Shape::Few(3),
+                Shape::Geometric,
+                Shape::Uniform,
+            ],
+            &[1, 5, 8, 12, 16, 23, 32],
+            &[1, 7, 33, 130],
+        )
+    };
+    for (k, &shape) in shapes.iter().enumerate() {
+        for &width in widths {
+            for &len in lens {
+                let words = stream(shape, width, len, k as u64 * 97 + len as u64);
+                let stats = Stats::new(&words, width);
+                for codec in Codec::ALL {
+                    check_round_trip(codec, &words, width, &stats);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn tiny_streams_use_every_applicable_codec() {
     for words in [vec![], vec![5], vec![5, 5, 5], vec![1, 2]] {

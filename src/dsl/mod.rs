@@ -4,6 +4,8 @@
 //! top-down: a parent's type fixes its children's types, so the encoding stores only
 //! what the parent cannot imply (a Concat's part lengths). See `docs/FORMAT.md`.
 
+#![forbid(unsafe_code)]
+
 mod encoding;
 mod exec;
 mod ops;

@@ -1,6 +1,8 @@
 //! Decoded chunks shared by every reader of the mount: an LRU bounded in bytes,
 //! with single-flight decoding so that readers wanting one chunk decode it once.
 
+#![forbid(unsafe_code)]
+
 use lru::LruCache;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};

@@ -342,6 +342,7 @@ fn statvfs(path: &std::path::Path) -> std::io::Result<libc::statvfs> {
     // SAFETY: a zeroed statvfs is a valid value to be overwritten; `path` is
     // NUL-terminated and both pointers are valid for the call.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -6,6 +6,8 @@
 //! new version and gets a new inode, so the kernel never mixes pages of the old
 //! and new archive in one file, and open handles keep reading the old one.
 
+#![forbid(unsafe_code)]
+
 use crate::archive::{is_temp_name, Archive};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};

@@ -3,6 +3,8 @@
 //! missing ones in parallel), demoting the ones it went past, and queueing
 //! read-ahead for a sequential reader. Unit-tested without a kernel.
 
+#![forbid(unsafe_code)]
+
 use super::cache::{Chunk, ChunkCache};
 use crate::archive::Archive;
 use rayon::prelude::*;

@@ -7,6 +7,8 @@
 //! itself ([`prior`]); open holes are completed by their best *leaf* (a constant or
 //! the smallest literal encoding), and the smallest complete program wins.
 
+#![forbid(unsafe_code)]
+
 mod context;
 mod expand;
 pub mod prior;

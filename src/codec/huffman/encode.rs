@@ -1,6 +1,8 @@
 //! Code lengths, canonical codes and the four bitstreams of the encoder, and
 //! the exact size of an encoding.
 
+#![forbid(unsafe_code)]
+
 use super::*;
 
 pub(super) fn code_lengths(alphabet: &Alphabet) -> Vec<u32> {

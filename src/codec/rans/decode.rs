@@ -268,6 +268,7 @@ pub(super) fn decode_bulk_simd<T: Word, const G: usize>(
     match simd_level() {
         // SAFETY: `simd_level` checked that the CPU has these features.
         Simd::Avx512 => return unsafe { simd_decode::decode_avx512(groups, table, data, out) },
+        // SAFETY: as above.
         Simd::Avx2 => return unsafe { simd_decode::decode_avx2(groups, table, data, out) },
         Simd::None => {}
     }

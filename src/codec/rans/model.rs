@@ -1,6 +1,8 @@
 //! The frequency model of a stream: its scale, quantised frequencies and
 //! group count, and the cost estimates that choose them.
 
+#![forbid(unsafe_code)]
+
 use super::*;
 
 /// Quantised frequencies summing to `2^scale`, per symbol rank, and the

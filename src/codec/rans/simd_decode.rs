@@ -49,7 +49,8 @@ pub(super) unsafe fn decode_avx2<T: Word, const G: usize>(
     data: &[u8],
     out: &mut [T],
 ) -> (usize, usize) {
-    decode_table::<T, Ymm, G>(groups, table, data, out)
+    // SAFETY: the caller checked the CPU features, which are all `decode` needs.
+    unsafe { decode_table::<T, Ymm, G>(groups, table, data, out) }
 }
 
 /// # Safety
@@ -61,7 +62,8 @@ pub(super) unsafe fn decode_avx512<T: Word, const G: usize>(
     data: &[u8],
     out: &mut [T],
 ) -> (usize, usize) {
-    decode_table::<T, Zmm, G>(groups, table, data, out)
+    // SAFETY: the caller checked the CPU features, which are all `decode` needs.
+    unsafe { decode_table::<T, Zmm, G>(groups, table, data, out) }
 }
 
 /// Where a decoder's gathers read: the slots of a [`DecodeTable`] of
@@ -104,7 +106,9 @@ trait Block: Copy {
     unsafe fn step<T: Word, const FUSED: bool>(&mut self, tables: &Tables) -> Self {
         let mut words = *self;
         for (x, word) in self.vectors().iter_mut().zip(words.vectors()) {
-            *word = step_vector::<Self::Vector, T, FUSED>(x, tables);
+            // SAFETY: the caller upholds this method's contract, which is
+            // `step_vector`'s.
+            *word = unsafe { step_vector::<Self::Vector, T, FUSED>(x, tables) };
         }
         words
     }
@@ -134,9 +138,12 @@ unsafe fn decode_table<T: Word, B: Block, const G: usize>(
     data: &[u8],
     out: &mut [T],
 ) -> (usize, usize) {
-    match table.slots {
-        Slots::Fused(_) => decode::<T, B, G, true>(groups, table, data, out),
-        Slots::Split { .. } => decode::<T, B, G, false>(groups, table, data, out),
+    // SAFETY: as for `decode`, which the caller upholds.
+    unsafe {
+        match table.slots {
+            Slots::Fused(_) => decode::<T, B, G, true>(groups, table, data, out),
+            Slots::Split { .. } => decode::<T, B, G, false>(groups, table, data, out),
+        }
     }
 }
 
@@ -183,9 +190,12 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
             }
         }
     };
-    let mut x = [B::load(&groups[0]); G];
+    // SAFETY: the caller has the CPU features `B` uses (this function's
+    // contract), as every call on `B` below needs.
+    let mut x = [unsafe { B::load(&groups[0]) }; G];
     for (x, states) in x.iter_mut().zip(groups.iter()) {
-        *x = B::load(states);
+        // SAFETY: as above.
+        *x = unsafe { B::load(states) };
     }
     let round = G * LANES;
     let mut pos = 0usize;
@@ -203,23 +213,24 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
         for (x, words) in x.iter_mut().zip(&mut words) {
             // SAFETY: the tables are as asserted above, and the states
             // are renormalised (the caller validated the initial ones).
-            *words = x.step::<T, FUSED>(&tables);
+            *words = unsafe { x.step::<T, FUSED>(&tables) };
         }
         for (words, block) in words.iter().zip(chunk.chunks_exact_mut(LANES)) {
             // SAFETY: `block` holds 32 words, and every word decoded
             // from a validated table fits `T`.
-            words.store_words(block.as_mut_ptr());
+            unsafe { words.store_words(block.as_mut_ptr()) };
         }
         for x in &mut x {
             // SAFETY: `2 * (pos + LANES) <= data.len()` by the check
             // above, since earlier groups advanced `pos` by at most
             // `LANES` each.
-            pos += x.renormalise(data.as_ptr().add(2 * pos));
+            pos += unsafe { x.renormalise(data.as_ptr().add(2 * pos)) };
         }
         done += round;
     }
     for (x, states) in x.iter().zip(groups.iter_mut()) {
-        x.store(states);
+        // SAFETY: as for `B::load` above.
+        unsafe { x.store(states) };
     }
     (done, pos)
 }
@@ -227,12 +238,29 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
 /// One SIMD vector of 32-bit lanes: the operations of a decoding step.
 /// As for [`Block`], every method must be inlined into a caller with
 /// the target features its intrinsics need.
+///
+/// # Safety
+/// Every method needs the CPU features of the implementing type (AVX2 for
+/// `__m256i`, AVX-512F for `__m512i`); `gather` also needs its reads to be
+/// in bounds.
 trait Vector: Copy {
+    /// # Safety
+    /// As for the trait.
     unsafe fn splat(value: i32) -> Self;
+    /// # Safety
+    /// As for the trait.
     unsafe fn and(self, other: Self) -> Self;
+    /// # Safety
+    /// As for the trait.
     unsafe fn add(self, other: Self) -> Self;
+    /// # Safety
+    /// As for the trait.
     unsafe fn mullo(self, other: Self) -> Self;
+    /// # Safety
+    /// As for the trait.
     unsafe fn shr<const N: i32>(self) -> Self;
+    /// # Safety
+    /// As for the trait.
     unsafe fn shr_by(self, count: __m128i) -> Self;
     /// The 4 bytes at `base + SCALE * index` of each lane.
     ///
@@ -241,96 +269,118 @@ trait Vector: Copy {
     unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self;
 }
 
-/// Decodes one word per lane of `x` (see [`Block::step`], whose safety
-/// conditions it has), leaving `x` un-renormalised; returns the words.
+/// Decodes one word per lane of `x` (see [`Block::step`]), leaving `x`
+/// un-renormalised; returns the words.
+///
+/// # Safety
+/// As for [`Block::step`], and the CPU must have `V`'s features.
 #[inline(always)]
 unsafe fn step_vector<V: Vector, T: Word, const FUSED: bool>(x: &mut V, t: &Tables) -> V {
-    let slot = x.and(V::splat((1 << t.scale) - 1));
-    let (word, freq, offset) = if FUSED {
-        let entry = V::gather::<4>(t.fused, slot);
-        let low12 = V::splat(0xfff);
-        (
-            entry.shr::<24>(),
-            entry.shr::<12>().and(low12),
-            entry.and(low12),
-        )
-    } else {
-        let entry = V::gather::<4>(t.packed, slot);
-        let word = match size_of::<T>() {
-            1 => V::gather::<1>(t.words, slot),
-            2 => V::gather::<2>(t.words, slot),
-            _ => V::gather::<4>(t.words, slot),
+    // SAFETY: the caller has the CPU features and `t` points at valid tables (this function's contract).
+    unsafe {
+        let slot = x.and(V::splat((1 << t.scale) - 1));
+        let (word, freq, offset) = if FUSED {
+            let entry = V::gather::<4>(t.fused, slot);
+            let low12 = V::splat(0xfff);
+            (
+                entry.shr::<24>(),
+                entry.shr::<12>().and(low12),
+                entry.and(low12),
+            )
+        } else {
+            let entry = V::gather::<4>(t.packed, slot);
+            let word = match size_of::<T>() {
+                1 => V::gather::<1>(t.words, slot),
+                2 => V::gather::<2>(t.words, slot),
+                _ => V::gather::<4>(t.words, slot),
+            };
+            let word_mask = V::splat((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
+            let offset = entry.and(V::splat(0xffff));
+            (word.and(word_mask), entry.shr::<16>(), offset)
         };
-        let word_mask = V::splat((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
-        let offset = entry.and(V::splat(0xffff));
-        (word.and(word_mask), entry.shr::<16>(), offset)
-    };
-    let quotient = x.shr_by(_mm_cvtsi32_si128(t.scale as i32));
-    *x = freq.mullo(quotient).add(offset);
-    word
+        let quotient = x.shr_by(_mm_cvtsi32_si128(t.scale as i32));
+        *x = freq.mullo(quotient).add(offset);
+        word
+    }
 }
 
 impl Vector for __m256i {
     #[inline(always)]
     unsafe fn splat(value: i32) -> Self {
-        _mm256_set1_epi32(value)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm256_set1_epi32(value) }
     }
     #[inline(always)]
     unsafe fn and(self, other: Self) -> Self {
-        _mm256_and_si256(self, other)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm256_and_si256(self, other) }
     }
     #[inline(always)]
     unsafe fn add(self, other: Self) -> Self {
-        _mm256_add_epi32(self, other)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm256_add_epi32(self, other) }
     }
     #[inline(always)]
     unsafe fn mullo(self, other: Self) -> Self {
-        _mm256_mullo_epi32(self, other)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm256_mullo_epi32(self, other) }
     }
     #[inline(always)]
     unsafe fn shr<const N: i32>(self) -> Self {
-        _mm256_srli_epi32::<N>(self)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm256_srli_epi32::<N>(self) }
     }
     #[inline(always)]
     unsafe fn shr_by(self, count: __m128i) -> Self {
-        _mm256_srl_epi32(self, count)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm256_srl_epi32(self, count) }
     }
     #[inline(always)]
     unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self {
-        _mm256_i32gather_epi32::<SCALE>(base, index)
+        // SAFETY: the caller has the CPU features, and every lane's 4 bytes are readable (the method's contract).
+        unsafe { _mm256_i32gather_epi32::<SCALE>(base, index) }
     }
 }
 
 impl Vector for __m512i {
     #[inline(always)]
     unsafe fn splat(value: i32) -> Self {
-        _mm512_set1_epi32(value)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm512_set1_epi32(value) }
     }
     #[inline(always)]
     unsafe fn and(self, other: Self) -> Self {
-        _mm512_and_si512(self, other)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm512_and_si512(self, other) }
     }
     #[inline(always)]
     unsafe fn add(self, other: Self) -> Self {
-        _mm512_add_epi32(self, other)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm512_add_epi32(self, other) }
     }
     #[inline(always)]
     unsafe fn mullo(self, other: Self) -> Self {
-        _mm512_mullo_epi32(self, other)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm512_mullo_epi32(self, other) }
     }
     #[inline(always)]
     unsafe fn shr<const N: i32>(self) -> Self {
-        // (This intrinsic's immediate is a u32, which a const generic
-        // cannot convert to; a constant count becomes an immediate shift.)
-        _mm512_srl_epi32(self, _mm_cvtsi32_si128(N))
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe {
+            // (This intrinsic's immediate is a u32, which a const generic
+            // cannot convert to; a constant count becomes an immediate shift.)
+            _mm512_srl_epi32(self, _mm_cvtsi32_si128(N))
+        }
     }
     #[inline(always)]
     unsafe fn shr_by(self, count: __m128i) -> Self {
-        _mm512_srl_epi32(self, count)
+        // SAFETY: the caller has this vector type's CPU features (the trait's contract).
+        unsafe { _mm512_srl_epi32(self, count) }
     }
     #[inline(always)]
     unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self {
-        _mm512_i32gather_epi32::<SCALE>(index, base)
+        // SAFETY: the caller has the CPU features, and every lane's 4 bytes are readable (the method's contract).
+        unsafe { _mm512_i32gather_epi32::<SCALE>(index, base) }
     }
 }
 
@@ -366,42 +416,47 @@ impl Block for Ymm {
 
     #[inline(always)]
     unsafe fn load(states: &[u32; LANES]) -> Self {
-        Ymm(load_quarters(states))
+        // SAFETY: the caller has this type's CPU features (the trait's contract).
+        unsafe { Ymm(load_quarters(states)) }
     }
 
     #[inline(always)]
     unsafe fn store(self, states: &mut [u32; LANES]) {
-        store_quarters(self.0, states)
+        // SAFETY: the caller has this type's CPU features (the trait's contract).
+        unsafe { store_quarters(self.0, states) }
     }
 
     /// Narrowing packs with unsigned saturation, which keeps every word
     /// that fits `T` unchanged.
     #[inline(always)]
     unsafe fn store_words<T: Word>(self, out: *mut T) {
-        let [a, b, c, d] = self.0;
-        let out = out as *mut __m256i;
-        match size_of::<T>() {
-            1 => {
-                // Packing works within 128-bit halves: the 4-byte runs
-                // come out as a0-3 b0-3 c0-3 d0-3 a4-7 b4-7 c4-7 d4-7.
-                let halves =
-                    _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
-                let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-                _mm256_storeu_si256(out, _mm256_permutevar8x32_epi32(halves, order));
-            }
-            2 => {
-                // 8-byte runs a0-3 b0-3 a4-7 b4-7, then the same for c, d.
-                for (i, (lo, hi)) in [(a, b), (c, d)].into_iter().enumerate() {
-                    let packed = _mm256_packus_epi32(lo, hi);
-                    _mm256_storeu_si256(
-                        out.add(i),
-                        _mm256_permute4x64_epi64::<0b11_01_10_00>(packed),
-                    );
+        // SAFETY: the caller has the CPU features, `out` has room for 32 `T`s and every word fits `T` (the method's contract).
+        unsafe {
+            let [a, b, c, d] = self.0;
+            let out = out as *mut __m256i;
+            match size_of::<T>() {
+                1 => {
+                    // Packing works within 128-bit halves: the 4-byte runs
+                    // come out as a0-3 b0-3 c0-3 d0-3 a4-7 b4-7 c4-7 d4-7.
+                    let halves =
+                        _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+                    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+                    _mm256_storeu_si256(out, _mm256_permutevar8x32_epi32(halves, order));
                 }
-            }
-            _ => {
-                for (i, v) in self.0.into_iter().enumerate() {
-                    _mm256_storeu_si256(out.add(i), v);
+                2 => {
+                    // 8-byte runs a0-3 b0-3 a4-7 b4-7, then the same for c, d.
+                    for (i, (lo, hi)) in [(a, b), (c, d)].into_iter().enumerate() {
+                        let packed = _mm256_packus_epi32(lo, hi);
+                        _mm256_storeu_si256(
+                            out.add(i),
+                            _mm256_permute4x64_epi64::<0b11_01_10_00>(packed),
+                        );
+                    }
+                }
+                _ => {
+                    for (i, v) in self.0.into_iter().enumerate() {
+                        _mm256_storeu_si256(out.add(i), v);
+                    }
                 }
             }
         }
@@ -409,21 +464,24 @@ impl Block for Ymm {
 
     #[inline(always)]
     unsafe fn renormalise(&mut self, data: *const u8) -> usize {
-        let mut taken = 0;
-        for x in &mut self.0 {
-            let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), _mm256_setzero_si256());
-            let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
-            let raw = _mm_loadu_si128(data.add(2 * taken) as *const __m128i);
-            // `bits < 256`, and each row holds 8 u32.
-            let perm = _mm256_loadu_si256(PERM[bits & 255].as_ptr() as *const __m256i);
-            let renormed = _mm256_or_si256(
-                _mm256_slli_epi32::<16>(*x),
-                _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(raw), perm),
-            );
-            *x = _mm256_blendv_epi8(*x, renormed, need);
-            taken += bits.count_ones() as usize;
+        // SAFETY: the caller has the CPU features and `data` has `2 * LANES` readable bytes (the method's contract).
+        unsafe {
+            let mut taken = 0;
+            for x in &mut self.0 {
+                let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(*x), _mm256_setzero_si256());
+                let bits = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
+                let raw = _mm_loadu_si128(data.add(2 * taken) as *const __m128i);
+                // `bits < 256`, and each row holds 8 u32.
+                let perm = _mm256_loadu_si256(PERM[bits & 255].as_ptr() as *const __m256i);
+                let renormed = _mm256_or_si256(
+                    _mm256_slli_epi32::<16>(*x),
+                    _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(raw), perm),
+                );
+                *x = _mm256_blendv_epi8(*x, renormed, need);
+                taken += bits.count_ones() as usize;
+            }
+            taken
         }
-        taken
     }
 }
 
@@ -440,44 +498,58 @@ impl Block for Zmm {
 
     #[inline(always)]
     unsafe fn load(states: &[u32; LANES]) -> Self {
-        let at = states.as_ptr();
-        Zmm([
-            _mm512_loadu_si512(at as *const _),
-            _mm512_loadu_si512(at.add(16) as *const _),
-        ])
+        // SAFETY: the caller has this type's CPU features (the trait's contract).
+        unsafe {
+            let at = states.as_ptr();
+            Zmm([
+                _mm512_loadu_si512(at as *const _),
+                _mm512_loadu_si512(at.add(16) as *const _),
+            ])
+        }
     }
 
     #[inline(always)]
     unsafe fn store(self, states: &mut [u32; LANES]) {
-        let at = states.as_mut_ptr();
-        _mm512_storeu_si512(at as *mut _, self.0[0]);
-        _mm512_storeu_si512(at.add(16) as *mut _, self.0[1]);
+        // SAFETY: the caller has this type's CPU features (the trait's contract).
+        unsafe {
+            let at = states.as_mut_ptr();
+            _mm512_storeu_si512(at as *mut _, self.0[0]);
+            _mm512_storeu_si512(at.add(16) as *mut _, self.0[1]);
+        }
     }
 
     /// Narrowing truncates, which keeps every word that fits `T`.
     #[inline(always)]
     unsafe fn store_words<T: Word>(self, out: *mut T) {
-        for (i, v) in self.0.into_iter().enumerate() {
-            match size_of::<T>() {
-                1 => _mm_storeu_si128((out as *mut __m128i).add(i), _mm512_cvtepi32_epi8(v)),
-                2 => _mm256_storeu_si256((out as *mut __m256i).add(i), _mm512_cvtepi32_epi16(v)),
-                _ => _mm512_storeu_si512((out as *mut __m512i).add(i) as *mut _, v),
+        // SAFETY: the caller has the CPU features, `out` has room for 32 `T`s and every word fits `T` (the method's contract).
+        unsafe {
+            for (i, v) in self.0.into_iter().enumerate() {
+                match size_of::<T>() {
+                    1 => _mm_storeu_si128((out as *mut __m128i).add(i), _mm512_cvtepi32_epi8(v)),
+                    2 => {
+                        _mm256_storeu_si256((out as *mut __m256i).add(i), _mm512_cvtepi32_epi16(v))
+                    }
+                    _ => _mm512_storeu_si512((out as *mut __m512i).add(i) as *mut _, v),
+                }
             }
         }
     }
 
     #[inline(always)]
     unsafe fn renormalise(&mut self, data: *const u8) -> usize {
-        let low = _mm512_set1_epi32(STATE_LOW as i32);
-        let mut taken = 0;
-        for x in &mut self.0 {
-            let need = _mm512_cmplt_epu32_mask(*x, low);
-            let raw = _mm256_loadu_si256(data.add(2 * taken) as *const __m256i);
-            let shifted = _mm512_mask_slli_epi32::<16>(*x, need, *x);
-            let next = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(raw));
-            *x = _mm512_or_si512(shifted, next);
-            taken += need.count_ones() as usize;
+        // SAFETY: the caller has the CPU features and `data` has `2 * LANES` readable bytes (the method's contract).
+        unsafe {
+            let low = _mm512_set1_epi32(STATE_LOW as i32);
+            let mut taken = 0;
+            for x in &mut self.0 {
+                let need = _mm512_cmplt_epu32_mask(*x, low);
+                let raw = _mm256_loadu_si256(data.add(2 * taken) as *const __m256i);
+                let shifted = _mm512_mask_slli_epi32::<16>(*x, need, *x);
+                let next = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(raw));
+                *x = _mm512_or_si512(shifted, next);
+                taken += need.count_ones() as usize;
+            }
+            taken
         }
-        taken
     }
 }
