@@ -10,6 +10,7 @@
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod archive;
+pub mod atomic;
 pub mod codec;
 pub mod dsl;
 pub mod error;

@@ -242,3 +242,41 @@ proptest! {
         })?;
     }
 }
+
+/// An archive whose two records were swapped along with their index entries
+/// (index checksum recomputed) passes every chunk checksum, but is not the
+/// original: unpack refuses it by its SHA-256 and writes nothing, as verify does.
+#[test]
+fn unpack_refuses_consistently_swapped_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = |name, seed| tensor(name, "U8", &[4096], noise(seed, 4096));
+    let src = write_temp(
+        dir.path(),
+        "m.safetensors",
+        &build(&[t("a", 1), t("b", 2)], &Extras::default()),
+    );
+    let a = Archive::open(pack(&src, 4096)).unwrap();
+    let (i, j) = (1, 2);
+    assert_eq!(a.chunks()[i].src_len, a.chunks()[j].src_len);
+    let mut index = a.index().clone();
+    index.chunks.swap(i, j);
+    let mut records: Vec<Vec<u8>> = (0..a.chunks().len())
+        .map(|k| a.record(k).unwrap().into_owned())
+        .collect();
+    records.swap(i, j);
+    let mut bytes = archive::HEAD_MAGIC.to_vec();
+    records.iter().for_each(|r| bytes.extend_from_slice(r));
+    let index_offset = bytes.len() as u64;
+    let encoded = index.encode();
+    bytes.extend_from_slice(&encoded);
+    bytes.extend_from_slice(&archive::encode_trailer(index_offset, &encoded));
+    let swapped = write_temp(dir.path(), "swapped.brv", &bytes);
+    let swapped = Archive::open(&swapped).unwrap();
+    let out = dir.path().join("out.safetensors");
+    let err = archive::unpack_file(&swapped, &out, &|_| {}).unwrap_err();
+    assert!(err.to_string().contains("SHA-256"), "{err}");
+    assert!(!out.exists(), "unpack left its output");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 3, "unpack left a temporary: {left:?}");
+    assert!(archive::verify(&swapped, None, &|_| {}).is_err());
+}

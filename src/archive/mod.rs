@@ -14,6 +14,5 @@ pub use format::{encode_trailer, ChunkEntry, Index, HEAD_MAGIC, MAX_CHUNK_BYTES,
 pub use reader::Archive;
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
-    calibrate, is_temp_name, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET,
-    DEFAULT_CHUNK_BYTES,
+    calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,
 };

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 use super::Archive;
+use crate::atomic::write_atomically;
 use crate::error::{Error, IoContext, Result};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -71,20 +72,15 @@ fn batch_end(archive: &Archive, first: usize, target: u64) -> usize {
     last
 }
 
-/// Decodes `archive` into `dst` (under a temporary name, renamed when verified).
+/// Decodes `archive` into `dst`, which appears only once every chunk checksum
+/// and the SHA-256 of the whole source have matched.
 pub fn unpack_file(archive: &Archive, dst: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<()> {
-    let tmp = super::writer::temp_path(dst);
-    let result = (|| {
-        let mut file = File::create(&tmp).at(&tmp)?;
+    write_atomically(dst, |tmp| {
+        let mut file = File::create(tmp).at(tmp)?;
         // Batches are long runs already: buffering them would only copy them.
-        for_each_chunk(archive, progress, |_, bytes| file.write_all(bytes).at(&tmp))?;
-        file.sync_all().at(&tmp)?;
-        std::fs::rename(&tmp, dst).at(dst)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+        decode_whole(archive, progress, |_, bytes| file.write_all(bytes).at(tmp))?;
+        file.sync_all().at(tmp)
+    })
 }
 
 /// Decodes everything and checks every chunk checksum and the SHA-256 of the
@@ -97,10 +93,23 @@ pub fn verify(
     let mut compare = original
         .map(|p| Comparison::open(p, archive.len()))
         .transpose()?;
+    decode_whole(archive, progress, |offset, bytes| {
+        compare.as_mut().map_or(Ok(()), |c| c.check(offset, bytes))
+    })
+}
+
+/// [`for_each_chunk`] over the whole source, then a check of its SHA-256: the
+/// chunks' checksums guard each piece, the SHA-256 their order and the whole
+/// (records swapped consistently with their index entries pass the first).
+fn decode_whole(
+    archive: &Archive,
+    progress: &(dyn Fn(u64) + Sync),
+    mut sink: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
     let mut sha = Sha256::new();
     for_each_chunk(archive, progress, |offset, bytes| {
         sha.update(bytes);
-        compare.as_mut().map_or(Ok(()), |c| c.check(offset, bytes))
+        sink(offset, bytes)
     })?;
     if <[u8; 32]>::from(sha.finalize()) != archive.sha256() {
         return Err(Error::corrupt(

@@ -8,6 +8,7 @@
 
 use super::encode::{encode_record, to_lanes};
 use super::format::{checksum, encode_trailer, ChunkEntry, Index, HEAD_MAGIC};
+use crate::atomic::write_atomically;
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
 use crate::synth::{learn_prior, Hint, Prior, SynthOptions};
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Default source bytes per chunk; see `docs/FORMAT.md` for the measured trade-off.
@@ -152,32 +153,7 @@ pub fn pack_file(
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
     }
-    let tmp = temp_path(dst);
-    let result = write_archive(&source, &tmp, &synth, progress);
-    let finished = result.and_then(|summary| {
-        std::fs::rename(&tmp, dst).at(dst)?;
-        Ok(summary)
-    });
-    if finished.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    finished
-}
-
-/// A hidden name beside `dst`, so the rename stays within one filesystem.
-pub(super) fn temp_path(dst: &Path) -> PathBuf {
-    let name = dst.file_name().map(|n| n.to_string_lossy().into_owned());
-    let tmp = format!(".{}.tmp{}", name.unwrap_or_default(), std::process::id());
-    dst.with_file_name(tmp)
-}
-
-/// Whether `name` is a temporary name made by [`temp_path`]: a file still being
-/// written, which readers of a directory should not show.
-pub fn is_temp_name(name: &str) -> bool {
-    match name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp")) {
-        Some((_, pid)) => !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()),
-        None => false,
-    }
+    write_atomically(dst, |tmp| write_archive(&source, tmp, &synth, progress))
 }
 
 fn write_archive(
@@ -313,18 +289,4 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
     let source = Source::open(src, chunk_size)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn temp_names_are_recognised() {
-        let tmp = temp_path(Path::new("/a/model.brv"));
-        assert!(is_temp_name(tmp.file_name().unwrap().to_str().unwrap()));
-        for shown in ["model.brv", ".hidden", ".x.tmp", ".x.tmpfile", "x.tmp12"] {
-            assert!(!is_temp_name(shown), "{shown}");
-        }
-    }
 }

@@ -288,7 +288,7 @@ fn run_jobs(
             }
             Action::Copy => {
                 copied += 1;
-                copy(&job.src, &job.dst)?
+                brevis::atomic::copy_file(&job.src, &job.dst)?
             }
         };
         bytes_in += job.len;
@@ -323,10 +323,6 @@ fn run_jobs(
         );
     }
     Ok(())
-}
-
-fn copy(src: &Path, dst: &Path) -> Result<u64> {
-    std::fs::copy(src, dst).at(dst)
 }
 
 fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {

@@ -8,7 +8,8 @@
 
 #![forbid(unsafe_code)]
 
-use crate::archive::{is_temp_name, Archive};
+use crate::archive::Archive;
+use crate::atomic::is_temp_name;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;

@@ -1,0 +1,117 @@
+//! Outputs appear whole or not at all: each is written under a hidden
+//! temporary name beside its destination (so the rename stays within one
+//! filesystem), synced, then renamed into place. A failure removes the
+//! temporary and leaves whatever was at the destination untouched; a rename
+//! over a symbolic link replaces the link, never the file it points to.
+
+#![forbid(unsafe_code)]
+
+use crate::error::{IoContext, Result};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// A hidden name beside `dst` for this process's temporary.
+pub fn temp_path(dst: &Path) -> PathBuf {
+    let name = dst.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = format!(".{}.tmp{}", name.unwrap_or_default(), std::process::id());
+    dst.with_file_name(tmp)
+}
+
+/// Whether `name` is a temporary name made by [`temp_path`]: a file still being
+/// written, which readers of a directory should not show.
+pub fn is_temp_name(name: &str) -> bool {
+    match name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp")) {
+        Some((_, pid)) => !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
+/// Makes `dst` with `write`, which writes (and syncs) the file at the path it
+/// is given; renames it to `dst` only if `write` succeeds.
+pub fn write_atomically<T>(dst: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let tmp = temp_path(dst);
+    let result = write(&tmp).and_then(|value| {
+        std::fs::rename(&tmp, dst).at(dst)?;
+        Ok(value)
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Copies `src` to `dst` atomically and durably; returns the bytes copied.
+pub fn copy_file(src: &Path, dst: &Path) -> Result<u64> {
+    write_atomically(dst, |tmp| {
+        let mut from = File::open(src).at(src)?;
+        let mut to = File::create(tmp).at(tmp)?;
+        let copied = std::io::copy(&mut from, &mut to).at(tmp)?;
+        to.sync_all().at(tmp)?;
+        Ok(copied)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn temp_names_are_recognised() {
+        let tmp = temp_path(Path::new("/a/model.brv"));
+        assert!(is_temp_name(tmp.file_name().unwrap().to_str().unwrap()));
+        for shown in ["model.brv", ".hidden", ".x.tmp", ".x.tmpfile", "x.tmp12"] {
+            assert!(!is_temp_name(shown), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_destination_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let dst = dir.path().join("config.json");
+        std::fs::write(&dst, b"old").unwrap();
+        let result: Result<()> = write_atomically(&dst, |tmp| {
+            std::fs::write(tmp, b"half of the new").unwrap();
+            Err(Error::invalid(tmp, "disk full"))
+        });
+        assert!(result.is_err());
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "temporary left"
+        );
+    }
+
+    #[test]
+    fn a_failed_copy_leaves_nothing_under_the_final_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let dst = dir.path().join("tokenizer.bin");
+        // Reading a directory fails after the temporary was created.
+        let err = copy_file(dir.path(), &dst).unwrap_err();
+        assert!(err.to_string().contains(".tokenizer.bin.tmp"), "{err}");
+        assert!(!dst.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "temporary left"
+        );
+    }
+
+    #[test]
+    fn a_copy_replaces_a_symlink_not_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, victim, dst) = (
+            dir.path().join("src"),
+            dir.path().join("victim"),
+            dir.path().join("dst"),
+        );
+        std::fs::write(&src, b"new").unwrap();
+        std::fs::write(&victim, b"keep").unwrap();
+        std::os::unix::fs::symlink(&victim, &dst).unwrap();
+        assert_eq!(copy_file(&src, &dst).unwrap(), 3);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&dst).unwrap(), b"new");
+        assert!(!std::fs::symlink_metadata(&dst).unwrap().is_symlink());
+    }
+}
