@@ -2,9 +2,11 @@
 # Runs every test of Brevis on a fresh machine: installs what is missing (Rust
 # components, a Python venv with safetensors and numpy for the mount tests),
 # fetches the real corpus, checks formatting and lints, then runs the unit,
-# property, integration, mount and corpus tests. The mount tests mount FUSE
-# filesystems for real: run as root (or with fusermount3) where /dev/fuse exists;
-# as root they also mount as the user nobody, through fusermount3.
+# property, golden-archive, integration, mount and corpus tests (cargo features
+# corpus and fuse-tests), and the portable decoders under Miri. The mount tests
+# mount FUSE filesystems for real: run as root (or with fusermount3) where
+# /dev/fuse exists; as root they also mount as the user nobody, through
+# fusermount3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,5 +44,13 @@ cargo clippy --lib --no-default-features --quiet -- -D warnings
 
 echo "== tests"
 cargo test --quiet --all-targets --features corpus,fuse-tests
+
+# Miri checks the unsafe-free portable decoders for undefined behaviour (it
+# runs no SIMD): every codec on small streams of every word type.
+echo "== Miri"
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+rustup component add --toolchain nightly miri rust-src >/dev/null
+cargo +nightly miri test --quiet --lib --no-default-features -- \
+  codec::tests::small_streams codec::tests::tiny_streams
 
 echo "== all tests passed"

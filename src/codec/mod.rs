@@ -1,7 +1,7 @@
 //! Literal codecs: lossless encodings of a stream of `n` words of `width` bits.
 //!
 //! Every encoding starts with one tag byte naming its codec, followed by that
-//! codec's payload (see `CODEC_FORMAT.md`). Neither `n` nor `width` is stored:
+//! codec's payload (see `docs/FORMAT.md`, "Literals"). Neither `n` nor `width` is stored:
 //! the caller knows both. Encodings are self-delimiting, so `decode` reports how
 //! many bytes it consumed.
 //!
