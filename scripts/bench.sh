@@ -255,7 +255,8 @@ bench_search() {
   local name=$1 src=$2 orig label flags size secs base="" i
   orig=$(fsize "$src")
   local -a settings=("budget 0 (root only)|--budget 0" "budget 1|--budget 1" "budget 8 (default)|--budget 8"
-    "budget 32|--budget 32" "budget 256|--budget 256" "default, no A* order|--no-astar" "default, no prior|--no-prior")
+    "budget 32|--budget 32" "budget 256|--budget 256" "default, no A* order|--no-astar" "default, no prior|--no-prior"
+    "default, no re-fit (every chunk searched)|--no-refit")
   for setting in "${settings[@]}"; do
     label=${setting%%|*} flags=${setting#*|}
     local -a pt=()

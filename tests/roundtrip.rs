@@ -280,3 +280,73 @@ fn unpack_refuses_consistently_swapped_chunks() {
     assert_eq!(left.len(), 3, "unpack left a temporary: {left:?}");
     assert!(archive::verify(&swapped, None, &|_| {}).is_err());
 }
+
+/// Packing gives the same bytes on one thread and on two, with chunks re-fit
+/// from their tensor's first chunk; structured tensors keep their small
+/// programs in every chunk (an arange's later chunks start elsewhere, so the
+/// first chunk's Scan does not fit them and they are searched), and the
+/// archive is within 1% of searching every chunk.
+#[test]
+fn packing_with_refits_is_deterministic_and_keeps_structure() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights: Vec<u8> = noise(3, 4 * 8192)
+        .chunks(2)
+        .flat_map(|c| [c[0], 0x3c | (c[1] & 0x81)])
+        .collect();
+    let arange: Vec<u8> = (0..8192i64).flat_map(|i| (7 * i).to_le_bytes()).collect();
+    let rows: Vec<u8> = noise(4, 256).repeat(64);
+    let file = build(
+        &[
+            tensor("weights", "BF16", &[16384], weights.clone()),
+            tensor("arange", "I64", &[8192], arange.clone()),
+            tensor("rows", "U8", &[64, 256], rows.clone()),
+        ],
+        &Extras::default(),
+    );
+    let src = write_temp(dir.path(), "m.safetensors", &file);
+    let pack_with = |threads: usize, refit: bool, name: &str| {
+        let mut opts = PackOptions {
+            chunk_size: 4096,
+            ..PackOptions::default()
+        };
+        if !refit {
+            opts.synth.refit_slack = None;
+        }
+        let dst = dir.path().join(name);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| archive::pack_file(&src, &dst, &opts, &|_| {}))
+            .unwrap();
+        std::fs::read(dst).unwrap()
+    };
+    let one = pack_with(1, true, "1.brv");
+    let two = pack_with(2, true, "2.brv");
+    assert!(one == two, "-j1 and -j2 archives differ");
+    let searched = pack_with(2, false, "searched.brv");
+    assert!(
+        one.len() * 100 <= searched.len() * 101,
+        "re-fit {} bytes, searched {}",
+        one.len(),
+        searched.len()
+    );
+    let a = Archive::open(dir.path().join("1.brv")).unwrap();
+    let mut all = vec![0u8; file.len()];
+    a.read_at(0, &mut all).unwrap();
+    assert!(all == file);
+    // Every chunk of the arange is a few bytes, not a literal.
+    let header_len = file.len() - weights.len() - arange.len() - rows.len();
+    let start = (header_len + weights.len()) as u64;
+    for i in (0..a.chunks().len()).filter(|&i| {
+        let r = a.chunk_range(i);
+        r.start >= start && r.end <= start + arange.len() as u64
+    }) {
+        assert!(
+            a.chunks()[i].rec_len < 64,
+            "arange chunk {i}: {} bytes",
+            a.chunks()[i].rec_len
+        );
+    }
+    assert_eq!(archive::literal_fallbacks(), 0);
+}

@@ -7,7 +7,7 @@
 use super::decode::decode_record;
 use crate::dsl::encode_program;
 use crate::safetensors::Layout;
-use crate::synth::{self, Hint, SynthOptions};
+use crate::synth::{self, Hint, SynthOptions, Template};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Records replaced by plain literals because they failed to decode back.
@@ -47,15 +47,30 @@ pub(super) fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Vec<u32>> {
 /// record that would not reproduce `bytes` is never written (it is replaced by
 /// plain literals, the bug is logged and counted in [`literal_fallbacks`]).
 pub fn encode_record(bytes: &[u8], layout: Layout, hint: Hint, opts: &SynthOptions) -> Vec<u8> {
+    encode_record_like(bytes, layout, hint, opts, &[]).0
+}
+
+/// [`encode_record`], re-fitting `like` (one template per lane, from another
+/// chunk of the same tensor) where it fits; returns the record and the
+/// templates of its own programs.
+pub fn encode_record_like(
+    bytes: &[u8],
+    layout: Layout,
+    hint: Hint,
+    opts: &SynthOptions,
+    like: &[Template],
+) -> (Vec<u8>, Vec<Template>) {
     let lanes = to_lanes(bytes, layout);
     let mut record = Vec::new();
-    for lane in &lanes {
-        let program = synth::synthesize(lane, layout.lane_width(), hint, opts);
+    let mut templates = Vec::with_capacity(lanes.len());
+    for (k, lane) in lanes.iter().enumerate() {
+        let program = synth::synthesize_like(lane, layout.lane_width(), hint, opts, like.get(k));
         encode_program(&program, &mut record);
+        templates.push(Template::of(&program));
     }
     let mut check = vec![0u8; bytes.len()];
     if decode_record(&record, layout, &mut check).is_ok() && check == bytes {
-        return record;
+        return (record, templates);
     }
     // A bug in the search or the coders: never write it, and make it count.
     FALLBACKS.fetch_add(1, Ordering::Relaxed);
@@ -65,7 +80,8 @@ pub fn encode_record(bytes: &[u8], layout: Layout, hint: Hint, opts: &SynthOptio
         let (program, _) = synth::leaf(lane.into(), layout.lane_width());
         encode_program(&program, &mut record);
     }
-    record
+    // No template from a record that went wrong.
+    (record, Vec::new())
 }
 
 #[cfg(test)]

@@ -6,15 +6,15 @@
 
 #![forbid(unsafe_code)]
 
-use super::encode::{encode_record, to_lanes};
+use super::encode::{encode_record_like, to_lanes};
 use super::format::{checksum, encode_trailer, ChunkEntry, Index, HEAD_MAGIC};
 use crate::atomic::write_atomically;
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
-use crate::synth::{learn_prior, Hint, Prior, SynthOptions};
+use crate::synth::{learn_prior, Hint, Prior, SynthOptions, Template};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -65,10 +65,29 @@ struct Planned {
     start: u64,
     len: u64,
     element: Element,
+    /// The tensor it is a piece of, if any: chunks of a tensor after its
+    /// first re-fit the first one's programs (see `synth::Template`).
+    tensor: Option<usize>,
+    /// Whether it is the first chunk of its region.
+    first: bool,
+}
+
+impl Planned {
+    /// Whether the chunk is searched afresh rather than re-fit from its
+    /// tensor's first chunk.
+    fn searched(&self) -> bool {
+        self.first || self.tensor.is_none()
+    }
 }
 
 /// Splits `[start, end)` into chunks of whole elements.
-fn push_region(plan: &mut Vec<Planned>, start: u64, end: u64, element: Element, chunk: u64) {
+fn push_region(
+    plan: &mut Vec<Planned>,
+    (start, end): (u64, u64),
+    element: Element,
+    tensor: Option<usize>,
+    chunk: u64,
+) {
     let e = element.layout.element_bytes() as u64;
     let step = (chunk / e).max(1) * e;
     let mut at = start;
@@ -78,6 +97,8 @@ fn push_region(plan: &mut Vec<Planned>, start: u64, end: u64, element: Element, 
             start: at,
             len,
             element,
+            tensor,
+            first: at == start,
         });
         at += len;
     }
@@ -123,20 +144,16 @@ fn plan(src: &Path, file: &File, size: u64, chunk: u64) -> Result<Vec<Planned>> 
         reason,
     })?;
     let mut plan = Vec::new();
-    push_region(&mut plan, 0, layout.header_end, Element::BYTES, chunk);
+    let bytes = Element::BYTES;
+    push_region(&mut plan, (0, layout.header_end), bytes, None, chunk);
     let mut at = layout.header_end;
-    for t in &layout.tensors {
-        push_region(&mut plan, at, t.start, Element::BYTES, chunk);
-        push_region(
-            &mut plan,
-            t.start,
-            t.end,
-            Element::of_dtype(&t.dtype),
-            chunk,
-        );
+    for (k, t) in layout.tensors.iter().enumerate() {
+        push_region(&mut plan, (at, t.start), bytes, None, chunk);
+        let element = Element::of_dtype(&t.dtype);
+        push_region(&mut plan, (t.start, t.end), element, Some(k), chunk);
         at = at.max(t.end);
     }
-    push_region(&mut plan, at, size, Element::BYTES, chunk);
+    push_region(&mut plan, (at, size), bytes, None, chunk);
     Ok(plan)
 }
 
@@ -172,20 +189,45 @@ fn write_archive(
     let batch_bytes = chunk * 2 * rayon::current_num_threads() as u64;
     let mut buf = Vec::new();
     let mut done = 0u64;
+    // Programs of the first chunk of each tensor still being packed.
+    let mut templates: HashMap<usize, Vec<Template>> = HashMap::new();
     for batch in batches(plan, batch_bytes) {
         let start = batch[0].start;
         let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
         buf.resize((end - start) as usize, 0);
         source.read(start, &mut buf)?;
         sha.update(&buf);
-        let records: Vec<(ChunkEntry, Vec<u8>)> = batch
-            .par_iter()
-            .map(|p| {
-                let bytes = &buf[(p.start - start) as usize..(p.start - start + p.len) as usize];
-                pack_chunk(bytes, p, synth)
+        let bytes = |p: &Planned| &buf[(p.start - start) as usize..][..p.len as usize];
+        // First the chunks searched afresh, whose programs become their
+        // tensors' templates; then the others, re-fit from those. Templates
+        // come only from first chunks, so the output does not depend on the
+        // batches or the thread count.
+        let searched: Vec<_> = (batch.iter().enumerate())
+            .filter(|(_, p)| p.searched())
+            .par_bridge()
+            .map(|(k, p)| (k, pack_chunk(bytes(p), p, synth, &[])))
+            .collect();
+        templates.retain(|&t, _| batch.iter().any(|p| p.tensor == Some(t)));
+        let mut records: Vec<Option<(ChunkEntry, Vec<u8>)>> = vec![None; batch.len()];
+        for (k, (entry, record, lanes)) in searched {
+            if let Some(t) = batch[k].tensor {
+                templates.insert(t, lanes);
+            }
+            records[k] = Some((entry, record));
+        }
+        let refit: Vec<_> = (batch.iter().enumerate())
+            .filter(|(_, p)| !p.searched())
+            .par_bridge()
+            .map(|(k, p)| {
+                let like = p.tensor.and_then(|t| templates.get(&t));
+                let (entry, record, _) = pack_chunk(bytes(p), p, synth, like.map_or(&[], |l| l));
+                (k, (entry, record))
             })
             .collect();
-        for (chunk, record) in records {
+        for (k, packed) in refit {
+            records[k] = Some(packed);
+        }
+        for (chunk, record) in records.into_iter().map(|r| r.expect("every chunk packed")) {
             out.write_all(&record).at(tmp)?;
             records_len += record.len() as u64;
             chunks.push(chunk);
@@ -235,19 +277,25 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = &[Planned]> {
     })
 }
 
-fn pack_chunk(bytes: &[u8], p: &Planned, synth: &SynthOptions) -> (ChunkEntry, Vec<u8>) {
+/// The index entry and record of one chunk, and its programs as templates.
+fn pack_chunk(
+    bytes: &[u8],
+    p: &Planned,
+    synth: &SynthOptions,
+    like: &[Template],
+) -> (ChunkEntry, Vec<u8>, Vec<Template>) {
     let layout: Layout = p.element.layout;
     let hint = Hint {
         float: p.element.float,
     };
-    let record = encode_record(bytes, layout, hint, synth);
+    let (record, templates) = encode_record_like(bytes, layout, hint, synth, like);
     let chunk = ChunkEntry {
         layout,
         src_len: p.len,
         rec_len: record.len() as u64,
         checksum: checksum(bytes),
     };
-    (chunk, record)
+    (chunk, record, templates)
 }
 
 /// A deterministic sample of the file's tensor chunks, stratified by dtype and

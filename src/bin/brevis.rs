@@ -5,7 +5,7 @@
 use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
-use brevis::synth::{Order, Prior, SynthOptions, DEFAULT_BUDGET};
+use brevis::synth::{Order, Prior, SynthOptions, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK};
 use brevis::tree::{self, Action, Job};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -108,6 +108,12 @@ struct SearchArgs {
     /// Use this prior (from `brevis calibrate`) instead of learning one.
     #[arg(long, value_name = "FILE")]
     prior: Option<PathBuf>,
+    /// Search every chunk. By default a tensor's first chunk is searched and
+    /// its program re-fit to the tensor's other chunks, which are searched
+    /// only where the re-fit costs over 1% more per word: about twice as
+    /// fast, and as small within 0.001% on the test corpus.
+    #[arg(long)]
+    no_refit: bool,
 }
 
 impl SearchArgs {
@@ -126,6 +132,7 @@ impl SearchArgs {
                     Order::AStar
                 },
                 prior,
+                refit_slack: (!self.no_refit).then_some(DEFAULT_REFIT_SLACK),
                 ..SynthOptions::default()
             },
             learn_prior: !self.no_prior && self.prior.is_none(),

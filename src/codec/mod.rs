@@ -92,8 +92,18 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
 
 /// The codec with the smallest exact encoding and that size (ties broken by the order of Codec::ALL).
 pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
+    best_of(Codec::ALL, words, width, stats)
+}
+
+/// [`best`] among `codecs` (Raw, which always applies, among them).
+pub fn best_of(
+    codecs: impl IntoIterator<Item = Codec>,
+    words: &[u32],
+    width: u32,
+    stats: &Stats,
+) -> (Codec, usize) {
     let mut best = (Codec::Raw, usize::MAX);
-    for codec in Codec::ALL {
+    for codec in codecs {
         if let Some(size) = encoded_size(codec, words, width, stats) {
             if size < best.1 {
                 best = (codec, size);

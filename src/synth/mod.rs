@@ -13,12 +13,14 @@ mod context;
 mod expand;
 pub mod prior;
 mod production;
+mod refit;
 mod search;
 
 pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use prior::Prior;
 pub use production::Production;
+pub use refit::Template;
 pub use search::{Found, Limits, Order, Setup};
 
 use crate::codec::{self, Stats};
@@ -35,6 +37,10 @@ pub struct Hint {
 /// Expansions per chunk after the root's (see the README's measurements).
 pub const DEFAULT_BUDGET: usize = 8;
 
+/// A re-fit is kept when it costs at most 1 + 1/this times its template per
+/// word (see the measurements in docs/PERFORMANCE.md).
+pub const DEFAULT_REFIT_SLACK: usize = 100;
+
 /// How hard and in what order to search.
 #[derive(Clone, Debug)]
 pub struct SynthOptions {
@@ -46,6 +52,10 @@ pub struct SynthOptions {
     /// Below the root, productions the prior gives less probability are skipped.
     pub min_q: f64,
     pub limits: Limits,
+    /// Re-fit a tensor's first program to its other chunks where it costs at
+    /// most `1 + 1/refit_slack` times as much per word (see [`Template`]);
+    /// None searches every chunk.
+    pub refit_slack: Option<usize>,
 }
 
 impl Default for SynthOptions {
@@ -56,6 +66,7 @@ impl Default for SynthOptions {
             prior: Arc::new(Prior::uniform()),
             min_q: 0.02,
             limits: Limits::default(),
+            refit_slack: Some(DEFAULT_REFIT_SLACK),
         }
     }
 }
@@ -94,6 +105,23 @@ pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
 /// The program [`search`] finds.
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
     search(words, width, hint, opts).program
+}
+
+/// [`synthesize`], but first re-fitting `like` (a template from another chunk
+/// of the same tensor lane) when the options allow: the search runs only
+/// where the template does not fit well.
+pub fn synthesize_like(
+    words: &[u32],
+    width: u32,
+    hint: Hint,
+    opts: &SynthOptions,
+    like: Option<&Template>,
+) -> Program<Literal> {
+    let refit = like
+        .zip(opts.refit_slack)
+        .filter(|(t, _)| t.width() == width)
+        .and_then(|(t, slack)| t.refit(words, slack));
+    refit.unwrap_or_else(|| synthesize(words, width, hint, opts))
 }
 
 /// One in this many raw bytes of its stream is what a Map or Scan must save to be

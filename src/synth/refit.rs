@@ -1,0 +1,267 @@
+//! Re-fitting a program found on one chunk to another chunk of the same
+//! tensor: most chunks of a tensor take the same program shape (the same
+//! operators with the same parameters), so the packer searches a tensor's
+//! first chunk and, for the others, derives the children's streams along that
+//! shape and only picks new leaves. A full search runs again where the re-fit
+//! costs noticeably more, per word, than the search's program did.
+
+use super::expand::Shape;
+use super::{cost, leaf};
+use crate::codec::{self, Codec, Stats};
+use crate::dsl::{Literal, Op, Program, Type};
+use std::sync::Arc;
+
+/// A found program's operators and parameters, and its literals' codecs
+/// without their words (a template is kept per tensor and must stay small),
+/// and what it cost.
+#[derive(Clone, Debug)]
+pub struct Template {
+    shape: Program<Codec>,
+    /// [`cost`] of the program on the stream it was found for.
+    cost: usize,
+}
+
+impl Template {
+    pub fn of(p: &Program<Literal>) -> Template {
+        Template {
+            shape: strip(p),
+            cost: cost(p),
+        }
+    }
+
+    /// The template over `words` (of the template's width), if its shape can
+    /// yield them and the result costs at most `1 + 1/slack` times the
+    /// template's cost per word, plus [`FIXED_ALLOWANCE`].
+    pub fn refit(&self, words: &[u32], slack: usize) -> Option<Program<Literal>> {
+        let p = refit(&self.shape, words.into())?;
+        let (len, slack) = (self.shape.ty.len as u128, slack as u128);
+        let budget =
+            self.cost as u128 * words.len() as u128 * (slack + 1) + FIXED_ALLOWANCE * len * slack;
+        (cost(&p) as u128 * len * slack <= budget).then_some(p)
+    }
+
+    /// The word width the template was found at.
+    pub fn width(&self) -> u32 {
+        self.shape.ty.width
+    }
+}
+
+/// Bytes a re-fit may cost beyond its template's per-word cost: tables and
+/// headers do not shrink with a shorter chunk.
+const FIXED_ALLOWANCE: u128 = 16;
+
+fn strip(p: &Program<Literal>) -> Program<Codec> {
+    let kids = || p.children().map(strip).collect::<Vec<_>>();
+    let one = || Box::new(strip(p.children().next().expect("one child")));
+    let op = match &p.op {
+        Op::Lit(l) => Op::Lit(l.codec),
+        Op::Const(w) => Op::Const(*w),
+        Op::Concat(_) => Op::Concat(kids()),
+        Op::Repeat { times, .. } => Op::Repeat {
+            times: *times,
+            body: one(),
+        },
+        Op::Map { op, .. } => Op::Map {
+            op: *op,
+            body: one(),
+        },
+        Op::Scan { op, init, .. } => Op::Scan {
+            op: *op,
+            init: *init,
+            updates: one(),
+        },
+        Op::Merge { fields, .. } => Op::Merge {
+            fields: *fields,
+            parts: kids(),
+        },
+    };
+    Program { ty: p.ty, op }
+}
+
+/// `shape` over `target`: the same operators and parameters, children derived
+/// from `target`, new leaves. None where the shape cannot yield `target`.
+fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>> {
+    let width = shape.ty.width;
+    let ty = Type {
+        width,
+        len: target.len(),
+    };
+    let node = match &shape.op {
+        Op::Lit(codec) => return Some(literal(target, width, *codec)),
+        Op::Const(_) => return Some(leaf(target, width).0),
+        Op::Concat(parts) => {
+            // The same part lengths, the last one taking what is left.
+            let mut ends: Vec<usize> = parts
+                .iter()
+                .scan(0, |at, q| {
+                    *at += q.ty.len;
+                    Some(*at)
+                })
+                .collect();
+            let last = ends.len() - 1;
+            if ends[last - 1] >= target.len() {
+                return None;
+            }
+            ends[last] = target.len();
+            Shape::Concat(ends.into())
+        }
+        Op::Repeat { times, .. } => {
+            let period = target.len() / times;
+            let periodic = target.len().is_multiple_of(*times)
+                && target.chunks_exact(period).all(|c| c == &target[..period]);
+            if !periodic {
+                return None;
+            }
+            Shape::Repeat { times: *times }
+        }
+        Op::Map { op, .. } => Shape::Map(*op),
+        Op::Scan { op, init, .. } => Shape::Scan {
+            op: *op,
+            init: *init,
+        },
+        Op::Merge { fields, .. } => Shape::Merge(*fields),
+    };
+    let kids: Vec<Program<Literal>> = node
+        .children(&target, width)
+        .into_iter()
+        .zip(shape.children())
+        .map(|((_, stream), sub)| refit(sub, stream))
+        .collect::<Option<_>>()?;
+    // A Repeat of a constant is not canonical: the constant says it all.
+    if let (Shape::Repeat { .. }, Op::Const(w)) = (&node, &kids[0].op) {
+        return Some(Program {
+            ty,
+            op: Op::Const(*w),
+        });
+    }
+    Some(node.build(ty, kids))
+}
+
+/// `target` as a constant, or as the smallest literal among the codecs that
+/// are cheap to size exactly (Raw, BitPack, Huffman: from the histogram) and
+/// the template's codec: rANS is sized (a pass of its coder over the words)
+/// only where it won on the template's chunk.
+fn literal(target: Arc<[u32]>, width: u32, codec: Codec) -> Program<Literal> {
+    if target.iter().all(|w| *w == target[0]) {
+        return leaf(target, width).0;
+    }
+    let ty = Type {
+        width,
+        len: target.len(),
+    };
+    let stats = Stats::new(&target, width);
+    let cheap = [Codec::Raw, Codec::BitPack, Codec::Huffman];
+    let candidates = cheap
+        .into_iter()
+        .chain((codec == Codec::Rans).then_some(codec));
+    let (codec, size) = codec::best_of(candidates, &target, width, &stats);
+    Program {
+        ty,
+        op: Op::Lit(Literal {
+            size,
+            codec,
+            words: target,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dsl::{Fields, FloatFormat, ScanOp};
+    use crate::synth::runs_to;
+
+    fn words(seed: u64, n: usize) -> Vec<u32> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                0x3c00 | ((x >> 58) as u32 * 3) | ((x >> 20) as u32 & 0x3) << 8
+            })
+            .collect()
+    }
+
+    fn template(op: Op<Literal>, width: u32, len: usize) -> Template {
+        Template::of(&Program {
+            ty: Type { width, len },
+            op,
+        })
+    }
+
+    #[test]
+    fn a_merge_refits_to_the_same_fields_and_runs_to_the_new_target() {
+        let first = words(1, 4096);
+        let found = Shape::Merge(Fields::Float(FloatFormat::F16));
+        let kids: Vec<_> = found
+            .children(&first, 16)
+            .into_iter()
+            .map(|(t, s)| leaf(s, t.width).0)
+            .collect();
+        let p = found.build(
+            Type {
+                width: 16,
+                len: 4096,
+            },
+            kids,
+        );
+        let t = Template::of(&p);
+        let second = words(2, 3000);
+        let q = t
+            .refit(&second, 10)
+            .expect("same statistics refit within slack");
+        assert!(matches!(q.op, Op::Merge { .. }));
+        assert!(runs_to(&q, &second));
+    }
+
+    #[test]
+    fn a_scan_that_no_longer_fits_is_refused() {
+        // An arange searched as add-scan updates of 3 from 0: a later chunk
+        // starting elsewhere re-fits to one large first update, which costs
+        // far more per word than the constant did.
+        let t = template(
+            Op::Scan {
+                op: ScanOp::Add,
+                init: 0,
+                updates: Box::new(Program {
+                    ty: Type {
+                        width: 32,
+                        len: 1000,
+                    },
+                    op: Op::Const(3),
+                }),
+            },
+            32,
+            1000,
+        );
+        let later: Vec<u32> = (0..1000).map(|i| 100_000 + 3 * i).collect();
+        assert!(t.refit(&later, 10).is_none());
+        // With any slack at all a same-start stream re-fits exactly.
+        let same: Vec<u32> = (0..500).map(|i| 3 * i + 3).collect();
+        let q = t.refit(&same, 10).unwrap();
+        assert!(runs_to(&q, &same));
+    }
+
+    #[test]
+    fn a_repeat_refits_only_to_periodic_targets() {
+        let row: Vec<u32> = (0..64).map(|i| i * 7 % 13).collect();
+        let body = leaf(row.clone().into(), 8).0;
+        let t = template(
+            Op::Repeat {
+                times: 4,
+                body: Box::new(body),
+            },
+            8,
+            256,
+        );
+        let periodic = row.repeat(4);
+        assert!(runs_to(&t.refit(&periodic, 10).unwrap(), &periodic));
+        let mut broken = periodic.clone();
+        broken[200] ^= 1;
+        assert!(t.refit(&broken, 10).is_none());
+        // A constant target: the Repeat of a Const becomes the Const alone.
+        let q = t.refit(&[5; 256], 10).unwrap();
+        assert_eq!(q.op, Op::Const(5));
+    }
+}
