@@ -24,6 +24,8 @@
 #   BENCH_MOUNT=1        0 skips the third table (reads through brevis-mount; needs root or
 #                        fusermount3, and /dev/fuse)
 #   BENCH_SEARCH_RUNS=1  runs per search-table measurement (median is reported)
+#   BENCH_REFIT=1        0 skips the re-fit table (pack -j1 with and without --no-refit,
+#                        BENCH_RUNS rounds alternating the two, medians)
 #   BENCH_FILES="a b"    corpus names to run (space or comma separated; default all)
 #   BENCH_ZIPNN=1        0 skips ZipNN (no install attempted)
 #   BENCH_BUILD=1        run `cargo build --release` first; 0 only builds if the binary is missing
@@ -275,6 +277,31 @@ bench_search() {
   rm -f "$work/search.brv"
 }
 
+# bench_refit NAME SRC: pack on one thread re-fitting later chunks (the default) and
+# searching every chunk (--no-refit), alternating, BENCH_RUNS rounds; medians.
+refit_rows=()
+bench_refit() {
+  local name=$1 src=$2 orig i mode
+  orig=$(fsize "$src")
+  local -a refit=() search=()
+  for ((i = 0; i < runs; i++)); do
+    for mode in refit search; do
+      rm -f "$work/$mode.brv"
+      local -a flags=(-j1 -q)
+      [[ $mode == search ]] && flags+=(--no-refit)
+      local t
+      t=$(elapsed "$brevis" pack "${flags[@]}" "$src" "$work/$mode.brv") || die "brevis pack ${flags[*]} failed on $name"
+      if [[ $mode == refit ]]; then refit+=("$t"); else search+=("$t"); fi
+    done
+  done
+  local a b sa sb
+  a=$(median "${refit[@]}") b=$(median "${search[@]}")
+  sa=$(fsize "$work/refit.brv") sb=$(fsize "$work/search.brv")
+  refit_rows+=("$(printf '%s\t' "$name" "$sa" "$sb" "$(awk -v a="$sa" -v b="$sb" 'BEGIN { printf "%+.4f%%", 100 * (a - b) / b }')" \
+    "$(mbps "$orig" "$a")" "$(mbps "$orig" "$b")" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", b / a }')")")
+  rm -f "$work/refit.brv" "$work/search.brv"
+}
+
 # bench_mount NAME SRC: sequential reads and a safetensors load through brevis-mount, next
 # to the same on the original file in the page cache.
 #   cold      a fresh mount (empty chunk cache, nothing of the presented file in the page
@@ -417,6 +444,7 @@ for name in $names; do
   if [[ $zipnn_status == ok ]]; then log "$name: zipnn"; fi
   bench_zipnn "$name" "$src"
   if [[ ${BENCH_SEARCH:-1} != 0 ]]; then log "$name: search settings"; bench_search "$name" "$src"; fi
+  if [[ ${BENCH_REFIT:-1} != 0 ]]; then log "$name: re-fit"; bench_refit "$name" "$src"; fi
   if [[ ${BENCH_MOUNT:-1} != 0 ]]; then log "$name: reads through brevis-mount"; bench_mount "$name" "$src"; fi
 done
 total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
@@ -429,6 +457,12 @@ if (( ${#search_rows[@]} )); then
   echo "Search settings (brevis pack, $N threads; 'vs root' = pack throughput relative to budget 0):"
   echo
   print_table "$(printf 'file\tsetting\tsize (B)\tratio\tpack s\tpack MB/s\tvs root\t')" "${search_rows[@]}"
+fi
+if (( ${#refit_rows[@]} )); then
+  echo
+  echo "Re-fitting later chunks (default) against searching every chunk (--no-refit), brevis pack -j1, $runs rounds alternating, medians:"
+  echo
+  print_table "$(printf 'file\tsize re-fit (B)\tsize searched (B)\tsize change\tpack MB/s re-fit\tpack MB/s searched\tspeed-up\t')" "${refit_rows[@]}"
 fi
 if (( ${#mount_rows[@]} )); then
   echo

@@ -198,36 +198,7 @@ fn write_archive(
         source.read(start, &mut buf)?;
         sha.update(&buf);
         let bytes = |p: &Planned| &buf[(p.start - start) as usize..][..p.len as usize];
-        // First the chunks searched afresh, whose programs become their
-        // tensors' templates; then the others, re-fit from those. Templates
-        // come only from first chunks, so the output does not depend on the
-        // batches or the thread count.
-        let searched: Vec<_> = (batch.iter().enumerate())
-            .filter(|(_, p)| p.searched())
-            .par_bridge()
-            .map(|(k, p)| (k, pack_chunk(bytes(p), p, synth, &[])))
-            .collect();
-        templates.retain(|&t, _| batch.iter().any(|p| p.tensor == Some(t)));
-        let mut records: Vec<Option<(ChunkEntry, Vec<u8>)>> = vec![None; batch.len()];
-        for (k, (entry, record, lanes)) in searched {
-            if let Some(t) = batch[k].tensor {
-                templates.insert(t, lanes);
-            }
-            records[k] = Some((entry, record));
-        }
-        let refit: Vec<_> = (batch.iter().enumerate())
-            .filter(|(_, p)| !p.searched())
-            .par_bridge()
-            .map(|(k, p)| {
-                let like = p.tensor.and_then(|t| templates.get(&t));
-                let (entry, record, _) = pack_chunk(bytes(p), p, synth, like.map_or(&[], |l| l));
-                (k, (entry, record))
-            })
-            .collect();
-        for (k, packed) in refit {
-            records[k] = Some(packed);
-        }
-        for (chunk, record) in records.into_iter().map(|r| r.expect("every chunk packed")) {
+        for (chunk, record) in pack_batch(batch, bytes, synth, &mut templates) {
             out.write_all(&record).at(tmp)?;
             records_len += record.len() as u64;
             chunks.push(chunk);
@@ -253,6 +224,45 @@ fn write_archive(
         bytes_in: size,
         bytes_out: index_offset + index.len() as u64 + super::TRAILER_LEN as u64,
     })
+}
+
+/// The index entries and records of a batch's chunks, in order, packed in
+/// parallel: first the chunks searched afresh, whose programs become their
+/// tensors' `templates`, then the others, re-fit from those. Templates come
+/// only from first chunks, so the output depends neither on the batches nor
+/// on the thread count.
+fn pack_batch<'a>(
+    batch: &'a [Planned],
+    bytes: impl Fn(&'a Planned) -> &'a [u8] + Sync,
+    synth: &SynthOptions,
+    templates: &mut HashMap<usize, Vec<Template>>,
+) -> Vec<(ChunkEntry, Vec<u8>)> {
+    templates.retain(|&t, _| batch.iter().any(|p| p.tensor == Some(t)));
+    let mut packed = vec![None; batch.len()];
+    for searched in [true, false] {
+        let done: Vec<_> = (0..batch.len())
+            .into_par_iter()
+            .filter(|&k| batch[k].searched() == searched)
+            .map(|k| {
+                let p = &batch[k];
+                let like = (p.tensor.filter(|_| !searched)).and_then(|t| templates.get(&t));
+                (
+                    k,
+                    pack_chunk(bytes(p), p, synth, like.map_or(&[], Vec::as_slice)),
+                )
+            })
+            .collect();
+        for (k, (entry, record, lanes)) in done {
+            if let Some(t) = batch[k].tensor.filter(|_| searched) {
+                templates.insert(t, lanes);
+            }
+            packed[k] = Some((entry, record));
+        }
+    }
+    packed
+        .into_iter()
+        .map(|r| r.expect("every chunk packed"))
+        .collect()
 }
 
 /// Consecutive runs of planned chunks of about `target` source bytes each.
