@@ -123,6 +123,13 @@ pub fn parse(
     let bytes = read_header(8).map_err(|e| e.to_string())?;
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
     if n == 0 || n > file_size - 8 {
+        if looks_like_text(&bytes[..8]) {
+            return Err(
+                "it starts like JSON or text, not with the 8-byte header length \
+                 of a safetensors file"
+                    .into(),
+            );
+        }
         return Err(format!(
             "header size {n} does not fit in a file of {file_size} bytes"
         ));
@@ -134,6 +141,14 @@ pub fn parse(
     }
     let header = read_header(8 + n).map_err(|e| e.to_string())?;
     parse_header(&header[8..], 8 + n, file_size)
+}
+
+/// Whether a file's first bytes read as text (a JSON config, a tokenizer, a
+/// README) rather than a little-endian length.
+fn looks_like_text(start: &[u8]) -> bool {
+    start
+        .iter()
+        .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())
 }
 
 fn parse_header(json: &[u8], header_end: u64, file_size: u64) -> Result<SourceLayout, String> {

@@ -39,7 +39,9 @@ pub fn plan(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, force: bool) -
         walk(src, dst, from_ext, to_ext, &mut jobs)?;
         jobs
     } else {
-        let dst = if dst.is_dir() {
+        // A destination ending in '/' is a folder, made if need be, as for cp.
+        let folder = dst.as_os_str().as_encoded_bytes().ends_with(b"/");
+        let dst = if dst.is_dir() || folder {
             dst.join(
                 renamed(src, from_ext, to_ext)
                     .unwrap_or_else(|| src.file_name().unwrap_or_default().into()),
@@ -66,6 +68,21 @@ pub fn plan(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, force: bool) -
         }
     }
     Ok(jobs)
+}
+
+/// `root` itself if it is a file, else every file under it ending in `.ext`,
+/// sorted (a store of archives).
+pub fn find(root: &Path, ext: &str) -> Result<Vec<PathBuf>> {
+    if !std::fs::metadata(root).at(root)?.is_dir() {
+        return Ok(vec![root.to_path_buf()]);
+    }
+    let mut jobs = Vec::new();
+    walk(root, Path::new(""), ext, ext, &mut jobs)?;
+    Ok(jobs
+        .into_iter()
+        .filter(|j| j.action == Action::Transform)
+        .map(|j| j.src)
+        .collect())
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -114,6 +131,19 @@ fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trailing_slash_makes_the_destination_a_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("m.safetensors");
+        std::fs::write(&src, b"x").unwrap();
+        let out = dir.path().join("new");
+        let slash = PathBuf::from(format!("{}/", out.display()));
+        let jobs = plan(&src, &slash, "safetensors", "brv", false).unwrap();
+        assert_eq!(jobs[0].dst, out.join("m.brv"));
+        let jobs = plan(&src, &out, "safetensors", "brv", false).unwrap();
+        assert_eq!(jobs[0].dst, out);
+    }
 
     #[test]
     fn renames_only_matching_extensions() {

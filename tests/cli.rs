@@ -254,3 +254,80 @@ fn a_closed_output_pipe_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{err}");
 }
+
+/// `verify` and `inspect` take a folder of archives (a store) as they take one
+/// archive: every archive under it, a summary, exit 1 if any fails.
+#[test]
+fn verify_and_inspect_take_a_folder_of_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    let store = dir.path().join("store");
+    ok(&["pack", "-q", s(&model), s(&store)]);
+    let out = ok(&["verify", s(&store)]);
+    assert!(out.contains("verified 2 archive(s)"), "{out}");
+    assert!(out.contains(": 2 OK, 0 failed"), "{out}");
+    let out = ok(&["verify", s(&store), "--against", s(&model)]);
+    assert!(out.contains("SHA-256 and every byte match"), "{out}");
+    let out = ok(&["inspect", s(&store)]);
+    assert!(
+        out.contains("b.brv") && out.contains("shard/a.brv"),
+        "{out}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", s(&store)])).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2);
+    // One damaged archive: the others still verify, the summary and status say so.
+    let bad = store.join("b.brv");
+    let mut bytes = std::fs::read(&bad).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    std::fs::write(&bad, bytes).unwrap();
+    let out = brevis(&["verify", s(&store)]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(": 1 OK, 1 failed"), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("b.brv"));
+}
+
+/// Errors say what is wrong in the user's terms, and a destination ending in
+/// '/' is a folder to put the archive in.
+#[test]
+fn errors_name_the_problem_and_a_trailing_slash_means_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("config.json");
+    std::fs::write(&json, br#"{"hidden_size": 384, "layers": 6}"#).unwrap();
+    fails(
+        &["pack", s(&json), s(&dir.path().join("c.brv"))],
+        "config.json: not a valid safetensors file: it starts like JSON or text, not with \
+         the 8-byte header length of a safetensors file",
+    );
+    let model = model_dir(dir.path());
+    let out = dir.path().join("new");
+    ok(&[
+        "pack",
+        "-q",
+        s(&model.join("b.safetensors")),
+        &format!("{}/", s(&out)),
+    ]);
+    let packed = out.join("b.brv");
+    assert!(packed.is_file());
+    let bytes = std::fs::read(&packed).unwrap();
+    let cut = dir.path().join("cut.brv");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let len = bytes.len() - 100;
+    fails(
+        &["verify", s(&cut)],
+        &format!("truncated or damaged: its {len} bytes do not end with an archive trailer"),
+    );
+    // A folder without checkpoints is copied, with a warning saying so.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    std::fs::write(plain.join("pytorch_model.bin"), b"weights").unwrap();
+    let run = brevis(&["pack", "-q", s(&plain), s(&dir.path().join("plain-out"))]);
+    assert!(run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("no .safetensors files; 1 other file(s) copied unchanged"),
+        "{err}"
+    );
+}

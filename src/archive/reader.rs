@@ -279,8 +279,11 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> 
     let trailer_at = len - TRAILER_LEN as u64;
     let trailer = read(trailer_at, TRAILER_LEN)?;
     let trailer: &[u8; TRAILER_LEN] = trailer[..].try_into().expect("trailer length");
-    let (index_offset, index_len, index_checksum) =
-        decode_trailer(trailer).ok_or_else(|| corrupt(trailer_at, "bad trailer magic"))?;
+    let (index_offset, index_len, index_checksum) = decode_trailer(trailer).ok_or_else(|| {
+        let reason =
+            format!("truncated or damaged: its {len} bytes do not end with an archive trailer");
+        corrupt(trailer_at, &reason)
+    })?;
     let fits = index_offset >= 8 && index_offset.checked_add(index_len) == Some(trailer_at);
     if !fits {
         return Err(corrupt(trailer_at, "index position does not fit the file"));

@@ -76,15 +76,20 @@ enum Command {
         force: bool,
     },
     /// Decode an archive fully, checking every chunk checksum and the SHA-256 of
-    /// the original file.
+    /// the original file. For a directory: every .brv archive under it, then a
+    /// summary; the exit status is 1 if any fails.
     Verify {
+        /// A .brv archive or a directory of them.
         archive: PathBuf,
-        /// Also compare every byte with this original file.
+        /// Also compare every byte with this original file (for a directory:
+        /// the directory of originals, matched by relative path).
         #[arg(long, value_name = "ORIGINAL")]
         against: Option<PathBuf>,
     },
     /// Show per tensor: dtype, shape, bytes before and after, ratio, program, codecs.
+    /// For a directory: every .brv archive under it.
     Inspect {
+        /// A .brv archive or a directory of them.
         archive: PathBuf,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -185,6 +190,14 @@ fn run(cli: &Cli) -> Result<()> {
         } => {
             let opts = search.options(*chunk_size)?;
             let jobs = tree::plan(src, dst, "safetensors", "brv", *force)?;
+            if !jobs.iter().any(|j| j.action == Action::Transform) {
+                eprintln!(
+                    "brevis: warning: {}: no .safetensors files; {} other file(s) copied \
+                     unchanged (.bin, .pt, .gguf and other formats are copied, not compressed)",
+                    src.display(),
+                    jobs.len()
+                );
+            }
             run_jobs(cli, Direction::Pack, &jobs, |job, progress| {
                 let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
                 Ok(summary.bytes_out)
@@ -229,34 +242,65 @@ fn run(cli: &Cli) -> Result<()> {
             })
         }
         Command::Verify { archive, against } => {
-            let started = Instant::now();
-            let a = Archive::open(archive)?;
-            let bar = progress_bar(cli, a.len());
-            archive::verify(&a, against.as_deref(), &|done| bar.set_position(done))?;
-            bar.finish_and_clear();
+            let found = tree::find(archive, "brv")?;
+            if found.len() == 1 && found[0] == *archive {
+                return verify_one(cli, archive, against.as_deref());
+            }
+            let failed = found
+                .iter()
+                .filter(|path| {
+                    let original = against.as_ref().map(|dir| {
+                        let rel = path.strip_prefix(archive).unwrap_or(path);
+                        dir.join(rel).with_extension("safetensors")
+                    });
+                    let result = verify_one(cli, path, original.as_deref());
+                    if let Err(e) = &result {
+                        eprintln!("brevis: error: {e}");
+                    }
+                    result.is_err()
+                })
+                .count();
             if !cli.quiet {
-                let what = if against.is_some() {
-                    "chunk checksums, SHA-256 and every byte"
-                } else {
-                    "chunk checksums and SHA-256"
-                };
                 println!(
-                    "{}: OK ({} chunks, {} bytes; {what} match; {:.2} s)",
+                    "verified {} archive(s) under {}: {} OK, {failed} failed",
+                    found.len(),
                     archive.display(),
-                    a.chunks().len(),
-                    a.len(),
-                    started.elapsed().as_secs_f64()
+                    found.len() - failed
                 );
+            }
+            if failed > 0 {
+                return Err(Error::invalid(
+                    archive,
+                    format!("{failed} of {} archive(s) failed", found.len()),
+                ));
             }
             Ok(())
         }
         Command::Inspect { archive, json } => {
-            let a = Archive::open(archive)?;
-            let report = inspect::inspect(&a)?;
+            let found = tree::find(archive, "brv")?;
+            let single = found.len() == 1 && found[0] == *archive;
+            let mut reports = Vec::new();
+            for path in &found {
+                let report = inspect::inspect(&Archive::open(path)?)?;
+                if *json {
+                    reports.push(serde_json::json!({
+                        "path": path.display().to_string(),
+                        "report": report.to_json(),
+                    }));
+                } else {
+                    if !single {
+                        println!("== {}", path.display());
+                    }
+                    print_report(&report);
+                }
+            }
             if *json {
-                println!("{:#}", report.to_json());
-            } else {
-                print_report(&report);
+                let out = if single {
+                    reports.swap_remove(0)["report"].take()
+                } else {
+                    serde_json::Value::Array(reports)
+                };
+                println!("{out:#}");
             }
             Ok(())
         }
@@ -327,6 +371,32 @@ fn run_jobs(
             ratio,
             secs,
             original as f64 / 1e6 / secs.max(1e-9)
+        );
+    }
+    Ok(())
+}
+
+/// Verifies one archive, against its original if given, with a progress bar
+/// and a line saying what matched.
+fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<()> {
+    let started = Instant::now();
+    let a = Archive::open(archive)?;
+    let bar = progress_bar(cli, a.len());
+    let result = archive::verify(&a, against, &|done| bar.set_position(done));
+    bar.finish_and_clear();
+    result?;
+    if !cli.quiet {
+        let what = if against.is_some() {
+            "chunk checksums, SHA-256 and every byte"
+        } else {
+            "chunk checksums and SHA-256"
+        };
+        println!(
+            "{}: OK ({} chunks, {} bytes; {what} match; {:.2} s)",
+            archive.display(),
+            a.chunks().len(),
+            a.len(),
+            started.elapsed().as_secs_f64()
         );
     }
     Ok(())
