@@ -425,6 +425,15 @@ fn python_safetensors_loads_through_the_mount() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("checked 2 files"), "{stdout}");
+    // Python's open() asks every file whether it is a terminal (an ioctl): a
+    // default mount answers quietly, with nothing in its log.
+    let presented = m.path("wordllama.safetensors");
+    let open = format!("open({:?}, 'rb').read(8)", s(&presented));
+    let status = Command::new(&python).args(["-c", &open]).status().unwrap();
+    assert!(status.success());
+    let log = m.log_text();
+    assert!(!log.contains("Not Implemented"), "{log}");
+    assert!(!log.contains("WARN"), "{log}");
 }
 
 #[test]
@@ -702,9 +711,17 @@ fn bad_paths_are_refused_with_the_reason() {
 #[test]
 fn runs_in_the_background_until_unmounted() {
     let model = model();
+    // A damaged copy of an archive, whose read fails and is logged.
+    let damaged = model.archives.join("damaged.brv");
+    let mut bytes = std::fs::read(model.archives.join("model.brv")).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x10;
+    std::fs::write(&damaged, bytes).unwrap();
     let point = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
     let status = Command::new(env!("CARGO_BIN_EXE_brevis-mount"))
         .args([s(&model.archives), s(point.path())])
+        .env("XDG_STATE_HOME", state.path())
         .status()
         .unwrap();
     assert!(status.success());
@@ -715,6 +732,14 @@ fn runs_in_the_background_until_unmounted() {
         shown,
         std::fs::read(model.originals.join("config.json")).unwrap()
     );
+    let err = std::fs::read(point.path().join("damaged.safetensors")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
     let status = Command::new("umount").arg(point.path()).status().unwrap();
     assert!(status.success() && !is_mounted(point.path()));
+    // The error reached the log, in the user's state directory by default.
+    let log = std::fs::read_to_string(state.path().join("brevis/brevis-mount.log")).unwrap();
+    assert!(
+        log.contains("damaged.brv") && log.contains("ERROR"),
+        "{log}"
+    );
 }

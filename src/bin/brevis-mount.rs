@@ -64,7 +64,10 @@ struct Cli {
     /// /etc/fuse.conf when not root). File permissions still apply.
     #[arg(long)]
     allow_other: bool,
-    /// In the background, append log lines to this file (default: discarded).
+    /// In the background, append log lines to this file (default:
+    /// $XDG_STATE_HOME/brevis/brevis-mount.log, i.e.
+    /// ~/.local/state/brevis/brevis-mount.log). Errors such as a chunk that
+    /// fails its checksum are always logged, with the archive and offset.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
     /// More log lines: -v for each mount and unmount, -vv for every request.
@@ -117,17 +120,30 @@ fn main() -> ExitCode {
             Err(e) => fail(&e.to_string()),
         };
     }
-    let log = match &cli.log {
-        Some(path) => File::options().create(true).append(true).open(path),
-        None => File::options().write(true).open("/dev/null"),
-    };
+    let path = cli.log.clone().unwrap_or_else(default_log);
+    let log = path
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| File::options().create(true).append(true).open(&path));
     match log {
         Ok(file) => logger
             .target(env_logger::Target::Pipe(Box::new(file)))
             .init(),
-        Err(e) => return fail(&format!("{}: {e}", cli.log.unwrap_or_default().display())),
+        Err(e) => return fail(&format!("{}: {e}", path.display())),
     }
     in_background(|ready| mount::serve(&archives, &mountpoint, &options, ready))
+}
+
+/// Where a background server logs unless told: the user's state directory,
+/// as the XDG base directories define it.
+fn default_log() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    state.join("brevis/brevis-mount.log")
 }
 
 fn fail(message: &str) -> ExitCode {
