@@ -743,3 +743,19 @@ fn runs_in_the_background_until_unmounted() {
         "{log}"
     );
 }
+
+#[test]
+fn a_single_archive_mounts_alone() {
+    let model = model();
+    let m = mount(&model.archives.join("model.brv"), &[]);
+    let shown: Vec<_> = std::fs::read_dir(&m.point)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(shown, ["model.safetensors"]);
+    assert!(
+        std::fs::read(m.path("model.safetensors")).unwrap()
+            == std::fs::read(model.originals.join("model.safetensors")).unwrap()
+    );
+    assert!(!m.path("config.json").exists());
+}

@@ -34,7 +34,8 @@ use std::time::Duration;
 #[derive(Parser)]
 #[command(name = "brevis-mount", version, about, long_about)]
 struct Cli {
-    /// Directory of archives (as written by `brevis pack DIR ARCHIVES`).
+    /// Directory of archives (as written by `brevis pack DIR ARCHIVES`), or
+    /// one .brv archive, shown alone as its .safetensors.
     archives: PathBuf,
     /// Directory to mount on (what it holds is hidden while mounted).
     mountpoint: PathBuf,

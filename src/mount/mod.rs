@@ -18,6 +18,7 @@ pub use nodes::Nodes;
 
 use crate::error::{Error, IoContext, Result};
 use fuser::{Config, INodeNo, MountOption, SessionACL};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use watch::Watcher;
@@ -36,12 +37,12 @@ pub struct MountOptions {
 /// already mounted on, with errors that say what to do.
 pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf)> {
     let archives = archives.canonicalize().at(archives)?;
-    if !archives.is_dir() {
-        return Err(Error::invalid(
+    let (folder, _) = shown_archives(&archives).ok_or_else(|| {
+        Error::invalid(
             &archives,
-            "the archives folder is not a directory",
-        ));
-    }
+            "is neither a directory of archives nor a .brv archive",
+        )
+    })?;
     let mount = match mountpoint.canonicalize() {
         Ok(path) => path,
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
@@ -61,13 +62,28 @@ pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathB
             "something is already mounted here; unmount it first",
         ));
     }
-    if mount.starts_with(&archives) {
+    if mount.starts_with(&folder) {
         return Err(Error::invalid(
             &mount,
             "the mountpoint lies inside the archives folder",
         ));
     }
     Ok((archives, mount))
+}
+
+/// The folder a mount shows, and the one archive in it to show if `archives`
+/// is a single `.brv` file (presented alone, as its `.safetensors`); None if
+/// it is neither a directory nor such a file.
+fn shown_archives(archives: &Path) -> Option<(PathBuf, Option<OsString>)> {
+    if archives.is_dir() {
+        return Some((archives.to_path_buf(), None));
+    }
+    let is_archive = archives.extension().is_some_and(|e| e == "brv") && archives.is_file();
+    let folder = archives.parent().filter(|_| is_archive)?;
+    Some((
+        folder.to_path_buf(),
+        archives.file_name().map(OsString::from),
+    ))
 }
 
 /// Whether `path` (canonical) is the mount point of some filesystem.
@@ -124,7 +140,9 @@ pub fn serve(
     ready: impl FnOnce(),
 ) -> Result<()> {
     let signals = block_signals();
-    let nodes = Nodes::new(archives).at(archives)?;
+    let (folder, only) = shown_archives(archives)
+        .ok_or_else(|| Error::invalid(archives, "is neither a directory nor a .brv archive"))?;
+    let nodes = Nodes::new(&folder, only).at(archives)?;
     let watcher = match Watcher::new() {
         Ok(watcher) => Some(Arc::new(watcher)),
         Err(e) => {
@@ -322,6 +340,15 @@ mod tests {
         assert!(err.contains("missing"), "{err}");
         let err = check_paths(dir.path(), &file).unwrap_err().to_string();
         assert!(err.contains("not a directory"), "{err}");
+        let err = check_paths(&file, dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("neither a directory of archives nor a .brv"),
+            "{err}"
+        );
+        let single = dir.path().join("m.brv");
+        std::fs::write(&single, b"x").unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert!(check_paths(&single, elsewhere.path()).is_ok());
         let inside = dir.path().join("mnt");
         std::fs::create_dir(&inside).unwrap();
         let err = check_paths(dir.path(), &inside).unwrap_err().to_string();

@@ -118,6 +118,9 @@ impl Key {
 /// The inodes the kernel knows, found by number or by real entry.
 pub struct Nodes {
     state: Mutex<State>,
+    /// The one entry of the root directory to show (a single archive
+    /// mounted alone), if not all.
+    only: Option<OsString>,
 }
 
 struct State {
@@ -143,8 +146,9 @@ pub enum LookupError {
 }
 
 impl Nodes {
-    /// The tree of `root`, which must be a directory.
-    pub fn new(root: &Path) -> std::io::Result<Nodes> {
+    /// The tree of `root`, which must be a directory; with `only`, its root
+    /// shows that entry alone.
+    pub fn new(root: &Path, only: Option<OsString>) -> std::io::Result<Nodes> {
         let meta = std::fs::metadata(root)?;
         let key = Key::of(root, &meta);
         let node = Node {
@@ -165,7 +169,13 @@ impl Nodes {
                 by_key: HashMap::from([(key, ROOT)]),
                 next_ino: ROOT + 1,
             }),
+            only,
         })
+    }
+
+    /// Whether the entry `real_name` of directory `dir` is shown.
+    fn shows(&self, dir: u64, real_name: &OsStr) -> bool {
+        dir != ROOT || self.only.as_deref().is_none_or(|only| only == real_name)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -185,6 +195,9 @@ impl Nodes {
             return Err(LookupError::NotADirectory);
         }
         for (real_name, kind) in real_candidates(name) {
+            if !self.shows(parent, &real_name) {
+                continue;
+            }
             let real = dir.real.join(&real_name);
             let Some((kind, meta)) = stat_as(&real, kind) else {
                 continue;
@@ -214,7 +227,10 @@ impl Nodes {
         }
         let entries = std::fs::read_dir(&dir.real).map_err(|_| LookupError::NotFound)?;
         let mut shown: HashMap<OsString, (Kind, PathBuf, Metadata)> = HashMap::new();
-        for entry in entries.flatten() {
+        for entry in entries
+            .flatten()
+            .filter(|e| self.shows(ino, &e.file_name()))
+        {
             let Some(name) = presented_name(&entry.file_name()) else {
                 continue;
             };
@@ -357,7 +373,7 @@ mod tests {
     fn replaced_files_get_new_inodes_and_forgotten_ones_go() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.json"), b"one").unwrap();
-        let nodes = Nodes::new(dir.path()).unwrap();
+        let nodes = Nodes::new(dir.path(), None).unwrap();
         let (first, node) = nodes.lookup(ROOT, OsStr::new("a.json")).unwrap();
         assert_eq!((node.kind, node.size()), (Kind::Plain, 3));
         let (again, _) = nodes.lookup(ROOT, OsStr::new("a.json")).unwrap();
@@ -376,6 +392,26 @@ mod tests {
     }
 
     #[test]
+    fn a_single_archive_is_shown_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("config.json"), b"{}").unwrap();
+        std::fs::write(d.join("other.brv"), b"another archive").unwrap();
+        std::fs::write(d.join("m.brv"), b"not really an archive").unwrap();
+        let nodes = Nodes::new(d, Some("m.brv".into())).unwrap();
+        let names: Vec<_> = nodes.list(ROOT).unwrap().into_iter().map(|e| e.2).collect();
+        assert_eq!(names, ["m.safetensors"]);
+        assert!(matches!(
+            nodes.lookup(ROOT, OsStr::new("config.json")),
+            Err(LookupError::NotFound)
+        ));
+        assert!(matches!(
+            nodes.lookup(ROOT, OsStr::new("other.safetensors")),
+            Err(LookupError::NotFound)
+        ));
+    }
+
+    #[test]
     fn listing_hides_temporaries_and_prefers_archives() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
@@ -384,7 +420,7 @@ mod tests {
         std::fs::write(d.join("m.brv"), b"not really an archive").unwrap();
         std::fs::write(d.join("m.safetensors"), b"x").unwrap();
         std::fs::create_dir(d.join("sub")).unwrap();
-        let nodes = Nodes::new(d).unwrap();
+        let nodes = Nodes::new(d, None).unwrap();
         let listed: Vec<_> = nodes
             .list(ROOT)
             .unwrap()
