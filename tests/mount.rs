@@ -759,3 +759,23 @@ fn a_single_archive_mounts_alone() {
     );
     assert!(!m.path("config.json").exists());
 }
+
+#[test]
+fn a_killed_server_leaves_a_stale_mount_named_as_such() {
+    let model = model();
+    let mut m = mount(&model.archives, &[]);
+    m.signal(libc::SIGKILL);
+    m.child.wait().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_brevis-mount"))
+        .args(["-f", s(&model.archives), s(&m.point)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a stale mount is left here (its server is gone): run `umount MOUNTPOINT`"),
+        "{err}"
+    );
+    let status = Command::new("umount").arg(&m.point).status().unwrap();
+    assert!(status.success() && !is_mounted(&m.point));
+}

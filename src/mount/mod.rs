@@ -43,16 +43,24 @@ pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathB
             "is neither a directory of archives nor a .brv archive",
         )
     })?;
+    // A FUSE mount whose server died answers ENOTCONN to every access.
+    let stale = |e: &std::io::Error| e.raw_os_error() == Some(libc::ENOTCONN);
+    let stale_mount = || {
+        Error::invalid(
+            mountpoint,
+            "a stale mount is left here (its server is gone): run `umount MOUNTPOINT` \
+             (`fusermount3 -u MOUNTPOINT` as a user) first",
+        )
+    };
     let mount = match mountpoint.canonicalize() {
         Ok(path) => path,
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-            return Err(Error::invalid(
-                mountpoint,
-                "a stale mount is left here (its server is gone); run `umount -l` on it first",
-            ))
-        }
+        Err(e) if stale(&e) => return Err(stale_mount()),
         Err(e) => return Err(Error::io(mountpoint, e)),
     };
+    // (Its attributes may still be cached; opening it reaches the connection.)
+    if std::fs::read_dir(&mount).is_err_and(|e| stale(&e)) {
+        return Err(stale_mount());
+    }
     if !mount.is_dir() {
         return Err(Error::invalid(&mount, "the mountpoint is not a directory"));
     }
