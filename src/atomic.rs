@@ -27,8 +27,10 @@ pub fn is_temp_name(name: &str) -> bool {
 }
 
 /// Makes `dst` with `write`, which writes (and syncs) the file at the path it
-/// is given; renames it to `dst` only if `write` succeeds.
+/// is given; renames it to `dst` only if `write` succeeds. Temporaries of
+/// `dst` left by runs that were killed are removed first.
 pub fn write_atomically<T>(dst: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    remove_stale_temps(dst);
     let tmp = temp_path(dst);
     let result = write(&tmp).and_then(|value| {
         std::fs::rename(&tmp, dst).at(dst)?;
@@ -38,6 +40,34 @@ pub fn write_atomically<T>(dst: &Path, write: impl FnOnce(&Path) -> Result<T>) -
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Removes the temporaries of `dst` whose process no longer runs (best
+/// effort: a folder that cannot be read keeps them).
+fn remove_stale_temps(dst: &Path) {
+    let (Some(dir), Some(name)) = (dst.parent(), dst.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}.tmp", name.to_string_lossy());
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let dead =
+            is_temp_name(&file_name.to_string_lossy()) && !Path::new("/proc").join(pid).exists();
+        if dead {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Copies `src` to `dst` atomically and durably; returns the bytes copied.
@@ -63,6 +93,25 @@ mod tests {
         for shown in ["model.brv", ".hidden", ".x.tmp", ".x.tmpfile", "x.tmp12"] {
             assert!(!is_temp_name(shown), "{shown}");
         }
+    }
+
+    #[test]
+    fn temporaries_of_killed_runs_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let dst = dir.path().join("m.brv");
+        // PIDs above the kernel's limit (2^22) never run; ours does.
+        let dead = dir.path().join(".m.brv.tmp4194305");
+        let own_parent = dir
+            .path()
+            .join(format!(".m.brv.tmp{}", std::os::unix::process::parent_id()));
+        let other = dir.path().join(".n.brv.tmp4194305");
+        for p in [&dead, &own_parent, &other] {
+            std::fs::write(p, b"partial").unwrap();
+        }
+        write_atomically(&dst, |tmp| std::fs::write(tmp, b"new").at(tmp)).unwrap();
+        assert!(!dead.exists(), "a dead run's temporary is left");
+        assert!(own_parent.exists() && other.exists());
+        assert_eq!(std::fs::read(&dst).unwrap(), b"new");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+use crate::atomic::is_temp_name;
 use crate::error::{Error, IoContext, Result};
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,9 @@ pub fn plan(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, force: bool) -
         let mut jobs = Vec::new();
         walk(src, dst, from_ext, to_ext, &mut jobs)?;
         jobs
+    } else if !meta.is_file() {
+        // A FIFO or device would block or never end.
+        return Err(Error::invalid(src, "is not a regular file or a directory"));
     } else {
         // A destination ending in '/' is a folder, made if need be, as for cp.
         let folder = dst.as_os_str().as_encoded_bytes().ends_with(b"/");
@@ -110,6 +114,10 @@ fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job
     for path in entries {
         let meta = std::fs::metadata(&path).at(&path)?;
         let name = path.file_name().expect("entries have names");
+        // The temporaries of a run still writing, or of one that was killed.
+        if name.to_str().is_some_and(is_temp_name) {
+            continue;
+        }
         if meta.is_dir() {
             walk(&path, &dst.join(name), from_ext, to_ext, jobs)?;
         } else if meta.is_file() {
@@ -131,6 +139,34 @@ fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporaries_fifos_and_devices_are_not_packed() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("m.safetensors"), b"x").unwrap();
+        std::fs::write(src.join(".m.brv.tmp4242"), b"half").unwrap();
+        let fifo = src.join("pipe");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let jobs = plan(&src, &dir.path().join("out"), "safetensors", "brv", false).unwrap();
+        let names: Vec<_> = jobs.iter().map(|j| j.src.file_name().unwrap()).collect();
+        assert_eq!(names, ["m.safetensors"]);
+        let err = plan(
+            &fifo,
+            &dir.path().join("p.brv"),
+            "safetensors",
+            "brv",
+            false,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        assert!(plan(Path::new("/dev/null"), Path::new("n"), "a", "b", false).is_err());
+    }
 
     #[test]
     fn a_trailing_slash_makes_the_destination_a_folder() {

@@ -173,6 +173,13 @@ fn an_unmapped_archive_truncated_after_opening_gives_errors_not_signals() {
         .unwrap();
     let err = a.read_at(0, &mut all).unwrap_err().to_string();
     assert!(err.contains("t.brv"), "{err}");
+    assert!(err.contains("cannot read the record at byte"), "{err}");
+    // unpack and verify read this way too: an error, never a signal, and no
+    // output left behind.
+    let out = dir.path().join("out.safetensors");
+    assert!(archive::unpack_file(&a, &out, &|_| {}).is_err());
+    assert!(!out.exists());
+    assert!(archive::verify(&a, None, &|_| {}).is_err());
 }
 
 fn sample_archive() -> (tempfile::TempDir, Vec<u8>, Vec<u8>) {

@@ -207,7 +207,11 @@ impl Archive {
         let len = (self.rec_starts[i + 1] - base) as usize;
         self.bytes
             .with(base, len, |record| decode_record(record, seg.layout, out))
-            .at(&self.path)?
+            .map_err(|e| {
+                // Most often the file was truncated after it was opened.
+                let reason = format!("cannot read the record at byte {base} ({len} bytes): {e}");
+                Error::invalid(&self.path, reason)
+            })?
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
         if checksum(out) != seg.checksum {
             return Err(Error::corrupt(

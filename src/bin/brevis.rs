@@ -236,7 +236,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Unpack { src, dst, force } => {
             let jobs = tree::plan(src, dst, "brv", "safetensors", *force)?;
             run_jobs(cli, Direction::Unpack, &jobs, |job, progress| {
-                let archive = Archive::open(&job.src)?;
+                let archive = Archive::open_unmapped(&job.src)?;
                 archive::unpack_file(&archive, &job.dst, progress)?;
                 Ok(archive.len())
             })
@@ -281,7 +281,7 @@ fn run(cli: &Cli) -> Result<()> {
             let single = found.len() == 1 && found[0] == *archive;
             let mut reports = Vec::new();
             for path in &found {
-                let report = inspect::inspect(&Archive::open(path)?)?;
+                let report = inspect::inspect(&Archive::open_unmapped(path)?)?;
                 if *json {
                     reports.push(serde_json::json!({
                         "path": path.display().to_string(),
@@ -380,7 +380,7 @@ fn run_jobs(
 /// and a line saying what matched.
 fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<()> {
     let started = Instant::now();
-    let a = Archive::open(archive)?;
+    let a = Archive::open_unmapped(archive)?;
     let bar = progress_bar(cli, a.len());
     let result = archive::verify(&a, against, &|done| bar.set_position(done));
     bar.finish_and_clear();
