@@ -331,3 +331,27 @@ fn errors_name_the_problem_and_a_trailing_slash_means_a_folder() {
         "{err}"
     );
 }
+
+/// `--force` replaces what is at an output path, even a symbolic link, and
+/// never writes through the link to the file it points to.
+#[test]
+fn force_replaces_a_symlink_instead_of_writing_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    let out = dir.path().join("out");
+    ok(&["pack", "-q", s(&model), s(&out)]);
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"keep me").unwrap();
+    for name in ["config.json", "b.brv"] {
+        std::fs::remove_file(out.join(name)).unwrap();
+        std::os::unix::fs::symlink(&victim, out.join(name)).unwrap();
+    }
+    ok(&["pack", "-q", "--force", s(&model), s(&out)]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    for name in ["config.json", "b.brv"] {
+        assert!(!std::fs::symlink_metadata(out.join(name))
+            .unwrap()
+            .is_symlink());
+    }
+    ok(&["verify", s(&out.join("b.brv"))]);
+}
