@@ -264,3 +264,45 @@ fn decoder_rejects_non_canonical_programs() {
         .collect();
     reject(&deep, "too deeply");
 }
+
+/// A tiny record cannot make the decoder work without bound: 32 bit planes,
+/// each under a chain of 30 scans, yield 992 words per output word and are
+/// refused before anything runs (a real program yields at most 72).
+#[test]
+fn programs_that_do_too_much_work_are_refused() {
+    let n = 4096;
+    let t = |width| Type { width, len: n };
+    let chain = |depth: usize| {
+        let mut p = Program {
+            ty: t(1),
+            op: Op::Const(1),
+        };
+        for _ in 0..depth {
+            p = Program {
+                ty: t(1),
+                op: Op::Scan {
+                    op: ScanOp::Xor,
+                    init: 0,
+                    updates: Box::new(p),
+                },
+            };
+        }
+        p
+    };
+    let planes = |depth| Program {
+        ty: t(32),
+        op: Op::Merge {
+            fields: Fields::BitPlanes,
+            parts: (0..32).map(|_| chain(depth)).collect(),
+        },
+    };
+    let mut heavy = Vec::new();
+    encode_program(&planes(30), &mut heavy);
+    assert!(heavy.len() < 3000, "{} bytes", heavy.len());
+    let err = decode_program(&heavy, t(32), Limits::default()).unwrap_err();
+    assert_eq!(err.reason, "program does more work than its output allows");
+    // Bit planes under two scans each (97 words per word) are within bounds.
+    let mut light = Vec::new();
+    encode_program(&planes(2), &mut light);
+    assert!(decode_program(&light, t(32), Limits::default()).is_ok());
+}

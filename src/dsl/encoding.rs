@@ -24,6 +24,12 @@ const TAG_MERGE: u8 = 6;
 pub struct Limits {
     pub max_depth: usize,
     pub max_nodes: usize,
+    /// Words all nodes may yield together, per word of the program's output
+    /// (plus `max_nodes`): bounds the work of executing it, so that no chunk
+    /// takes much longer to decode than a real one. The packer's search
+    /// stays below 72 (48 words of streams per output word, plus Repeat
+    /// bodies of at most half their node).
+    pub max_work_factor: usize,
 }
 
 impl Default for Limits {
@@ -31,6 +37,7 @@ impl Default for Limits {
         Limits {
             max_depth: 32,
             max_nodes: 1 << 16,
+            max_work_factor: 128,
         }
     }
 }
@@ -197,9 +204,14 @@ pub fn decode_program(
             reason: "program type out of range",
         });
     }
+    let max_work = (ty.len as u64)
+        .saturating_mul(limits.max_work_factor as u64)
+        .saturating_add(limits.max_nodes as u64);
     let mut d = Decoder {
         r: Reader::new(buf),
         nodes: 0,
+        work: 0,
+        max_work,
         limits,
     };
     let p = d.node(ty, 0)?;
@@ -209,6 +221,9 @@ pub fn decode_program(
 struct Decoder<'a> {
     r: Reader<'a>,
     nodes: usize,
+    /// Words yielded by the nodes so far, and the most allowed.
+    work: u64,
+    max_work: u64,
     limits: Limits,
 }
 
@@ -227,6 +242,10 @@ impl<'a> Decoder<'a> {
         }
         if self.nodes > self.limits.max_nodes {
             return self.fail(at, "program has too many nodes");
+        }
+        self.work += ty.len as u64;
+        if self.work > self.max_work {
+            return self.fail(at, "program does more work than its output allows");
         }
         let op = match self.r.u8()? {
             TAG_LIT => {
