@@ -357,3 +357,47 @@ fn packing_with_refits_is_deterministic_and_keeps_structure() {
     }
     assert_eq!(archive::literal_fallbacks(), 0);
 }
+
+/// A 2 MB archive of constant chunks that declares 8 TiB: unpack refuses it
+/// up front for lack of space, instead of writing until the disk is full.
+#[test]
+fn unpack_checks_the_declared_size_against_free_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let chunk = archive::MAX_CHUNK_BYTES;
+    let count = 1u64 << 17;
+    let zeros = vec![0u8; chunk as usize];
+    let entry = archive::ChunkEntry {
+        layout: brevis::safetensors::Layout::Bytes,
+        src_len: chunk,
+        rec_len: 2,
+        checksum: twox_hash::XxHash3_64::oneshot(&zeros),
+    };
+    let index = archive::Index {
+        source_len: chunk * count,
+        sha256: [0; 32],
+        chunk_size: chunk,
+        chunks: vec![entry; count as usize],
+    };
+    let mut bytes = archive::HEAD_MAGIC.to_vec();
+    for _ in 0..count {
+        bytes.extend_from_slice(&[1, 0]); // Const 0
+    }
+    let index_offset = bytes.len() as u64;
+    let encoded = index.encode();
+    bytes.extend_from_slice(&encoded);
+    bytes.extend_from_slice(&archive::encode_trailer(index_offset, &encoded));
+    assert!(bytes.len() < 3 << 20);
+    let bomb = write_temp(dir.path(), "bomb.brv", &bytes);
+    let a = Archive::open(&bomb).unwrap();
+    assert_eq!(a.len(), 8 << 40);
+    // A chunk of it decodes (the archive is valid): it is only too large.
+    let mut first = vec![1u8; 4096];
+    a.read_at(0, &mut first).unwrap();
+    assert!(first.iter().all(|&b| b == 0));
+    let out = dir.path().join("out.safetensors");
+    let err = archive::unpack_file(&a, &out, &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("needs 8796093022208 bytes"), "{err}");
+    assert!(!out.exists());
+}

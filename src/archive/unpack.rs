@@ -75,6 +75,18 @@ fn batch_end(archive: &Archive, first: usize, target: u64) -> usize {
 /// Decodes `archive` into `dst`, which appears only once every chunk checksum
 /// and the SHA-256 of the whole source have matched.
 pub fn unpack_file(archive: &Archive, dst: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<()> {
+    let folder = dst.parent().filter(|d| !d.as_os_str().is_empty());
+    let folder = folder.unwrap_or(Path::new("."));
+    let free = crate::space::available(folder).at(folder)?;
+    if archive.len() > free {
+        return Err(Error::invalid(
+            dst,
+            format!(
+                "needs {} bytes, and its filesystem has {free} bytes free",
+                archive.len()
+            ),
+        ));
+    }
     write_atomically(dst, |tmp| {
         let mut file = File::create(tmp).at(tmp)?;
         // Batches are long runs already: buffering them would only copy them.

@@ -258,7 +258,7 @@ impl Filesystem for BrevisFs {
     /// something true; nothing can be written here.
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let root = self.nodes.get(super::nodes::ROOT).map(|n| n.real);
-        match root.map(|r| statvfs(&r)) {
+        match root.map(|r| crate::space::statvfs(&r)) {
             Some(Ok(st)) => reply.statfs(
                 st.f_blocks,
                 st.f_bfree,
@@ -351,19 +351,6 @@ fn read_full(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize>
         }
     }
     Ok(done)
-}
-
-fn statvfs(path: &std::path::Path) -> std::io::Result<libc::statvfs> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: a zeroed statvfs is a valid value to be overwritten; `path` is
-    // NUL-terminated and both pointers are valid for the call.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(st)
 }
 
 fn watch_dir(watcher: &Watcher, node: &Node, ino: u64) {
