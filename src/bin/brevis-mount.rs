@@ -58,9 +58,12 @@ struct Cli {
     /// the server cannot see (e.g. on a network filesystem) takes to show.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     ttl: u64,
-    /// Threads taking requests from the kernel; decoding runs on all cores.
+    /// Threads taking requests from the kernel (decoding runs on -j threads).
     #[arg(long, value_name = "N", default_value_t = 4)]
     threads: usize,
+    /// Threads decoding chunks, as brevis's -j (default: one per core).
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    jobs: Option<usize>,
     /// Let other users read the mount (needs `user_allow_other` in
     /// /etc/fuse.conf when not root). File permissions still apply.
     #[arg(long)]
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         },
         allow_other: cli.allow_other,
         threads: cli.threads,
+        decode_threads: cli.jobs,
     };
     let mut logger =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));

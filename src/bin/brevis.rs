@@ -408,7 +408,8 @@ fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {
     }
     let bar = ProgressBar::new(total);
     let style = ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}",
+        "{spinner} [{elapsed_precise}] {bar:30} {decimal_bytes}/{decimal_total_bytes} \
+         {decimal_bytes_per_sec} {wide_msg}",
     )
     .expect("valid template");
     bar.set_style(style);

@@ -259,10 +259,12 @@ impl Filesystem for BrevisFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let root = self.nodes.get(super::nodes::ROOT).map(|n| n.real);
         match root.map(|r| crate::space::statvfs(&r)) {
+            // The archives' filesystem, as read-only mounts report theirs:
+            // `df` shows its real use and free space, not a full disk.
             Some(Ok(st)) => reply.statfs(
                 st.f_blocks,
                 st.f_bfree,
-                0,
+                st.f_bavail,
                 st.f_files,
                 st.f_ffree,
                 st.f_bsize as u32,

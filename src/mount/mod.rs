@@ -31,6 +31,8 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Threads taking requests from the kernel.
     pub threads: usize,
+    /// Threads decoding chunks (default: one per core).
+    pub decode_threads: Option<usize>,
 }
 
 /// Checks that `archives` is a directory and `mountpoint` a directory that is not
@@ -148,6 +150,13 @@ pub fn serve(
     ready: impl FnOnce(),
 ) -> Result<()> {
     let signals = block_signals();
+    // After the signals are blocked, so that the decoding threads inherit it.
+    if let Some(n) = options.decode_threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .map_err(|e| Error::invalid(mountpoint, format!("cannot start {n} threads: {e}")))?;
+    }
     let (folder, only) = shown_archives(archives)
         .ok_or_else(|| Error::invalid(archives, "is neither a directory nor a .brv archive"))?;
     let nodes = Nodes::new(&folder, only).at(archives)?;
