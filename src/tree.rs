@@ -23,13 +23,31 @@ pub struct Job {
     pub len: u64,
 }
 
+/// What to do with outputs that exist already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// Fail before writing anything.
+    Refuse,
+    /// Replace them.
+    Overwrite,
+    /// Leave them and plan no job for them (outputs are written atomically,
+    /// so one that exists is whole: this resumes an interrupted run).
+    Skip,
+}
+
 /// Plans the jobs that mirror `src` into `dst`. Files ending in `from_ext` are
 /// transformed and renamed to `to_ext`; in directory mode every other file is
 /// copied. A single file is always transformed; if `dst` is a directory it goes
-/// inside it. Refuses existing outputs unless `force`.
-pub fn plan(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, force: bool) -> Result<Vec<Job>> {
+/// inside it. Existing outputs are refused, overwritten or skipped.
+pub fn plan(
+    src: &Path,
+    dst: &Path,
+    from_ext: &str,
+    to_ext: &str,
+    existing: Existing,
+) -> Result<Vec<Job>> {
     let meta = std::fs::metadata(src).at(src)?;
-    let jobs = if meta.is_dir() {
+    let mut jobs = if meta.is_dir() {
         if dst.starts_with(src) {
             return Err(Error::invalid(
                 dst,
@@ -64,12 +82,19 @@ pub fn plan(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, force: bool) -
         if same_file(&job.src, &job.dst) {
             return Err(Error::invalid(&job.dst, "is the source itself"));
         }
-        if !force && std::fs::symlink_metadata(&job.dst).is_ok() {
-            return Err(Error::invalid(
-                &job.dst,
-                "already exists (use --force to overwrite)",
-            ));
+    }
+    let exists = |job: &Job| std::fs::symlink_metadata(&job.dst).is_ok();
+    match existing {
+        Existing::Refuse => {
+            if let Some(job) = jobs.iter().find(|j| exists(j)) {
+                return Err(Error::invalid(
+                    &job.dst,
+                    "already exists (use --force to overwrite, --skip-existing to keep)",
+                ));
+            }
         }
+        Existing::Overwrite => {}
+        Existing::Skip => jobs.retain(|j| !exists(j)),
     }
     Ok(jobs)
 }
@@ -153,7 +178,14 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
-        let jobs = plan(&src, &dir.path().join("out"), "safetensors", "brv", false).unwrap();
+        let jobs = plan(
+            &src,
+            &dir.path().join("out"),
+            "safetensors",
+            "brv",
+            Existing::Refuse,
+        )
+        .unwrap();
         let names: Vec<_> = jobs.iter().map(|j| j.src.file_name().unwrap()).collect();
         assert_eq!(names, ["m.safetensors"]);
         let err = plan(
@@ -161,11 +193,18 @@ mod tests {
             &dir.path().join("p.brv"),
             "safetensors",
             "brv",
-            false,
+            Existing::Refuse,
         )
         .unwrap_err();
         assert!(err.to_string().contains("not a regular file"), "{err}");
-        assert!(plan(Path::new("/dev/null"), Path::new("n"), "a", "b", false).is_err());
+        assert!(plan(
+            Path::new("/dev/null"),
+            Path::new("n"),
+            "a",
+            "b",
+            Existing::Refuse
+        )
+        .is_err());
     }
 
     #[test]
@@ -175,9 +214,9 @@ mod tests {
         std::fs::write(&src, b"x").unwrap();
         let out = dir.path().join("new");
         let slash = PathBuf::from(format!("{}/", out.display()));
-        let jobs = plan(&src, &slash, "safetensors", "brv", false).unwrap();
+        let jobs = plan(&src, &slash, "safetensors", "brv", Existing::Refuse).unwrap();
         assert_eq!(jobs[0].dst, out.join("m.brv"));
-        let jobs = plan(&src, &out, "safetensors", "brv", false).unwrap();
+        let jobs = plan(&src, &out, "safetensors", "brv", Existing::Refuse).unwrap();
         assert_eq!(jobs[0].dst, out);
     }
 
@@ -198,7 +237,7 @@ mod tests {
         std::fs::write(src.join("sub/m.safetensors"), b"x").unwrap();
         std::fs::write(src.join("config.json"), b"{}").unwrap();
         let dst = dir.path().join("out");
-        let jobs = plan(&src, &dst, "safetensors", "brv", false).unwrap();
+        let jobs = plan(&src, &dst, "safetensors", "brv", Existing::Refuse).unwrap();
         assert_eq!(jobs.len(), 2);
         assert_eq!(jobs[0].dst, dst.join("config.json"));
         assert_eq!(jobs[0].action, Action::Copy);
@@ -206,9 +245,19 @@ mod tests {
         assert_eq!(jobs[1].action, Action::Transform);
         std::fs::create_dir_all(dst.join("sub")).unwrap();
         std::fs::write(dst.join("sub/m.brv"), b"old").unwrap();
-        let err = plan(&src, &dst, "safetensors", "brv", false).unwrap_err();
+        let err = plan(&src, &dst, "safetensors", "brv", Existing::Refuse).unwrap_err();
         assert!(err.to_string().contains("already exists"), "{err}");
-        assert!(plan(&src, &dst, "safetensors", "brv", true).is_ok());
-        assert!(plan(&src, &src.join("x"), "safetensors", "brv", true).is_err());
+        assert!(plan(&src, &dst, "safetensors", "brv", Existing::Overwrite).is_ok());
+        let rest = plan(&src, &dst, "safetensors", "brv", Existing::Skip).unwrap();
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].dst, dst.join("config.json"));
+        assert!(plan(
+            &src,
+            &src.join("x"),
+            "safetensors",
+            "brv",
+            Existing::Overwrite
+        )
+        .is_err());
     }
 }

@@ -355,3 +355,44 @@ fn force_replaces_a_symlink_instead_of_writing_through_it() {
     }
     ok(&["verify", s(&out.join("b.brv"))]);
 }
+
+/// A folder with one bad checkpoint: pack stops at it, or with --keep-going
+/// packs the others and fails at the end naming it; a rerun with
+/// --skip-existing writes only what is missing.
+#[test]
+fn keep_going_reports_every_failure_and_skip_existing_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    std::fs::write(model.join("0-bad.safetensors"), b"not a checkpoint").unwrap();
+    let out = dir.path().join("out");
+    fails(&["pack", "-q", s(&model), s(&out)], "0-bad.safetensors");
+    assert!(!out.join("b.brv").exists(), "stopped at the first failure");
+    let run = brevis(&["pack", "--keep-going", s(&model), s(&out)]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("0-bad.safetensors: not a valid safetensors file"),
+        "{err}"
+    );
+    assert!(err.contains("1 of 4 file(s) failed"), "{err}");
+    assert!(String::from_utf8_lossy(&run.stdout).contains("packed 2 file(s) (+1 copied)"));
+    ok(&["verify", s(&out.join("b.brv"))]);
+    // Resume: only the missing output is attempted (and fails again alone).
+    std::fs::remove_file(model.join("0-bad.safetensors")).unwrap();
+    std::fs::remove_file(out.join("config.json")).unwrap();
+    let before = std::fs::metadata(out.join("b.brv"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let text = ok(&["pack", "--skip-existing", s(&model), s(&out)]);
+    assert!(text.contains("packed 0 file(s) (+1 copied)"), "{text}");
+    assert!(out.join("config.json").is_file());
+    assert_eq!(
+        std::fs::metadata(out.join("b.brv"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        before
+    );
+    fails(&["pack", s(&model), s(&out)], "--skip-existing to keep");
+}

@@ -6,7 +6,7 @@ use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
 use brevis::synth::{Order, Prior, SynthOptions, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK};
-use brevis::tree::{self, Action, Job};
+use brevis::tree::{self, Action, Existing, Job};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -42,9 +42,8 @@ enum Command {
         src: PathBuf,
         /// The archive to write, or the directory to mirror into.
         dst: PathBuf,
-        /// Overwrite outputs that already exist.
-        #[arg(long)]
-        force: bool,
+        #[command(flatten)]
+        outputs: OutputArgs,
         /// Source bytes per independently decodable chunk.
         #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
         chunk_size: usize,
@@ -71,9 +70,8 @@ enum Command {
         src: PathBuf,
         /// The file to write, or the directory to mirror into.
         dst: PathBuf,
-        /// Overwrite outputs that already exist.
-        #[arg(long)]
-        force: bool,
+        #[command(flatten)]
+        outputs: OutputArgs,
     },
     /// Decode an archive fully, checking every chunk checksum and the SHA-256 of
     /// the original file. For a directory: every .brv archive under it, then a
@@ -95,6 +93,32 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What pack and unpack do with outputs that exist, and with failures.
+#[derive(clap::Args)]
+struct OutputArgs {
+    /// Overwrite outputs that already exist.
+    #[arg(long, conflicts_with = "skip_existing")]
+    force: bool,
+    /// Leave outputs that already exist and write the others: resumes an
+    /// interrupted run (outputs are written whole or not at all).
+    #[arg(long)]
+    skip_existing: bool,
+    /// For a directory, go on with the other files after one fails, report
+    /// every failure, and exit with status 1 at the end.
+    #[arg(long)]
+    keep_going: bool,
+}
+
+impl OutputArgs {
+    fn existing(&self) -> Existing {
+        match (self.force, self.skip_existing) {
+            (true, _) => Existing::Overwrite,
+            (_, true) => Existing::Skip,
+            _ => Existing::Refuse,
+        }
+    }
 }
 
 /// How pack searches for each chunk's program.
@@ -184,13 +208,14 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Pack {
             src,
             dst,
-            force,
+            outputs,
             chunk_size,
             search,
         } => {
             let opts = search.options(*chunk_size)?;
-            let jobs = tree::plan(src, dst, "safetensors", "brv", *force)?;
-            if !jobs.iter().any(|j| j.action == Action::Transform) {
+            let jobs = tree::plan(src, dst, "safetensors", "brv", outputs.existing())?;
+            let skipped = outputs.existing() == Existing::Skip;
+            if !skipped && !jobs.iter().any(|j| j.action == Action::Transform) {
                 eprintln!(
                     "brevis: warning: {}: no .safetensors files; {} other file(s) copied \
                      unchanged (.bin, .pt, .gguf and other formats are copied, not compressed)",
@@ -198,10 +223,16 @@ fn run(cli: &Cli) -> Result<()> {
                     jobs.len()
                 );
             }
-            run_jobs(cli, Direction::Pack, &jobs, |job, progress| {
-                let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
-                Ok(summary.bytes_out)
-            })
+            run_jobs(
+                cli,
+                Direction::Pack,
+                (src, &jobs),
+                outputs.keep_going,
+                |job, progress| {
+                    let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
+                    Ok(summary.bytes_out)
+                },
+            )
         }
         Command::Calibrate {
             src,
@@ -233,13 +264,19 @@ fn run(cli: &Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Unpack { src, dst, force } => {
-            let jobs = tree::plan(src, dst, "brv", "safetensors", *force)?;
-            run_jobs(cli, Direction::Unpack, &jobs, |job, progress| {
-                let archive = Archive::open_unmapped(&job.src)?;
-                archive::unpack_file(&archive, &job.dst, progress)?;
-                Ok(archive.len())
-            })
+        Command::Unpack { src, dst, outputs } => {
+            let jobs = tree::plan(src, dst, "brv", "safetensors", outputs.existing())?;
+            run_jobs(
+                cli,
+                Direction::Unpack,
+                (src, &jobs),
+                outputs.keep_going,
+                |job, progress| {
+                    let archive = Archive::open_unmapped(&job.src)?;
+                    archive::unpack_file(&archive, &job.dst, progress)?;
+                    Ok(archive.len())
+                },
+            )
         }
         Command::Verify { archive, against } => {
             let found = tree::find(archive, "brv")?;
@@ -316,35 +353,50 @@ enum Direction {
     Unpack,
 }
 
+/// Runs the jobs in order with a progress bar and a summary line. A failed
+/// job ends the run, or with `keep_going` is reported and the others run;
+/// the run then fails at the end, naming how many failed.
 fn run_jobs(
     cli: &Cli,
     direction: Direction,
-    jobs: &[Job],
+    (src, jobs): (&Path, &[Job]),
+    keep_going: bool,
     transform: impl Fn(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
 ) -> Result<()> {
     let started = Instant::now();
     let total: u64 = jobs.iter().map(|j| j.len).sum();
     let bar = progress_bar(cli, total);
     let (mut bytes_in, mut bytes_out, mut transformed, mut copied) = (0u64, 0u64, 0, 0);
+    let (mut failed, mut done) = (0, 0u64);
     for job in jobs {
-        if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).at(parent)?;
-        }
         bar.set_message(job.src.display().to_string());
-        let base = bytes_in;
-        let written = match job.action {
-            Action::Transform => {
-                transformed += 1;
-                transform(job, &|done| bar.set_position(base + done))?
+        let base = done;
+        let result = job
+            .dst
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or(Ok(()), |parent| std::fs::create_dir_all(parent).at(parent));
+        let written = result.and_then(|()| match job.action {
+            Action::Transform => transform(job, &|done| bar.set_position(base + done)),
+            Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst),
+        });
+        done += job.len;
+        bar.set_position(done);
+        match written {
+            Ok(written) => {
+                bytes_in += job.len;
+                bytes_out += written;
+                match job.action {
+                    Action::Transform => transformed += 1,
+                    Action::Copy => copied += 1,
+                }
             }
-            Action::Copy => {
-                copied += 1;
-                brevis::atomic::copy_file(&job.src, &job.dst)?
+            Err(e) if keep_going => {
+                bar.suspend(|| eprintln!("brevis: error: {e}"));
+                failed += 1;
             }
-        };
-        bytes_in += job.len;
-        bytes_out += written;
-        bar.set_position(bytes_in);
+            Err(e) => return Err(e),
+        }
     }
     bar.finish_and_clear();
     if !cli.quiet {
@@ -372,6 +424,10 @@ fn run_jobs(
             secs,
             original as f64 / 1e6 / secs.max(1e-9)
         );
+    }
+    if failed > 0 {
+        let reason = format!("{failed} of {} file(s) failed (see above)", jobs.len());
+        return Err(Error::invalid(src, reason));
     }
     Ok(())
 }
