@@ -26,9 +26,13 @@ fi
 # One mount test mounts as an unprivileged user, through the fusermount3 helper,
 # with /dev/fuse open to users as distributions set it up (mode 0666).
 if ! command -v fusermount3 >/dev/null; then
+  echo "test.sh: installing fuse3 (apt) for fusermount3, which the non-root mount test uses"
   apt-get update -qq && apt-get install -y -qq fuse3 >/dev/null
 fi
-if [ "$(id -u)" -eq 0 ]; then chmod 0666 /dev/fuse; fi
+if [ "$(id -u)" -eq 0 ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+  echo "test.sh: chmod 0666 /dev/fuse, so that the user nobody can mount (as distributions set it)"
+  chmod 0666 /dev/fuse
+fi
 BREVIS_PYTHON=$(scripts/pyenv.sh)
 export BREVIS_PYTHON
 
@@ -43,14 +47,17 @@ cargo clippy --all-targets --features corpus,fuse-tests --quiet -- -D warnings
 cargo clippy --lib --no-default-features --quiet -- -D warnings
 
 echo "== tests"
-cargo test --quiet --all-targets --features corpus,fuse-tests
+# Benches are built, not run: their listings are not test results.
+cargo build --quiet --benches --features corpus
+cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
 
 # Miri checks the unsafe-free portable decoders for undefined behaviour (it
 # runs no SIMD): every codec on small streams of every word type.
 echo "== Miri"
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 rustup component add --toolchain nightly miri rust-src >/dev/null
-cargo +nightly miri test --quiet --lib --no-default-features -- \
+# (Miri ignores optimisation levels and warns about the test profile's.)
+CARGO_PROFILE_TEST_OPT_LEVEL=0 cargo +nightly miri test --quiet --lib --no-default-features -- \
   codec::tests::small_streams codec::tests::tiny_streams
 
 echo "== all tests passed"
