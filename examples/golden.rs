@@ -412,12 +412,7 @@ fn handmade(dir: &Path) {
         chunks,
         ..packed.index().clone()
     };
-    let mut out = brevis::archive::HEAD_MAGIC.to_vec();
-    records.iter().for_each(|r| out.extend_from_slice(r));
-    let index_offset = out.len() as u64;
-    let encoded = index.encode();
-    out.extend_from_slice(&encoded);
-    out.extend_from_slice(&brevis::archive::encode_trailer(index_offset, &encoded));
+    let out = brevis::archive::assemble(records.iter().map(Vec::as_slice), &index);
     std::fs::write(src.with_extension("brv"), out).unwrap();
 }
 

@@ -271,12 +271,7 @@ fn unpack_refuses_consistently_swapped_chunks() {
         .map(|k| a.record(k).unwrap().into_owned())
         .collect();
     records.swap(i, j);
-    let mut bytes = archive::HEAD_MAGIC.to_vec();
-    records.iter().for_each(|r| bytes.extend_from_slice(r));
-    let index_offset = bytes.len() as u64;
-    let encoded = index.encode();
-    bytes.extend_from_slice(&encoded);
-    bytes.extend_from_slice(&archive::encode_trailer(index_offset, &encoded));
+    let bytes = archive::assemble(records.iter().map(Vec::as_slice), &index);
     let swapped = write_temp(dir.path(), "swapped.brv", &bytes);
     let swapped = Archive::open(&swapped).unwrap();
     let out = dir.path().join("out.safetensors");
@@ -378,14 +373,8 @@ fn unpack_checks_the_declared_size_against_free_space() {
         chunk_size: chunk,
         chunks: vec![entry; count as usize],
     };
-    let mut bytes = archive::HEAD_MAGIC.to_vec();
-    for _ in 0..count {
-        bytes.extend_from_slice(&[1, 0]); // Const 0
-    }
-    let index_offset = bytes.len() as u64;
-    let encoded = index.encode();
-    bytes.extend_from_slice(&encoded);
-    bytes.extend_from_slice(&archive::encode_trailer(index_offset, &encoded));
+    let const_zero: &[u8] = &[1, 0];
+    let bytes = archive::assemble(std::iter::repeat_n(const_zero, count as usize), &index);
     assert!(bytes.len() < 3 << 20);
     let bomb = write_temp(dir.path(), "bomb.brv", &bytes);
     let a = Archive::open(&bomb).unwrap();

@@ -172,6 +172,19 @@ pub fn encode_trailer(index_offset: u64, index: &[u8]) -> [u8; TRAILER_LEN] {
     t
 }
 
+/// A whole archive in memory: the head, `records` in order, then `index`
+/// (which must describe them) and the trailer. For tools and tests that build
+/// archives by hand; the packer writes the same layout as it goes.
+pub fn assemble<'a>(records: impl IntoIterator<Item = &'a [u8]>, index: &Index) -> Vec<u8> {
+    let mut out = HEAD_MAGIC.to_vec();
+    records.into_iter().for_each(|r| out.extend_from_slice(r));
+    let index_offset = out.len() as u64;
+    let encoded = index.encode();
+    out.extend_from_slice(&encoded);
+    out.extend_from_slice(&encode_trailer(index_offset, &encoded));
+    out
+}
+
 /// Index offset, length and checksum from a trailer.
 pub fn decode_trailer(t: &[u8; TRAILER_LEN]) -> Option<(u64, u64, u64)> {
     let word = |i: usize| u64::from_le_bytes(t[i..i + 8].try_into().expect("8 bytes"));

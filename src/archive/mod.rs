@@ -10,7 +10,7 @@ mod writer;
 
 pub use decode::decode_record;
 pub use encode::{encode_record, literal_fallbacks};
-pub use format::{encode_trailer, ChunkEntry, Index, HEAD_MAGIC, MAX_CHUNK_BYTES, TRAILER_LEN};
+pub use format::{assemble, ChunkEntry, Index, HEAD_MAGIC, MAX_CHUNK_BYTES, TRAILER_LEN};
 pub use reader::Archive;
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
