@@ -4,14 +4,15 @@
 #   record   one chunk record: program decoder, codecs, executor
 #   header   safetensors headers
 #   pack     chunk bytes packed and decoded back: no record may fall back to literals
+#   codec    each literal codec: arbitrary bytes decoded, arbitrary words round-tripped
 # Seeds for `archive` are small real archives packed from a generated checkpoint.
-#   scripts/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]     (default: 300, all four)
+#   scripts/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]     (default: 300, all five)
 # Crashes are saved under fuzz/artifacts/TARGET/ and make the script fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-300}
 shift || true
-targets=("${@:-archive record header pack}")
+targets=("${@:-archive record header pack codec}")
 # shellcheck disable=SC2206
 targets=(${targets[*]})
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
