@@ -49,6 +49,8 @@ cargo clippy --lib --no-default-features --quiet -- -D warnings
 echo "== tests"
 # Benches are built, not run: their listings are not test results.
 cargo build --quiet --benches --features corpus
+# The mount soak test reads for a minute; its report line shows with --nocapture.
+export BREVIS_SOAK_SECONDS=${BREVIS_SOAK_SECONDS:-60}
 cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
 
 # Miri checks the unsafe-free portable decoders for undefined behaviour (it

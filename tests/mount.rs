@@ -11,6 +11,7 @@ use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Chunk size for the generated archives: small, so that reads cross many chunks.
@@ -776,4 +777,111 @@ fn a_killed_server_leaves_a_stale_mount_named_as_such() {
     );
     let status = Command::new("umount").arg(&m.point).status().unwrap();
     assert!(status.success() && !is_mounted(&m.point));
+}
+
+/// Soak: readers on several threads read random ranges of several archives
+/// through one mount, some with O_DIRECT and some through the page cache,
+/// for BREVIS_SOAK_SECONDS (default 10; scripts/test.sh runs 60), every byte
+/// checked. Reports reads, bytes, mismatches, errors and the server's peak
+/// resident memory against its cache size; fails on any mismatch or error, or
+/// a peak beyond the cache plus a fixed allowance.
+#[test]
+fn soak_random_reads_across_archives() {
+    let seconds: u64 = std::env::var("BREVIS_SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let dir = tempfile::tempdir().unwrap();
+    let originals = dir.path().join("model");
+    std::fs::create_dir_all(&originals).unwrap();
+    for (k, scale) in [(1u64, 64usize), (2, 16), (3, 4)] {
+        std::fs::write(
+            originals.join(format!("part-{k}.safetensors")),
+            checkpoint(k, scale),
+        )
+        .unwrap();
+    }
+    let fp8 = corpus_files()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("fp8"));
+    std::fs::copy(
+        fp8.expect("corpus has minilm-fp8"),
+        originals.join("fp8.safetensors"),
+    )
+    .unwrap();
+    let archives = dir.path().join("archives");
+    pack(&originals, &archives);
+    let cache = 16usize << 20;
+    let m = mount(&archives, &["--cache-size", &cache.to_string()]);
+    let names = ["part-1", "part-2", "part-3", "fp8"].map(|n| format!("{n}.safetensors"));
+    let expected: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| std::fs::read(originals.join(n)).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let (reads, bytes, mismatches, errors) = (
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+    );
+    std::thread::scope(|scope| {
+        for t in 0..6u64 {
+            let (expected, names, m) = (&expected, &names, &m);
+            let (reads, bytes, mismatches, errors) = (&reads, &bytes, &mismatches, &errors);
+            scope.spawn(move || {
+                let files: Vec<File> = names
+                    .iter()
+                    .map(|n| match t % 2 {
+                        0 => open_direct(&m.path(n)),
+                        _ => File::open(m.path(n)).unwrap(),
+                    })
+                    .collect();
+                let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                while Instant::now() < deadline {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let f = (x % 4) as usize;
+                    let original = &expected[f];
+                    let offset = (x >> 8) % original.len() as u64;
+                    let size = ((x >> 40) % (1 << 20)) as usize + 1;
+                    match read_range(&files[f], offset, size) {
+                        Ok(got) => {
+                            let end = original.len().min(offset as usize + size);
+                            if got != original[offset as usize..end] {
+                                mismatches.fetch_add(1, Ordering::Relaxed);
+                            }
+                            bytes.fetch_add(got.len() as u64, Ordering::Relaxed);
+                        }
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pid())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    let (reads, bytes) = (reads.into_inner(), bytes.into_inner());
+    let (mismatches, errors) = (mismatches.into_inner(), errors.into_inner());
+    eprintln!(
+        "soak {seconds} s: {reads} reads, {} MB, {mismatches} mismatches, {errors} errors; \
+         server peak RSS {} MiB with a {} MiB cache",
+        bytes / 1_000_000,
+        peak_kib >> 10,
+        cache >> 20
+    );
+    assert!(reads > 0 && mismatches == 0 && errors == 0);
+    let allowance = 64 << 20;
+    assert!(
+        (peak_kib as usize) * 1024 < cache + allowance,
+        "peak RSS {peak_kib} KiB"
+    );
 }
