@@ -46,6 +46,24 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// The corpus checkpoint whose path contains `name` (see scripts/fetch-corpus.sh).
+fn corpus_file(name: &str) -> PathBuf {
+    let found = corpus_files()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains(name));
+    found.unwrap_or_else(|| panic!("the corpus has no {name}"))
+}
+
+/// Peak resident memory of process `pid`, in KiB.
+fn peak_rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
 /// A model directory of generated checkpoints and plain files, and its archives.
 struct Model {
     _dir: tempfile::TempDir,
@@ -284,10 +302,7 @@ fn presented_tree_equals_the_originals() {
         );
     }
     // A real checkpoint of the corpus too.
-    let real = corpus_files()
-        .into_iter()
-        .find(|p| p.to_string_lossy().contains("fp8"));
-    let real = real.expect("corpus has minilm-fp8");
+    let real = corpus_file("fp8");
     let extra = tempfile::tempdir().unwrap();
     brevis(&["pack", "-q", s(&real), s(&extra.path().join("fp8.brv"))]);
     let m2 = mount(extra.path(), &[]);
@@ -401,11 +416,8 @@ fn python_safetensors_loads_through_the_mount() {
         numpy_checkpoint(),
     )
     .unwrap();
-    let real = corpus_files()
-        .into_iter()
-        .find(|p| p.to_string_lossy().contains("wordllama"));
     std::fs::copy(
-        real.expect("corpus has wordllama-f16"),
+        corpus_file("wordllama"),
         originals.join("wordllama.safetensors"),
     )
     .unwrap();
@@ -664,12 +676,7 @@ fn resident_memory_stays_within_the_cache_limit() {
         assert!(got == original[offset as usize..offset as usize + got.len()]);
         offset += got.len() as u64;
     }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pid())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
+    let peak_kib = peak_rss_kib(m.pid());
     let constant = 32 << 20;
     eprintln!(
         "peak RSS {} MiB reading {} MiB with an 8 MiB cache",
@@ -801,14 +808,7 @@ fn soak_random_reads_across_archives() {
         )
         .unwrap();
     }
-    let fp8 = corpus_files()
-        .into_iter()
-        .find(|p| p.to_string_lossy().contains("fp8"));
-    std::fs::copy(
-        fp8.expect("corpus has minilm-fp8"),
-        originals.join("fp8.safetensors"),
-    )
-    .unwrap();
+    std::fs::copy(corpus_file("fp8"), originals.join("fp8.safetensors")).unwrap();
     let archives = dir.path().join("archives");
     pack(&originals, &archives);
     let cache = 16usize << 20;
@@ -863,12 +863,7 @@ fn soak_random_reads_across_archives() {
             });
         }
     });
-    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pid())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
+    let peak_kib = peak_rss_kib(m.pid());
     let (reads, bytes) = (reads.into_inner(), bytes.into_inner());
     let (mismatches, errors) = (mismatches.into_inner(), errors.into_inner());
     eprintln!(
