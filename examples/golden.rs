@@ -107,37 +107,16 @@ fn bytes32(words: impl IntoIterator<Item = u32>) -> Vec<u8> {
 /// The generated checkpoints packed as they are: name, file, chunk size.
 fn packed() -> Vec<(&'static str, Vec<u8>, usize)> {
     let plain = Extras::default();
+    // A file of one weight tensor `w`.
+    let weights =
+        |dtype: &str, shape: &[u64], data| build(&[tensor("w", dtype, shape, data)], &plain);
     let w = f32s(32 * 1024, 1, 0.02);
-    let f32_file = build(
-        &[tensor(
-            "w",
-            "F32",
-            &[64, 512],
-            bytes32(w.iter().map(|x| x.to_bits())),
-        )],
-        &plain,
-    );
+    let f32_file = weights("F32", &[64, 512], bytes32(w.iter().map(|x| x.to_bits())));
     // 128 KiB chunks of BF16: streams long enough for two rANS lane groups.
     let b = f32s(128 * 1024, 2, 0.02);
-    let bf16_file = build(
-        &[tensor(
-            "w",
-            "BF16",
-            &[256, 512],
-            bytes16(b.iter().map(|&x| bf16(x))),
-        )],
-        &plain,
-    );
+    let bf16_file = weights("BF16", &[256, 512], bytes16(b.iter().map(|&x| bf16(x))));
     let h = f32s(32 * 1024, 3, 0.05);
-    let f16_file = build(
-        &[tensor(
-            "w",
-            "F16",
-            &[128, 256],
-            bytes16(h.iter().map(|&x| f16(x))),
-        )],
-        &plain,
-    );
+    let f16_file = weights("F16", &[128, 256], bytes16(h.iter().map(|&x| f16(x))));
     let mut fp8 = Vec::new();
     for (k, dtype) in ["F8_E4M3", "F8_E5M2"].into_iter().enumerate() {
         let mut rng = Rng(10 + k as u64);
@@ -199,14 +178,10 @@ fn packed() -> Vec<(&'static str, Vec<u8>, usize)> {
     let structured_file = build(&structured, &plain);
     // A BF16 model saved as F32: the low half of every word is zero.
     let u = f32s(32 * 1024, 9, 0.02);
-    let upcast_file = build(
-        &[tensor(
-            "w",
-            "F32",
-            &[64, 512],
-            bytes32(u.iter().map(|&x| (bf16(x) as u32) << 16)),
-        )],
-        &plain,
+    let upcast_file = weights(
+        "F32",
+        &[64, 512],
+        bytes32(u.iter().map(|&x| (bf16(x) as u32) << 16)),
     );
     let corners = Extras {
         metadata: Some(r#"{"format":"pt","note":"golden"}"#.into()),
