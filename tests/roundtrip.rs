@@ -283,11 +283,13 @@ fn unpack_refuses_consistently_swapped_chunks() {
     assert!(archive::verify(&swapped, None, &|_| {}).is_err());
 }
 
-/// Packing gives the same bytes on one thread and on two, with chunks re-fit
-/// from their tensor's first chunk; structured tensors keep their small
-/// programs in every chunk (an arange's later chunks start elsewhere, so the
-/// first chunk's Scan does not fit them and they are searched), and the
-/// archive is within 1% of searching every chunk.
+/// Packing gives the same bytes on one, two and three threads (batches of
+/// different sizes), with chunks re-fit from programs searched on other chunks
+/// of their tensor, also where a tensor's data changes kind part-way (its first
+/// chunks nearly constant); structured tensors keep their small programs in
+/// every chunk (an arange's chunks start at different values, so one chunk's
+/// Scan does not fit the others and they are searched), and the archive is
+/// within 1% of searching every chunk.
 #[test]
 fn packing_with_refits_is_deterministic_and_keeps_structure() {
     let dir = tempfile::tempdir().unwrap();
@@ -297,9 +299,13 @@ fn packing_with_refits_is_deterministic_and_keeps_structure() {
         .collect();
     let arange: Vec<u8> = (0..8192i64).flat_map(|i| (7 * i).to_le_bytes()).collect();
     let rows: Vec<u8> = noise(4, 256).repeat(64);
+    let mut uneven = vec![0u8; 4 * 4096];
+    uneven[100] = 1;
+    uneven.extend(&weights[..8 * 4096]);
     let file = build(
         &[
             tensor("weights", "BF16", &[16384], weights.clone()),
+            tensor("uneven", "BF16", &[24576], uneven),
             tensor("arange", "I64", &[8192], arange.clone()),
             tensor("rows", "U8", &[64, 256], rows.clone()),
         ],
@@ -326,6 +332,10 @@ fn packing_with_refits_is_deterministic_and_keeps_structure() {
     let one = pack_with(1, true, "1.brv");
     let two = pack_with(2, true, "2.brv");
     assert!(one == two, "-j1 and -j2 archives differ");
+    assert!(
+        one == pack_with(3, true, "3.brv"),
+        "-j1 and -j3 archives differ"
+    );
     let searched = pack_with(2, false, "searched.brv");
     assert!(
         one.len() * 100 <= searched.len() * 101,

@@ -43,34 +43,46 @@ pub(super) fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Vec<u32>> {
     }
 }
 
+/// A chunk's record and its lanes' programs as templates.
+pub struct Encoded {
+    pub record: Vec<u8>,
+    pub templates: Vec<Template>,
+}
+
 /// Synthesizes and encodes the record of one chunk, then decodes it again: a
 /// record that would not reproduce `bytes` is never written (it is replaced by
 /// plain literals, the bug is logged and counted in [`literal_fallbacks`]).
 pub fn encode_record(bytes: &[u8], layout: Layout, hint: Hint, opts: &SynthOptions) -> Vec<u8> {
-    encode_record_like(bytes, layout, hint, opts, &[]).0
+    let encoded = encode_record_like(bytes, layout, hint, opts, &[], true);
+    encoded
+        .expect("a chunk that may be searched is encoded")
+        .record
 }
 
-/// [`encode_record`], re-fitting `like` (one template per lane, from another
-/// chunk of the same tensor) where it fits; returns the record and the
-/// templates of its own programs.
+/// [`encode_record`], re-fitting the first of `like` that fits (each one
+/// template per lane, from other chunks of the same tensor). A lane none fits
+/// is searched if `may_search`; otherwise the result is None.
 pub fn encode_record_like(
     bytes: &[u8],
     layout: Layout,
     hint: Hint,
     opts: &SynthOptions,
-    like: &[Template],
-) -> (Vec<u8>, Vec<Template>) {
+    like: &[Vec<Template>],
+    may_search: bool,
+) -> Option<Encoded> {
     let lanes = to_lanes(bytes, layout);
     let mut record = Vec::new();
     let mut templates = Vec::with_capacity(lanes.len());
     for (k, lane) in lanes.iter().enumerate() {
-        let program = synth::synthesize_like(lane, layout.lane_width(), hint, opts, like.get(k));
+        let width = layout.lane_width();
+        let like: Vec<&Template> = like.iter().filter_map(|t| t.get(k)).collect();
+        let program = synth::synthesize_like(lane, width, hint, opts, &like, may_search)?;
         encode_program(&program, &mut record);
         templates.push(Template::of(&program));
     }
     let mut check = vec![0u8; bytes.len()];
     if decode_record(&record, layout, &mut check).is_ok() && check == bytes {
-        return (record, templates);
+        return Some(Encoded { record, templates });
     }
     // A bug in the search or the coders: never write it, and make it count.
     FALLBACKS.fetch_add(1, Ordering::Relaxed);
@@ -81,7 +93,10 @@ pub fn encode_record_like(
         encode_program(&program, &mut record);
     }
     // No template from a record that went wrong.
-    (record, Vec::new())
+    Some(Encoded {
+        record,
+        templates: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::encode::{encode_record_like, to_lanes};
+use super::encode::{encode_record_like, to_lanes, Encoded};
 use super::format::{checksum, encode_trailer, ChunkEntry, Index, HEAD_MAGIC};
 use crate::atomic::write_atomically;
 use crate::error::{Error, IoContext, Result};
@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -65,18 +66,26 @@ struct Planned {
     start: u64,
     len: u64,
     element: Element,
-    /// The tensor it is a piece of, if any: chunks of a tensor after its
-    /// first re-fit the first one's programs (see `synth::Template`).
+    /// The tensor it is a piece of, if any: chunks of a tensor re-fit programs
+    /// searched on others (see `pack_batch`).
     tensor: Option<usize>,
-    /// Whether it is the first chunk of its region.
-    first: bool,
+    /// Its place among the chunks of its region, and their number.
+    nth: u64,
+    count: u64,
 }
 
 impl Planned {
-    /// Whether the chunk is searched afresh rather than re-fit from its
-    /// tensor's first chunk.
+    /// Whether the chunk is searched afresh rather than re-fit from another
+    /// chunk of its tensor.
     fn searched(&self) -> bool {
-        self.first || self.tensor.is_none()
+        self.tensor.is_none() || self.nth == self.representative()
+    }
+
+    /// The chunk of its region whose program is the region's first template:
+    /// the middle one, as the first often differs from the rest (an
+    /// embedding's first rows are its special tokens).
+    fn representative(&self) -> u64 {
+        (self.count - 1) / 2
     }
 }
 
@@ -90,18 +99,18 @@ fn push_region(
 ) {
     let e = element.layout.element_bytes() as u64;
     let step = (chunk / e).max(1) * e;
-    let mut at = start;
-    while at < end {
-        let len = step.min(end - at);
-        plan.push(Planned {
+    let count = (end.saturating_sub(start)).div_ceil(step);
+    plan.extend((0..count).map(|nth| {
+        let at = start + nth * step;
+        Planned {
             start: at,
-            len,
+            len: step.min(end - at),
             element,
             tensor,
-            first: at == start,
-        });
-        at += len;
-    }
+            nth,
+            count,
+        }
+    }));
 }
 
 /// An open source file and the chunks planned for it.
@@ -189,16 +198,18 @@ fn write_archive(
     let batch_bytes = chunk * 2 * rayon::current_num_threads() as u64;
     let mut buf = Vec::new();
     let mut done = 0u64;
-    // Programs of the first chunk of each tensor still being packed.
-    let mut templates: HashMap<usize, Vec<Template>> = HashMap::new();
-    for batch in batches(plan, batch_bytes) {
+    let mut carry = Carry::default();
+    for range in batches(plan, batch_bytes) {
+        let batch = &plan[range.clone()];
         let start = batch[0].start;
         let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
         buf.resize((end - start) as usize, 0);
         source.read(start, &mut buf)?;
         sha.update(&buf);
         let bytes = |p: &Planned| &buf[(p.start - start) as usize..][..p.len as usize];
-        for (chunk, record) in pack_batch(batch, bytes, synth, &mut templates) {
+        let ahead = representative_ahead(source, range)?;
+        let ahead = ahead.as_ref().map(|(p, b)| (p, b.as_slice()));
+        for (chunk, record) in pack_batch(batch, bytes, ahead, synth, &mut carry) {
             out.write_all(&record).at(tmp)?;
             records_len += record.len() as u64;
             chunks.push(chunk);
@@ -226,38 +237,113 @@ fn write_archive(
     })
 }
 
+/// The representative chunk (see [`Planned::representative`]) of the tensor
+/// that starts in the batch `range` of the plan but ends after it, if it lies
+/// beyond the batch, and its bytes. (Tensors are contiguous: only the batch's
+/// last one can reach beyond it.)
+fn representative_ahead(
+    source: &Source,
+    range: Range<usize>,
+) -> Result<Option<(Planned, Vec<u8>)>> {
+    let plan = &source.plan;
+    let last = plan[range.end - 1];
+    let r = range.end - 1 - last.nth as usize + last.representative() as usize;
+    if last.tensor.is_none() || last.nth as usize > range.end - 1 - range.start || r < range.end {
+        return Ok(None);
+    }
+    let p = plan[r];
+    let mut bytes = vec![0; p.len as usize];
+    source.read(p.start, &mut bytes)?;
+    Ok(Some((p, bytes)))
+}
+
+/// What packing carries from batch to batch for the tensors in flight.
+#[derive(Default)]
+struct Carry {
+    /// Each tensor's templates.
+    templates: HashMap<usize, Templates>,
+    /// The entry and record of each representative searched before its batch.
+    ahead: HashMap<usize, (ChunkEntry, Vec<u8>)>,
+}
+
 /// The index entries and records of a batch's chunks, in order, packed in
-/// parallel: first the chunks searched afresh, whose programs become their
-/// tensors' `templates`, then the others, re-fit from those. Templates come
-/// only from first chunks, so the output depends neither on the batches nor
-/// on the thread count.
+/// parallel. Chunks outside tensors and each tensor's representative chunk
+/// are searched; the representative's programs are its tensor's first
+/// template (`ahead` is the one that lies beyond the batch, searched before
+/// its batch and kept). The other chunks are re-fit from their tensor's
+/// templates, the cheapest re-fit kept if it fits its template; where none
+/// fits, the tensor's first such chunk is searched and its programs join the
+/// templates of the chunks after it, which are re-fit again. Each chunk's
+/// templates thus follow from the chunks before it in its tensor and its
+/// representative, whatever the batches and the thread count: the output
+/// depends on neither.
 fn pack_batch<'a>(
     batch: &'a [Planned],
     bytes: impl Fn(&'a Planned) -> &'a [u8] + Sync,
+    ahead: Option<(&'a Planned, &'a [u8])>,
     synth: &SynthOptions,
-    templates: &mut HashMap<usize, Vec<Template>>,
+    carry: &mut Carry,
 ) -> Vec<(ChunkEntry, Vec<u8>)> {
-    templates.retain(|&t, _| batch.iter().any(|p| p.tensor == Some(t)));
+    let in_batch = |t: &usize| batch.iter().any(|p| p.tensor == Some(*t));
+    carry.templates.retain(|t, _| in_batch(t));
     let mut packed = vec![None; batch.len()];
-    for searched in [true, false] {
-        let done: Vec<_> = (0..batch.len())
-            .into_par_iter()
-            .filter(|&k| batch[k].searched() == searched)
-            .map(|k| {
-                let p = &batch[k];
-                let like = (p.tensor.filter(|_| !searched)).and_then(|t| templates.get(&t));
-                (
-                    k,
-                    pack_chunk(bytes(p), p, synth, like.map_or(&[], Vec::as_slice)),
-                )
+    let (searched, mut pending): (Vec<usize>, Vec<usize>) =
+        (0..batch.len()).partition(|&k| batch[k].searched());
+    let mut jobs = Vec::new();
+    for k in searched {
+        match batch[k].tensor.and_then(|t| carry.ahead.remove(&t)) {
+            Some(done) => packed[k] = Some(done),
+            None => jobs.push((Some(k), &batch[k], bytes(&batch[k]))),
+        }
+    }
+    // Representatives first: their programs seed the templates.
+    jobs.extend(ahead.map(|(p, b)| (None, p, b)));
+    let templates = &mut carry.templates;
+    for (k, p, entry, encoded) in search_chunks(jobs, synth, templates) {
+        if let Some(t) = p.tensor {
+            templates
+                .entry(t)
+                .or_insert_with(|| vec![encoded.templates]);
+        }
+        match (k, p.tensor) {
+            (Some(k), _) => packed[k] = Some((entry, encoded.record)),
+            (None, Some(t)) => _ = carry.ahead.insert(t, (entry, encoded.record)),
+            (None, None) => unreachable!("only tensors' chunks are searched ahead"),
+        }
+    }
+    while !pending.is_empty() {
+        let tried: Vec<_> = pending
+            .par_iter()
+            .map(|&k| {
+                let like = like(templates, &batch[k]);
+                pack_chunk(bytes(&batch[k]), &batch[k], synth, like, false)
             })
             .collect();
-        for (k, (entry, record, lanes)) in done {
-            if let Some(t) = batch[k].tensor.filter(|_| searched) {
-                templates.insert(t, lanes);
+        // Per tensor, the chunks before its first misfit are done; that one
+        // is searched next, and those after it wait for its template.
+        let mut misfits = Vec::new();
+        let mut waiting = Vec::new();
+        for (k, chunk) in pending.into_iter().zip(tried) {
+            let tensor = batch[k].tensor;
+            match chunk {
+                _ if misfits.iter().any(|&m: &usize| batch[m].tensor == tensor) => waiting.push(k),
+                Some((entry, encoded)) => packed[k] = Some((entry, encoded.record)),
+                None => misfits.push(k),
             }
-            packed[k] = Some((entry, record));
         }
+        let jobs = misfits
+            .iter()
+            .map(|&k| (Some(k), &batch[k], bytes(&batch[k])));
+        let jobs = jobs.collect();
+        for (k, p, entry, encoded) in search_chunks(jobs, synth, templates) {
+            if let Some(t) = p.tensor {
+                let list = templates.entry(t).or_default();
+                list.insert(list.len().min(1), encoded.templates);
+                list.truncate(MAX_TEMPLATES);
+            }
+            packed[k.expect("misfits are batch chunks")] = Some((entry, encoded.record));
+        }
+        pending = waiting;
     }
     packed
         .into_iter()
@@ -265,15 +351,48 @@ fn pack_batch<'a>(
         .collect()
 }
 
-/// Consecutive runs of planned chunks of about `target` source bytes each.
-fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = &[Planned]> {
-    let mut rest = plan;
+/// A tensor's templates, in the order they are tried: the representative's
+/// programs, then those of the chunks searched since, newest first (each one
+/// template per lane).
+type Templates = Vec<Vec<Template>>;
+
+/// Templates a tensor keeps: a region of data unlike the representative's
+/// gets its own without pushing out the representative's.
+const MAX_TEMPLATES: usize = 4;
+
+/// The templates of `p`'s tensor.
+fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<Template>] {
+    let list = p.tensor.and_then(|t| templates.get(&t));
+    list.map_or(&[], Vec::as_slice)
+}
+
+/// Searches `jobs` (a batch index if any, the chunk, its bytes) in parallel,
+/// each with its tensor's current template as a candidate.
+fn search_chunks<'a>(
+    jobs: Vec<(Option<usize>, &'a Planned, &'a [u8])>,
+    synth: &SynthOptions,
+    templates: &HashMap<usize, Templates>,
+) -> Vec<(Option<usize>, &'a Planned, ChunkEntry, Encoded)> {
+    jobs.into_par_iter()
+        .map(|(k, p, bytes)| {
+            let like = like(templates, p);
+            let (entry, encoded) =
+                pack_chunk(bytes, p, synth, like, true).expect("a searched chunk is packed");
+            (k, p, entry, encoded)
+        })
+        .collect()
+}
+
+/// Consecutive runs of planned chunks of about `target` source bytes each, as
+/// ranges of the plan.
+fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = Range<usize>> + '_ {
+    let mut at = 0;
     std::iter::from_fn(move || {
-        if rest.is_empty() {
+        if at == plan.len() {
             return None;
         }
         let mut bytes = 0;
-        let n = rest
+        let n = plan[at..]
             .iter()
             .take_while(|p| {
                 let take = bytes < target;
@@ -281,31 +400,32 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = &[Planned]> {
                 take
             })
             .count();
-        let (head, tail) = rest.split_at(n);
-        rest = tail;
-        Some(head)
+        at += n;
+        Some(at - n..at)
     })
 }
 
-/// The index entry and record of one chunk, and its programs as templates.
+/// The index entry and record of one chunk, re-fit from `like` or searched
+/// (see [`encode_record_like`]).
 fn pack_chunk(
     bytes: &[u8],
     p: &Planned,
     synth: &SynthOptions,
-    like: &[Template],
-) -> (ChunkEntry, Vec<u8>, Vec<Template>) {
+    like: &[Vec<Template>],
+    may_search: bool,
+) -> Option<(ChunkEntry, Encoded)> {
     let layout: Layout = p.element.layout;
     let hint = Hint {
         float: p.element.float,
     };
-    let (record, templates) = encode_record_like(bytes, layout, hint, synth, like);
+    let encoded = encode_record_like(bytes, layout, hint, synth, like, may_search)?;
     let chunk = ChunkEntry {
         layout,
         src_len: p.len,
-        rec_len: record.len() as u64,
+        rec_len: encoded.record.len() as u64,
         checksum: checksum(bytes),
     };
-    (chunk, record, templates)
+    Some((chunk, encoded))
 }
 
 /// A deterministic sample of the file's tensor chunks, stratified by dtype and

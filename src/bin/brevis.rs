@@ -14,6 +14,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Packing allocates and frees chunk-sized buffers on every worker thread;
+/// glibc's per-thread arenas return them to the kernel and fault them in
+/// again each time, mimalloc keeps them (see docs/PERFORMANCE.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Lossless, random-access compression of safetensors checkpoints.
 ///
 /// Every chunk of every tensor is stored as a small program that regenerates its

@@ -107,21 +107,43 @@ pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) ->
     search(words, width, hint, opts).program
 }
 
-/// [`synthesize`], but first re-fitting `like` (a template from another chunk
-/// of the same tensor lane) when the options allow: the search runs only
-/// where the template does not fit well.
+/// [`synthesize`], but first re-fitting the templates `like` (from other
+/// chunks of the same tensor lane), in order, when the options allow: the
+/// first that fits is kept. Where none fits, the lane is searched only if
+/// `may_search` (and the smallest of the search's program and the re-fits is
+/// kept); otherwise None.
 pub fn synthesize_like(
     words: &[u32],
     width: u32,
     hint: Hint,
     opts: &SynthOptions,
-    like: Option<&Template>,
-) -> Program<Literal> {
-    let refit = like
-        .zip(opts.refit_slack)
-        .filter(|(t, _)| t.width() == width)
-        .and_then(|(t, slack)| t.refit(words, slack));
-    refit.unwrap_or_else(|| synthesize(words, width, hint, opts))
+    like: &[&Template],
+    may_search: bool,
+) -> Option<Program<Literal>> {
+    let mut refits: Vec<(Program<Literal>, bool)> = Vec::new();
+    if let Some(slack) = opts.refit_slack {
+        for t in like.iter().filter(|t| t.width() == width) {
+            if let Some(p) = t.apply(words) {
+                let fits = t.fits(&p, slack);
+                refits.push((p, fits));
+            }
+        }
+    }
+    // The cheapest re-fit, if it fits its template.
+    refits.sort_by_key(|(p, _)| cost(p));
+    if let Some((p, true)) = refits.first() {
+        return Some(p.clone());
+    }
+    if !may_search {
+        return None;
+    }
+    let found = synthesize(words, width, hint, opts);
+    // The search is bounded: a template's shape may still be the cheaper.
+    let best = [found]
+        .into_iter()
+        .chain(refits.into_iter().map(|(p, _)| p))
+        .min_by_key(cost);
+    Some(best.expect("the search's program is a candidate"))
 }
 
 /// One in this many raw bytes of its stream is what a Map or Scan must save to be

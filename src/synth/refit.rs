@@ -1,9 +1,10 @@
 //! Re-fitting a program found on one chunk to another chunk of the same
 //! tensor: most chunks of a tensor take the same program shape (the same
-//! operators with the same parameters), so the packer searches a tensor's
-//! first chunk and, for the others, derives the children's streams along that
+//! operators with the same parameters), so the packer searches one chunk of a
+//! tensor and, for the others, derives the children's streams along that
 //! shape and only picks new leaves. A full search runs again where the re-fit
-//! costs noticeably more, per word, than the search's program did.
+//! costs noticeably more per word than the search's program did, or much
+//! less (different data, which another shape may suit better).
 
 use super::expand::Shape;
 use super::{cost, leaf};
@@ -29,15 +30,23 @@ impl Template {
         }
     }
 
-    /// The template over `words` (of the template's width), if its shape can
-    /// yield them and the result costs at most `1 + 1/slack` times the
-    /// template's cost per word, plus [`FIXED_ALLOWANCE`].
-    pub fn refit(&self, words: &[u32], slack: usize) -> Option<Program<Literal>> {
-        let p = refit(&self.shape, words.into())?;
+    /// The template's shape over `words` (of the template's width) with new
+    /// leaves, if the shape can yield them.
+    pub fn apply(&self, words: &[u32]) -> Option<Program<Literal>> {
+        refit(&self.shape, words.into())
+    }
+
+    /// Whether `p`, applied to a stream, costs at most `1 + 1/slack` times the
+    /// template's cost per word, plus [`FIXED_ALLOWANCE`], and not less than
+    /// [`CHEAPER_DIVISOR`] allows: a stream that codes much cheaper than the
+    /// template's is different data, which another shape may suit better.
+    pub fn fits(&self, p: &Program<Literal>, slack: usize) -> bool {
         let (len, slack) = (self.shape.ty.len as u128, slack as u128);
-        let budget =
-            self.cost as u128 * words.len() as u128 * (slack + 1) + FIXED_ALLOWANCE * len * slack;
-        (cost(&p) as u128 * len * slack <= budget).then_some(p)
+        let (cost, words) = (cost(p) as u128, p.ty.len as u128);
+        let per_word = self.cost as u128 * words;
+        let budget = per_word * (slack + 1) + FIXED_ALLOWANCE * len * slack;
+        let floor = per_word - per_word / CHEAPER_DIVISOR;
+        cost * len * slack <= budget && cost * len >= floor
     }
 
     /// The word width the template was found at.
@@ -45,6 +54,10 @@ impl Template {
         self.shape.ty.width
     }
 }
+
+/// A re-fit costing less than `1 - 1/this` times its template per word is
+/// searched (see the measurements in docs/PERFORMANCE.md).
+const CHEAPER_DIVISOR: u128 = 4;
 
 /// Bytes a re-fit may cost beyond its template's per-word cost: tables and
 /// headers do not shrink with a shorter chunk.
@@ -209,7 +222,8 @@ mod tests {
         let t = Template::of(&p);
         let second = words(2, 3000);
         let q = t
-            .refit(&second, 10)
+            .apply(&second)
+            .filter(|q| t.fits(q, 10))
             .expect("same statistics refit within slack");
         assert!(matches!(q.op, Op::Merge { .. }));
         assert!(runs_to(&q, &second));
@@ -236,11 +250,36 @@ mod tests {
             1000,
         );
         let later: Vec<u32> = (0..1000).map(|i| 100_000 + 3 * i).collect();
-        assert!(t.refit(&later, 10).is_none());
+        assert!(!t.fits(&t.apply(&later).unwrap(), 10));
         // With any slack at all a same-start stream re-fits exactly.
         let same: Vec<u32> = (0..500).map(|i| 3 * i + 3).collect();
-        let q = t.refit(&same, 10).unwrap();
+        let q = t.apply(&same).unwrap();
+        assert!(t.fits(&q, 10));
         assert!(runs_to(&q, &same));
+    }
+
+    #[test]
+    fn a_much_cheaper_stream_does_not_fit() {
+        // Float-like noise found as a Merge of fields: nearly constant words
+        // re-fit to tiny literals, far below the template's cost per word.
+        let noisy = words(3, 4096);
+        let found = Shape::Merge(Fields::Float(FloatFormat::F16));
+        let kids: Vec<_> = found
+            .children(&noisy, 16)
+            .into_iter()
+            .map(|(t, s)| leaf(s, t.width).0)
+            .collect();
+        let ty = Type {
+            width: 16,
+            len: 4096,
+        };
+        let t = Template::of(&found.build(ty, kids));
+        let mut flat = vec![0x3c00; 4096];
+        flat[7] = 0x3c01;
+        let q = t.apply(&flat).unwrap();
+        assert!(runs_to(&q, &flat));
+        assert!(!t.fits(&q, 10));
+        assert!(t.fits(&t.apply(&words(4, 4096)).unwrap(), 10));
     }
 
     #[test]
@@ -256,12 +295,12 @@ mod tests {
             256,
         );
         let periodic = row.repeat(4);
-        assert!(runs_to(&t.refit(&periodic, 10).unwrap(), &periodic));
+        assert!(runs_to(&t.apply(&periodic).unwrap(), &periodic));
         let mut broken = periodic.clone();
         broken[200] ^= 1;
-        assert!(t.refit(&broken, 10).is_none());
+        assert!(t.apply(&broken).is_none());
         // A constant target: the Repeat of a Const becomes the Const alone.
-        let q = t.refit(&[5; 256], 10).unwrap();
+        let q = t.apply(&[5; 256]).unwrap();
         assert_eq!(q.op, Op::Const(5));
     }
 }
