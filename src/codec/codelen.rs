@@ -67,61 +67,59 @@ fn huffman_lengths(weights: &[u64], order: &[usize]) -> Vec<u32> {
 
 /// Package-merge (Larmore & Hirschberg): `limit` rounds of pairing the
 /// cheapest items and merging the pairs with the leaves; the cheapest 2m-2
-/// items of the last list give each leaf's code length as its number of
-/// occurrences inside them.
+/// items of the last list are kept, and each kept package keeps both items it
+/// pairs from the list before. A leaf's code length is the number of lists in
+/// which it is kept. Every list is sorted with the leaves in order, so what is
+/// kept of a list is a prefix, and of its leaves a prefix too: only the
+/// number of leaves in each list's prefixes is needed, not the packages' trees.
 fn package_merge(weights: &[u64], order: &[usize], limit: u32) -> Vec<u32> {
     let m = weights.len();
-    // An item is (weight, node); nodes below m are leaves (sorted positions),
-    // node m + k is the package `children[k]`.
-    let leaves: Vec<(u64, usize)> = order
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| (weights[i], k))
-        .collect();
-    let mut children: Vec<[usize; 2]> = Vec::new();
+    let leaves: Vec<u64> = order.iter().map(|&i| weights[i]).collect();
+    // is_leaf[j][k]: whether item k of list j is a leaf (list 0 is the leaves).
+    let mut is_leaf: Vec<Vec<bool>> = vec![vec![true; m]];
     let mut list = leaves.clone();
+    let mut packages = Vec::with_capacity(m);
     for _ in 1..limit {
-        let mut packages = Vec::with_capacity(list.len() / 2);
-        for pair in list.chunks_exact(2) {
-            children.push([pair[0].1, pair[1].1]);
-            packages.push((pair[0].0 + pair[1].0, m + children.len() - 1));
-        }
-        list = merge_by_weight(&leaves, &packages);
+        packages.clear();
+        packages.extend(list.chunks_exact(2).map(|pair| pair[0] + pair[1]));
+        let (merged, kinds) = merge_by_weight(&leaves, &packages);
+        list = merged;
+        is_leaf.push(kinds);
     }
-    let mut occurrences = vec![0u32; m];
-    let mut stack = Vec::new();
-    for &(_, node) in &list[..2 * m - 2] {
-        stack.push(node);
-        while let Some(node) = stack.pop() {
-            match node.checked_sub(m) {
-                None => occurrences[node] += 1,
-                Some(k) => stack.extend_from_slice(&children[k]),
-            }
-        }
+    // Walk back from the last list: its first 2m-2 items are kept, and each
+    // kept package keeps two items of the list before.
+    let mut kept_leaves = vec![0usize; is_leaf.len()];
+    let mut kept = 2 * m - 2;
+    for (j, kinds) in is_leaf.iter().enumerate().rev() {
+        let leaves_kept = kinds[..kept].iter().filter(|&&leaf| leaf).count();
+        kept_leaves[j] = leaves_kept;
+        kept = 2 * (kept - leaves_kept);
     }
     let mut lengths = vec![0; m];
     for (leaf, &i) in order.iter().enumerate() {
-        lengths[i] = occurrences[leaf];
+        lengths[i] = kept_leaves.iter().filter(|&&n| leaf < n).count() as u32;
     }
     lengths
 }
 
-/// Merges two lists sorted by weight; on equal weights leaves come first.
-fn merge_by_weight(leaves: &[(u64, usize)], packages: &[(u64, usize)]) -> Vec<(u64, usize)> {
-    let mut merged = Vec::with_capacity(leaves.len() + packages.len());
+/// Merges the leaves and the packages, both sorted, by weight (on equal
+/// weights leaves first): the merged weights and whether each is a leaf.
+fn merge_by_weight(leaves: &[u64], packages: &[u64]) -> (Vec<u64>, Vec<bool>) {
+    let n = leaves.len() + packages.len();
+    let (mut merged, mut kinds) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut i, mut j) = (0, 0);
-    while i < leaves.len() && j < packages.len() {
-        if leaves[i].0 <= packages[j].0 {
+    while i < leaves.len() || j < packages.len() {
+        let leaf = j == packages.len() || (i < leaves.len() && leaves[i] <= packages[j]);
+        if leaf {
             merged.push(leaves[i]);
             i += 1;
         } else {
             merged.push(packages[j]);
             j += 1;
         }
+        kinds.push(leaf);
     }
-    merged.extend_from_slice(&leaves[i..]);
-    merged.extend_from_slice(&packages[j..]);
-    merged
+    (merged, kinds)
 }
 
 #[cfg(test)]
@@ -162,6 +160,43 @@ mod tests {
         let merged = package_merge(&weights, &order, 30);
         assert_eq!(cost(&weights, &huffman), cost(&weights, &merged));
         assert!(kraft_complete(&merged, 30));
+    }
+
+    /// Against every assignment of lengths 1..=limit that satisfies Kraft's
+    /// inequality, on small skewed alphabets where the limit binds.
+    #[test]
+    fn package_merge_is_optimal_under_tight_limits() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let m = 3 + (seed % 5) as usize;
+            let limit = (usize::BITS - (m - 1).leading_zeros()).max(2);
+            let weights: Vec<u64> = (0..m)
+                .map(|i| (1 + ((seed >> (8 * i)) & 0xff)) << i)
+                .collect();
+            let got = package_merge(&weights, &sorted_order(&weights), limit);
+            assert!(got.iter().all(|&l| (1..=limit).contains(&l)));
+            assert!(got.iter().map(|&l| 1u64 << (limit - l)).sum::<u64>() <= 1 << limit);
+            let mut best = u64::MAX;
+            let mut lengths = vec![1u32; m];
+            loop {
+                if lengths.iter().map(|&l| 1u64 << (limit - l)).sum::<u64>() <= 1 << limit {
+                    best = best.min(cost(&weights, &lengths));
+                }
+                let Some(k) = lengths.iter().position(|&l| l < limit) else {
+                    break;
+                };
+                lengths[k] += 1;
+                lengths[..k].fill(1);
+            }
+            assert_eq!(
+                cost(&weights, &got),
+                best,
+                "weights {weights:?} limit {limit}"
+            );
+        }
     }
 
     #[test]
