@@ -62,13 +62,13 @@ impl Shape {
                 let mut start = 0;
                 (ends.iter())
                     .map(|&end| {
-                        let part = child(width, t[start..end].to_vec());
+                        let part = child(width, t[start..end].into());
                         start = end;
                         part
                     })
                     .collect()
             }
-            Shape::Repeat { times } => vec![child(width, t[..t.len() / times].to_vec())],
+            Shape::Repeat { times } => vec![child(width, t[..t.len() / times].into())],
             Shape::Map(op) => vec![child(
                 width,
                 t.iter().map(|&y| op.invert(y, width)).collect(),
@@ -200,14 +200,9 @@ pub fn expansions(
         .collect()
 }
 
-fn child(width: u32, words: Vec<u32>) -> (Type, Arc<[u32]>) {
-    (
-        Type {
-            width,
-            len: words.len(),
-        },
-        words.into(),
-    )
+fn child(width: u32, words: Arc<[u32]>) -> (Type, Arc<[u32]>) {
+    let len = words.len();
+    (Type { width, len }, words)
 }
 
 /// Ends of Concat parts at boundaries where the stream's character changes: the
