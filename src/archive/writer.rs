@@ -66,9 +66,12 @@ struct Planned {
     start: u64,
     len: u64,
     element: Element,
-    /// The tensor it is a piece of, if any: chunks of a tensor re-fit programs
-    /// searched on others (see `pack_batch`).
-    tensor: Option<usize>,
+    /// The class of the tensor it is a piece of, if any: tensors of one dtype
+    /// and shape, whose chunks re-fit programs searched on others (see
+    /// `pack_batch`).
+    class: Option<usize>,
+    /// Whether its tensor is the first of its class.
+    leads: bool,
     /// Its place among the chunks of its region, and their number.
     nth: u64,
     count: u64,
@@ -76,12 +79,13 @@ struct Planned {
 
 impl Planned {
     /// Whether the chunk is searched afresh rather than re-fit from another
-    /// chunk of its tensor.
+    /// chunk of its class: chunks outside tensors, and the representative of
+    /// the tensor that leads its class.
     fn searched(&self) -> bool {
-        self.tensor.is_none() || self.nth == self.representative()
+        self.class.is_none() || (self.leads && self.nth == self.representative())
     }
 
-    /// The chunk of its region whose program is the region's first template:
+    /// The chunk of its region whose program is the first template of a class:
     /// the middle one, as the first often differs from the rest (an
     /// embedding's first rows are its special tokens).
     fn representative(&self) -> u64 {
@@ -94,7 +98,7 @@ fn push_region(
     plan: &mut Vec<Planned>,
     (start, end): (u64, u64),
     element: Element,
-    tensor: Option<usize>,
+    (class, leads): (Option<usize>, bool),
     chunk: u64,
 ) {
     let e = element.layout.element_bytes() as u64;
@@ -106,7 +110,8 @@ fn push_region(
             start: at,
             len: step.min(end - at),
             element,
-            tensor,
+            class,
+            leads,
             nth,
             count,
         }
@@ -154,15 +159,20 @@ fn plan(src: &Path, file: &File, size: u64, chunk: u64) -> Result<Vec<Planned>> 
     })?;
     let mut plan = Vec::new();
     let bytes = Element::BYTES;
-    push_region(&mut plan, (0, layout.header_end), bytes, None, chunk);
+    let none = (None, false);
+    push_region(&mut plan, (0, layout.header_end), bytes, none, chunk);
     let mut at = layout.header_end;
-    for (k, t) in layout.tensors.iter().enumerate() {
-        push_region(&mut plan, (at, t.start), bytes, None, chunk);
+    let mut classes = HashMap::new();
+    for t in &layout.tensors {
+        push_region(&mut plan, (at, t.start), bytes, none, chunk);
         let element = Element::of_dtype(&t.dtype);
-        push_region(&mut plan, (t.start, t.end), element, Some(k), chunk);
+        let next = classes.len();
+        let class = *classes.entry((&t.dtype, &t.shape)).or_insert(next);
+        let group = (Some(class), class == next);
+        push_region(&mut plan, (t.start, t.end), element, group, chunk);
         at = at.max(t.end);
     }
-    push_region(&mut plan, (at, size), bytes, None, chunk);
+    push_region(&mut plan, (at, size), bytes, none, chunk);
     Ok(plan)
 }
 
@@ -238,17 +248,18 @@ fn write_archive(
 }
 
 /// The representative chunk (see [`Planned::representative`]) of the tensor
-/// that starts in the batch `range` of the plan but ends after it, if it lies
-/// beyond the batch, and its bytes. (Tensors are contiguous: only the batch's
-/// last one can reach beyond it.)
+/// that leads its class, starts in the batch `range` of the plan and ends
+/// after it, if it lies beyond the batch, and its bytes. (Tensors are
+/// contiguous: only the batch's last one can reach beyond it.)
 fn representative_ahead(
     source: &Source,
     range: Range<usize>,
 ) -> Result<Option<(Planned, Vec<u8>)>> {
     let plan = &source.plan;
     let last = plan[range.end - 1];
+    let started_here = last.nth as usize <= range.end - 1 - range.start;
     let r = range.end - 1 - last.nth as usize + last.representative() as usize;
-    if last.tensor.is_none() || last.nth as usize > range.end - 1 - range.start || r < range.end {
+    if last.class.is_none() || !last.leads || !started_here || r < range.end {
         return Ok(None);
     }
     let p = plan[r];
@@ -257,26 +268,26 @@ fn representative_ahead(
     Ok(Some((p, bytes)))
 }
 
-/// What packing carries from batch to batch for the tensors in flight.
+/// What packing carries from batch to batch.
 #[derive(Default)]
 struct Carry {
-    /// Each tensor's templates.
+    /// Each class's templates.
     templates: HashMap<usize, Templates>,
-    /// The entry and record of each representative searched before its batch.
-    ahead: HashMap<usize, (ChunkEntry, Vec<u8>)>,
+    /// The entry and record of a representative searched before its batch.
+    ahead: Option<(usize, (ChunkEntry, Vec<u8>))>,
 }
 
 /// The index entries and records of a batch's chunks, in order, packed in
-/// parallel. Chunks outside tensors and each tensor's representative chunk
-/// are searched; the representative's programs are its tensor's first
-/// template (`ahead` is the one that lies beyond the batch, searched before
-/// its batch and kept). The other chunks are re-fit from their tensor's
-/// templates, the cheapest re-fit kept if it fits its template; where none
-/// fits, the tensor's first such chunk is searched and its programs join the
-/// templates of the chunks after it, which are re-fit again. Each chunk's
-/// templates thus follow from the chunks before it in its tensor and its
-/// representative, whatever the batches and the thread count: the output
-/// depends on neither.
+/// parallel. Chunks outside tensors are searched, and so is the
+/// representative chunk of the tensor that leads each class (tensors of one
+/// dtype and shape): its programs are the class's first template (`ahead` is
+/// one that lies beyond the batch, searched before its batch and kept). Every
+/// other chunk is re-fit from its class's templates, the cheapest re-fit kept
+/// if it fits its template; where none fits, the class's first such chunk is
+/// searched and its programs join the templates of the chunks after it,
+/// which are re-fit again. A chunk's templates thus follow from the chunks
+/// before it in the file, whatever the batches and the thread count: the
+/// output depends on neither.
 fn pack_batch<'a>(
     batch: &'a [Planned],
     bytes: impl Fn(&'a Planned) -> &'a [u8] + Sync,
@@ -284,30 +295,31 @@ fn pack_batch<'a>(
     synth: &SynthOptions,
     carry: &mut Carry,
 ) -> Vec<(ChunkEntry, Vec<u8>)> {
-    let in_batch = |t: &usize| batch.iter().any(|p| p.tensor == Some(*t));
-    carry.templates.retain(|t, _| in_batch(t));
     let mut packed = vec![None; batch.len()];
     let (searched, mut pending): (Vec<usize>, Vec<usize>) =
         (0..batch.len()).partition(|&k| batch[k].searched());
     let mut jobs = Vec::new();
     for k in searched {
-        match batch[k].tensor.and_then(|t| carry.ahead.remove(&t)) {
-            Some(done) => packed[k] = Some(done),
-            None => jobs.push((Some(k), &batch[k], bytes(&batch[k]))),
+        match carry.ahead.take() {
+            Some((class, done)) if batch[k].class == Some(class) => packed[k] = Some(done),
+            kept => {
+                carry.ahead = kept;
+                jobs.push((Some(k), &batch[k], bytes(&batch[k])));
+            }
         }
     }
     // Representatives first: their programs seed the templates.
     jobs.extend(ahead.map(|(p, b)| (None, p, b)));
     let templates = &mut carry.templates;
     for (k, p, entry, encoded) in search_chunks(jobs, synth, templates) {
-        if let Some(t) = p.tensor {
+        if let Some(c) = p.class {
             templates
-                .entry(t)
+                .entry(c)
                 .or_insert_with(|| vec![encoded.templates]);
         }
-        match (k, p.tensor) {
+        match (k, p.class) {
             (Some(k), _) => packed[k] = Some((entry, encoded.record)),
-            (None, Some(t)) => _ = carry.ahead.insert(t, (entry, encoded.record)),
+            (None, Some(c)) => carry.ahead = Some((c, (entry, encoded.record))),
             (None, None) => unreachable!("only tensors' chunks are searched ahead"),
         }
     }
@@ -319,14 +331,14 @@ fn pack_batch<'a>(
                 pack_chunk(bytes(&batch[k]), &batch[k], synth, like, false)
             })
             .collect();
-        // Per tensor, the chunks before its first misfit are done; that one
+        // Per class, the chunks before its first misfit are done; that one
         // is searched next, and those after it wait for its template.
         let mut misfits = Vec::new();
         let mut waiting = Vec::new();
         for (k, chunk) in pending.into_iter().zip(tried) {
-            let tensor = batch[k].tensor;
+            let class = batch[k].class;
             match chunk {
-                _ if misfits.iter().any(|&m: &usize| batch[m].tensor == tensor) => waiting.push(k),
+                _ if misfits.iter().any(|&m: &usize| batch[m].class == class) => waiting.push(k),
                 Some((entry, encoded)) => packed[k] = Some((entry, encoded.record)),
                 None => misfits.push(k),
             }
@@ -334,10 +346,9 @@ fn pack_batch<'a>(
         let jobs = misfits
             .iter()
             .map(|&k| (Some(k), &batch[k], bytes(&batch[k])));
-        let jobs = jobs.collect();
-        for (k, p, entry, encoded) in search_chunks(jobs, synth, templates) {
-            if let Some(t) = p.tensor {
-                let list = templates.entry(t).or_default();
+        for (k, p, entry, encoded) in search_chunks(jobs.collect(), synth, templates) {
+            if let Some(c) = p.class {
+                let list = templates.entry(c).or_default();
                 list.insert(list.len().min(1), encoded.templates);
                 list.truncate(MAX_TEMPLATES);
             }
@@ -351,23 +362,23 @@ fn pack_batch<'a>(
         .collect()
 }
 
-/// A tensor's templates, in the order they are tried: the representative's
+/// A class's templates, in the order they are tried: its representative's
 /// programs, then those of the chunks searched since, newest first (each one
 /// template per lane).
 type Templates = Vec<Vec<Template>>;
 
-/// Templates a tensor keeps: a region of data unlike the representative's
+/// Templates a class keeps: a region of data unlike the representative's
 /// gets its own without pushing out the representative's.
 const MAX_TEMPLATES: usize = 4;
 
-/// The templates of `p`'s tensor.
+/// The templates of `p`'s class.
 fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<Template>] {
-    let list = p.tensor.and_then(|t| templates.get(&t));
+    let list = p.class.and_then(|c| templates.get(&c));
     list.map_or(&[], Vec::as_slice)
 }
 
 /// Searches `jobs` (a batch index if any, the chunk, its bytes) in parallel,
-/// each with its tensor's current template as a candidate.
+/// each with its class's templates as candidates.
 fn search_chunks<'a>(
     jobs: Vec<(Option<usize>, &'a Planned, &'a [u8])>,
     synth: &SynthOptions,
