@@ -50,6 +50,10 @@ const SAMPLE_PER_STRATUM: usize = 2;
 const SAMPLE_TOTAL: usize = 12;
 /// One sampled chunk per this many chunks of a stratum.
 const SAMPLE_EVERY: usize = 48;
+/// Words of each sampled lane the prior is learned from: the search's cost
+/// grows with them, the prior (which productions help) hardly does; on the
+/// corpus, the prior from whole chunks and from this many words pack alike.
+const SAMPLE_WORDS: usize = 1 << 16;
 /// Expansions per sampled chunk when learning a prior.
 pub const CALIBRATION_BUDGET: usize = 64;
 
@@ -467,7 +471,8 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
             float: p.element.float,
         };
         let width = p.element.layout.lane_width();
-        for lane in to_lanes(&bytes, p.element.layout) {
+        for mut lane in to_lanes(&bytes, p.element.layout) {
+            lane.truncate(SAMPLE_WORDS);
             samples.push((lane, width, hint));
         }
     }
