@@ -122,11 +122,20 @@ pub fn synthesize_like(
 ) -> Option<Program<Literal>> {
     let mut refits: Vec<(Program<Literal>, bool)> = Vec::new();
     if let Some(slack) = opts.refit_slack {
+        let mut plain = None;
         for t in like.iter().filter(|t| t.width() == width) {
-            if let Some(p) = t.apply(words) {
-                let fits = t.fits(&p, slack);
-                refits.push((p, fits));
+            let Some(p) = t.apply(words) else { continue };
+            let fits = t.fits(&p, slack);
+            // The first template that fits is kept unless it codes worse
+            // than the words' byte planes would: then the data may have
+            // changed kind, and every template is tried for the cheapest.
+            if fits {
+                let plain = *plain.get_or_insert_with(|| refit::byte_planes_cost(words, width));
+                if cost(&p) * PLAIN_DIVISOR <= plain * (PLAIN_DIVISOR + 1) {
+                    return Some(p);
+                }
             }
+            refits.push((p, fits));
         }
     }
     // The cheapest re-fit, if it fits its template.
@@ -145,6 +154,10 @@ pub fn synthesize_like(
         .min_by_key(cost);
     Some(best.expect("the search's program is a candidate"))
 }
+
+/// A fitting re-fit is kept at once if it costs at most `1 + 1/this` times
+/// the order-0 code of its words' byte planes.
+const PLAIN_DIVISOR: usize = 64;
 
 /// One in this many raw bytes of its stream is what a Map or Scan must save to be
 /// chosen: each costs a full pass over its words when decoding, and a bijection

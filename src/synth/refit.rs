@@ -55,6 +55,25 @@ impl Template {
     }
 }
 
+/// Bytes an order-0 code of each byte plane of `words` would take (tables not
+/// counted): what any float or integer stream costs without structure beyond
+/// its byte statistics, computed in one pass.
+pub fn byte_planes_cost(words: &[u32], width: u32) -> usize {
+    let planes = width.div_ceil(8) as usize;
+    let mut counts = vec![[0u32; 256]; planes];
+    for &w in words {
+        for (k, c) in counts.iter_mut().enumerate() {
+            c[(w >> (8 * k)) as usize & 0xff] += 1;
+        }
+    }
+    let n = words.len() as f64;
+    let bits: f64 = (counts.iter().flatten())
+        .filter(|&&c| c > 0)
+        .map(|&c| c as f64 * (n / c as f64).log2())
+        .sum();
+    (bits / 8.0) as usize
+}
+
 /// A re-fit costing less than `1 - 1/this` times its template per word is
 /// searched (see the measurements in docs/PERFORMANCE.md).
 const CHEAPER_DIVISOR: u128 = 4;
@@ -280,6 +299,17 @@ mod tests {
         assert!(runs_to(&q, &flat));
         assert!(!t.fits(&q, 10));
         assert!(t.fits(&t.apply(&words(4, 4096)).unwrap(), 10));
+    }
+
+    #[test]
+    fn byte_planes_cost_counts_each_planes_entropy() {
+        // Low byte uniform over 256 values (8 bits), high byte one of two
+        // (1 bit), a constant third byte (0 bits): 9 bits per word.
+        let words: Vec<u32> = (0..4096u32)
+            .map(|i| (i & 0xff) | (i >> 8 & 1) << 8 | 7 << 16)
+            .collect();
+        assert_eq!(byte_planes_cost(&words, 24), 4096 * 9 / 8);
+        assert_eq!(byte_planes_cost(&[5; 100], 8), 0);
     }
 
     #[test]
