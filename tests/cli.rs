@@ -104,6 +104,39 @@ fn output_is_identical_for_any_thread_count() {
     assert_eq!(std::fs::read(one).unwrap(), std::fs::read(two).unwrap());
 }
 
+/// `-1` .. `-9` are `--level`: every level round-trips, -9 is not larger than
+/// -8 (both search every chunk, -9 with a larger budget: the same search
+/// taken further), and levels outside 1..=9 are refused.
+#[test]
+fn effort_levels_pack_and_nine_is_not_larger_than_eight() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    let src = model.join("shard/a.safetensors");
+    let original = std::fs::read(&src).unwrap();
+    let mut sizes = Vec::new();
+    for level in ["-1", "-3", "--level=5", "-8", "-9"] {
+        let dst = dir.path().join(format!("l{level}.brv"));
+        ok(&["pack", "--chunk-size", "200", level, s(&src), s(&dst)]);
+        let out = dir.path().join(format!("l{level}.safetensors"));
+        ok(&["unpack", s(&dst), s(&out)]);
+        assert!(
+            std::fs::read(&out).unwrap() == original,
+            "{level} round trip"
+        );
+        sizes.push(std::fs::metadata(&dst).unwrap().len());
+    }
+    assert!(sizes[4] <= sizes[3], "-8 and -9: {sizes:?}");
+    let out = brevis(&[
+        "pack",
+        "--level",
+        "10",
+        s(&src),
+        s(&dir.path().join("x.brv")),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("10 is not in 1..=9"));
+}
+
 #[test]
 fn refuses_overwrites_and_reports_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,4 +15,5 @@ pub use reader::Archive;
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
     calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,
+    DEFAULT_LEVEL, LEVELS,
 };

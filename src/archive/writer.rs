@@ -11,7 +11,9 @@ use super::format::{checksum, encode_trailer, ChunkEntry, Index, HEAD_MAGIC};
 use crate::atomic::write_atomically;
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
-use crate::synth::{learn_prior, Hint, Prior, SynthOptions, Template};
+use crate::synth::{
+    learn_prior, Hint, Prior, SynthOptions, Template, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK,
+};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -37,10 +39,41 @@ pub struct PackOptions {
 
 impl Default for PackOptions {
     fn default() -> Self {
+        PackOptions::at_level(DEFAULT_LEVEL)
+    }
+}
+
+/// Effort levels, as zstd's and xz's: higher is slower and never larger on
+/// the test corpus (see docs/PERFORMANCE.md).
+pub const LEVELS: std::ops::RangeInclusive<u8> = 1..=9;
+/// The level `brevis pack` uses unless told otherwise.
+pub const DEFAULT_LEVEL: u8 = 5;
+
+impl PackOptions {
+    /// The options of effort `level` (clamped to [`LEVELS`]): the search
+    /// budget per searched chunk, whether a prior is learned, and how closely
+    /// a re-fit must match its template (levels 8 and 9 search every chunk).
+    pub fn at_level(level: u8) -> PackOptions {
+        // (budget, learn a prior, re-fit slack)
+        let (budget, learn_prior, refit_slack) = match level.clamp(1, 9) {
+            1 => (0, false, Some(20)),
+            2 => (1, false, Some(50)),
+            3 => (2, true, Some(DEFAULT_REFIT_SLACK)),
+            4 => (4, true, Some(DEFAULT_REFIT_SLACK)),
+            5 => (DEFAULT_BUDGET, true, Some(DEFAULT_REFIT_SLACK)),
+            6 => (16, true, Some(DEFAULT_REFIT_SLACK)),
+            7 => (32, true, Some(DEFAULT_REFIT_SLACK)),
+            8 => (64, true, None),
+            _ => (256, true, None),
+        };
         PackOptions {
             chunk_size: DEFAULT_CHUNK_BYTES,
-            synth: SynthOptions::default(),
-            learn_prior: true,
+            synth: SynthOptions {
+                budget,
+                refit_slack,
+                ..SynthOptions::default()
+            },
+            learn_prior,
         }
     }
 }

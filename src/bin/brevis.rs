@@ -5,7 +5,7 @@
 use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
-use brevis::synth::{Order, Prior, SynthOptions, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK};
+use brevis::synth::{Order, Prior};
 use brevis::tree::{self, Action, Existing, Job};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -130,10 +130,20 @@ impl OutputArgs {
 /// How pack searches for each chunk's program.
 #[derive(clap::Args)]
 struct SearchArgs {
-    /// States the search expands per chunk after the root's expansion (0: every
-    /// operator tried at the root only, with no learned prior).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_BUDGET)]
-    budget: usize,
+    /// Effort, 1 (fastest) to 9 (smallest), also given as -1 .. -9 as with
+    /// zstd and xz. Level 5 re-fits programs searched on a few chunks per
+    /// tensor class (dtype and shape) to the others at a budget of 8; lower
+    /// levels search less and re-fit more loosely, 8 and 9 search every chunk
+    /// at budgets of 64 and 256 (see docs/PERFORMANCE.md for sizes and
+    /// speeds).
+    #[arg(long, value_name = "1-9", default_value_t = archive::DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(u8).range(1..=9))]
+    level: u8,
+    /// States the search expands per searched chunk after the root's
+    /// expansion, instead of the level's (0: every operator tried at the
+    /// root only, with no learned prior).
+    #[arg(long, value_name = "N")]
+    budget: Option<usize>,
     /// Expand states best-first by estimated size instead of the A* order.
     #[arg(long)]
     no_astar: bool,
@@ -143,36 +153,47 @@ struct SearchArgs {
     /// Use this prior (from `brevis calibrate`) instead of learning one.
     #[arg(long, value_name = "FILE")]
     prior: Option<PathBuf>,
-    /// Search every chunk. By default a tensor's first chunk is searched and
-    /// its program re-fit to the tensor's other chunks, which are searched
-    /// only where the re-fit costs over 1% more per word: about twice as
-    /// fast, and as small within 0.001% on the test corpus.
+    /// Search every chunk instead of re-fitting programs found on others.
     #[arg(long)]
     no_refit: bool,
 }
 
 impl SearchArgs {
     fn options(&self, chunk_size: usize) -> Result<PackOptions> {
-        let prior = match &self.prior {
-            Some(path) => Arc::new(read_prior(path)?),
-            None => Arc::new(Prior::uniform()),
-        };
-        Ok(PackOptions {
-            chunk_size,
-            synth: SynthOptions {
-                budget: self.budget,
-                order: if self.no_astar {
-                    Order::EstimatedSize
-                } else {
-                    Order::AStar
-                },
-                prior,
-                refit_slack: (!self.no_refit).then_some(DEFAULT_REFIT_SLACK),
-                ..SynthOptions::default()
-            },
-            learn_prior: !self.no_prior && self.prior.is_none(),
-        })
+        let mut opts = PackOptions::at_level(self.level);
+        opts.chunk_size = chunk_size;
+        let synth = &mut opts.synth;
+        if let Some(budget) = self.budget {
+            synth.budget = budget;
+        }
+        if self.no_astar {
+            synth.order = Order::EstimatedSize;
+        }
+        if let Some(path) = &self.prior {
+            synth.prior = Arc::new(read_prior(path)?);
+        }
+        if self.no_refit {
+            synth.refit_slack = None;
+        }
+        opts.learn_prior &= !self.no_prior && self.prior.is_none();
+        Ok(opts)
     }
+}
+
+/// The command line with zstd-style level flags (`-1` .. `-9`, before any
+/// `--`) spelled as `--level N`, which clap parses.
+fn expand_level_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut options_end = false;
+    args.map(|arg| {
+        options_end |= arg == "--";
+        match arg.as_encoded_bytes() {
+            &[b'-', digit @ b'1'..=b'9'] if !options_end => {
+                format!("--level={}", digit as char).into()
+            }
+            _ => arg,
+        }
+    })
+    .collect()
 }
 
 fn read_prior(path: &Path) -> Result<Prior> {
@@ -190,7 +211,7 @@ fn main() -> ExitCode {
     // thread exists; no handler runs. Test: `a_closed_output_pipe_ends_quietly`.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(expand_level_flags(std::env::args_os()));
     if let Some(n) = cli.threads {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
