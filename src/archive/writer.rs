@@ -16,7 +16,7 @@ use crate::synth::{
 };
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::Range;
@@ -77,6 +77,10 @@ impl PackOptions {
         }
     }
 }
+
+/// Chunks per thread in a batch: each batch ends in a barrier (all its
+/// records are written in order), so a few chunks per thread keep both busy.
+const BATCH_CHUNKS_PER_THREAD: u64 = 4;
 
 /// Chunks searched to learn a prior: at most this many per stratum, and in all.
 const SAMPLE_PER_STRATUM: usize = 2;
@@ -237,33 +241,53 @@ fn write_archive(
 ) -> Result<PackSummary> {
     let (plan, chunk, size) = (&source.plan, source.chunk, source.size);
     let out_file = File::create(tmp).at(tmp)?;
-    let mut out = BufWriter::with_capacity(1 << 20, &out_file);
-    out.write_all(&HEAD_MAGIC).at(tmp)?;
+    let mut out = Output {
+        writer: BufWriter::with_capacity(1 << 20, &out_file),
+        path: tmp,
+        chunks: Vec::with_capacity(plan.len()),
+        records_len: 0,
+    };
+    out.writer.write_all(&HEAD_MAGIC).at(tmp)?;
     let mut sha = Sha256::new();
-    let mut chunks = Vec::with_capacity(plan.len());
-    let mut records_len = 0u64;
-    let batch_bytes = chunk * 2 * rayon::current_num_threads() as u64;
-    let mut buf = Vec::new();
-    let mut done = 0u64;
+    let batch_bytes = chunk * BATCH_CHUNKS_PER_THREAD * rayon::current_num_threads() as u64;
+    let ranges: Vec<_> = batches(plan, batch_bytes).collect();
+    let (mut buf, mut next) = (Vec::new(), Vec::new());
+    if let Some(first) = ranges.first() {
+        read_batch(source, &plan[first.clone()], &mut buf, &mut sha)?;
+    }
+    let mut done_records = Vec::new();
     let mut carry = Carry::default();
-    for range in batches(plan, batch_bytes) {
+    for (i, range) in ranges.iter().enumerate() {
         let batch = &plan[range.clone()];
         let start = batch[0].start;
-        let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
-        buf.resize((end - start) as usize, 0);
-        source.read(start, &mut buf)?;
-        sha.update(&buf);
         let bytes = |p: &Planned| &buf[(p.start - start) as usize..][..p.len as usize];
-        let ahead = representative_ahead(source, range)?;
+        let ahead = representative_ahead(source, range.clone())?;
         let ahead = ahead.as_ref().map(|(p, b)| (p, b.as_slice()));
-        for (chunk, record) in pack_batch(batch, bytes, ahead, synth, &mut carry) {
-            out.write_all(&record).at(tmp)?;
-            records_len += record.len() as u64;
-            chunks.push(chunk);
-        }
-        done += end - start;
-        progress(done);
+        // Beside the batch's packing, on one thread: writing the previous
+        // batch's records, then reading and hashing the next batch.
+        let previous = std::mem::take(&mut done_records);
+        let (packed, io) = rayon::join(
+            || pack_batch(batch, bytes, ahead, synth, &mut carry),
+            || -> Result<()> {
+                out.write(previous)?;
+                match ranges.get(i + 1) {
+                    Some(r) => read_batch(source, &plan[r.clone()], &mut next, &mut sha),
+                    None => Ok(()),
+                }
+            },
+        );
+        io?;
+        done_records = packed;
+        std::mem::swap(&mut buf, &mut next);
+        progress(batch[batch.len() - 1].start + batch[batch.len() - 1].len);
     }
+    out.write(done_records)?;
+    let Output {
+        mut writer,
+        chunks,
+        records_len,
+        ..
+    } = out;
     let index = Index {
         source_len: size,
         sha256: sha.finalize().into(),
@@ -272,16 +296,51 @@ fn write_archive(
     }
     .encode();
     let index_offset = HEAD_MAGIC.len() as u64 + records_len;
-    out.write_all(&index).at(tmp)?;
-    out.write_all(&encode_trailer(index_offset, &index))
+    writer.write_all(&index).at(tmp)?;
+    writer
+        .write_all(&encode_trailer(index_offset, &index))
         .at(tmp)?;
-    out.flush().at(tmp)?;
-    drop(out);
+    writer.flush().at(tmp)?;
+    drop(writer);
     out_file.sync_all().at(tmp)?;
     Ok(PackSummary {
         bytes_in: size,
         bytes_out: index_offset + index.len() as u64 + super::TRAILER_LEN as u64,
     })
+}
+
+/// The archive being written: records so far and their index entries.
+struct Output<'a> {
+    writer: BufWriter<&'a File>,
+    path: &'a Path,
+    chunks: Vec<ChunkEntry>,
+    records_len: u64,
+}
+
+impl Output<'_> {
+    fn write(&mut self, records: Vec<(ChunkEntry, Vec<u8>)>) -> Result<()> {
+        for (chunk, record) in records {
+            self.writer.write_all(&record).at(self.path)?;
+            self.records_len += record.len() as u64;
+            self.chunks.push(chunk);
+        }
+        Ok(())
+    }
+}
+
+/// Reads a batch's source bytes into `buf` and adds them to the file's hash.
+fn read_batch(
+    source: &Source,
+    batch: &[Planned],
+    buf: &mut Vec<u8>,
+    sha: &mut Sha256,
+) -> Result<()> {
+    let start = batch[0].start;
+    let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
+    buf.resize((end - start) as usize, 0);
+    source.read(start, buf)?;
+    sha.update(&buf[..]);
+    Ok(())
 }
 
 /// The representative chunk (see [`Planned::representative`]) of the tensor
@@ -319,12 +378,13 @@ struct Carry {
 /// representative chunk of the tensor that leads each class (tensors of one
 /// dtype and shape): its programs are the class's first template (`ahead` is
 /// one that lies beyond the batch, searched before its batch and kept). Every
-/// other chunk is re-fit from its class's templates, the cheapest re-fit kept
-/// if it fits its template; where none fits, the class's first such chunk is
+/// other chunk is re-fit from its class's templates (see
+/// `synth::synthesize_like`); where none fits, the class's first such chunk is
 /// searched and its programs join the templates of the chunks after it,
 /// which are re-fit again. A chunk's templates thus follow from the chunks
 /// before it in the file, whatever the batches and the thread count: the
-/// output depends on neither.
+/// output depends on neither. Each round runs, in parallel, one search per
+/// class that needs one and the re-fits of the other classes' chunks.
 fn pack_batch<'a>(
     batch: &'a [Planned],
     bytes: impl Fn(&'a Planned) -> &'a [u8] + Sync,
@@ -333,65 +393,77 @@ fn pack_batch<'a>(
     carry: &mut Carry,
 ) -> Vec<(ChunkEntry, Vec<u8>)> {
     let mut packed = vec![None; batch.len()];
-    let (searched, mut pending): (Vec<usize>, Vec<usize>) =
-        (0..batch.len()).partition(|&k| batch[k].searched());
-    let mut jobs = Vec::new();
-    for k in searched {
+    let mut unsettled = Vec::new();
+    let mut to_search = vec![false; batch.len()];
+    for (k, p) in batch.iter().enumerate() {
         match carry.ahead.take() {
-            Some((class, done)) if batch[k].class == Some(class) => packed[k] = Some(done),
+            Some((class, done)) if p.searched() && p.class == Some(class) => packed[k] = Some(done),
             kept => {
                 carry.ahead = kept;
-                jobs.push((Some(k), &batch[k], bytes(&batch[k])));
+                to_search[k] = p.searched();
+                unsettled.push(k);
             }
         }
     }
-    // Representatives first: their programs seed the templates.
-    jobs.extend(ahead.map(|(p, b)| (None, p, b)));
-    let templates = &mut carry.templates;
-    for (k, p, entry, encoded) in search_chunks(jobs, synth, templates) {
-        if let Some(c) = p.class {
-            templates
-                .entry(c)
-                .or_insert_with(|| vec![encoded.templates]);
+    let mut ahead = ahead;
+    while !unsettled.is_empty() || ahead.is_some() {
+        // A class with a search this round re-fits nothing: its templates
+        // are about to change.
+        let mut jobs = Vec::new();
+        let mut busy = HashSet::new();
+        if let Some((p, b)) = ahead.take() {
+            busy.insert(p.class);
+            jobs.push((None, p, b, true));
         }
-        match (k, p.class) {
-            (Some(k), _) => packed[k] = Some((entry, encoded.record)),
-            (None, Some(c)) => carry.ahead = Some((c, (entry, encoded.record))),
-            (None, None) => unreachable!("only tensors' chunks are searched ahead"),
+        for &k in unsettled.iter().filter(|&&k| to_search[k]) {
+            let class = batch[k].class;
+            if class.is_none() || busy.insert(class) {
+                jobs.push((Some(k), &batch[k], bytes(&batch[k]), true));
+            }
         }
-    }
-    while !pending.is_empty() {
-        let tried: Vec<_> = pending
-            .par_iter()
-            .map(|&k| {
-                let like = like(templates, &batch[k]);
-                pack_chunk(bytes(&batch[k]), &batch[k], synth, like, false)
+        for &k in unsettled.iter().filter(|&&k| !to_search[k]) {
+            if !busy.contains(&batch[k].class) {
+                jobs.push((Some(k), &batch[k], bytes(&batch[k]), false));
+            }
+        }
+        let templates = &carry.templates;
+        let done: Vec<_> = jobs
+            .into_par_iter()
+            .map(|(k, p, bytes, search)| {
+                let like = like(templates, p);
+                (k, p, search, pack_chunk(bytes, p, synth, like, search))
             })
             .collect();
-        // Per class, the chunks before its first misfit are done; that one
-        // is searched next, and those after it wait for its template.
-        let mut misfits = Vec::new();
-        let mut waiting = Vec::new();
-        for (k, chunk) in pending.into_iter().zip(tried) {
-            let class = batch[k].class;
-            match chunk {
-                _ if misfits.iter().any(|&m: &usize| batch[m].class == class) => waiting.push(k),
-                Some((entry, encoded)) => packed[k] = Some((entry, encoded.record)),
-                None => misfits.push(k),
+        // Per class, re-fits are kept up to its first misfit, which is
+        // searched next round; the chunks after it wait for its template.
+        let mut misfit = HashSet::new();
+        for (k, p, search, chunk) in done {
+            let class = p.class;
+            match (chunk, search) {
+                _ if misfit.contains(&class) => {}
+                (None, _) => {
+                    misfit.insert(class);
+                    to_search[k.expect("re-fits are batch chunks")] = true;
+                }
+                (Some((entry, encoded)), searched) => {
+                    if let (true, Some(c)) = (searched, class) {
+                        let list = carry.templates.entry(c).or_default();
+                        // A class's first template stays first; later ones
+                        // go after it, newest first.
+                        list.insert(list.len().min(1), encoded.templates);
+                        list.truncate(MAX_TEMPLATES);
+                    }
+                    match k {
+                        Some(k) => packed[k] = Some((entry, encoded.record)),
+                        None => {
+                            carry.ahead =
+                                Some((class.expect("a tensor's"), (entry, encoded.record)))
+                        }
+                    }
+                }
             }
         }
-        let jobs = misfits
-            .iter()
-            .map(|&k| (Some(k), &batch[k], bytes(&batch[k])));
-        for (k, p, entry, encoded) in search_chunks(jobs.collect(), synth, templates) {
-            if let Some(c) = p.class {
-                let list = templates.entry(c).or_default();
-                list.insert(list.len().min(1), encoded.templates);
-                list.truncate(MAX_TEMPLATES);
-            }
-            packed[k.expect("misfits are batch chunks")] = Some((entry, encoded.record));
-        }
-        pending = waiting;
+        unsettled.retain(|&k| packed[k].is_none());
     }
     packed
         .into_iter()
@@ -412,23 +484,6 @@ const MAX_TEMPLATES: usize = 4;
 fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<Template>] {
     let list = p.class.and_then(|c| templates.get(&c));
     list.map_or(&[], Vec::as_slice)
-}
-
-/// Searches `jobs` (a batch index if any, the chunk, its bytes) in parallel,
-/// each with its class's templates as candidates.
-fn search_chunks<'a>(
-    jobs: Vec<(Option<usize>, &'a Planned, &'a [u8])>,
-    synth: &SynthOptions,
-    templates: &HashMap<usize, Templates>,
-) -> Vec<(Option<usize>, &'a Planned, ChunkEntry, Encoded)> {
-    jobs.into_par_iter()
-        .map(|(k, p, bytes)| {
-            let like = like(templates, p);
-            let (entry, encoded) =
-                pack_chunk(bytes, p, synth, like, true).expect("a searched chunk is packed");
-            (k, p, entry, encoded)
-        })
-        .collect()
 }
 
 /// Consecutive runs of planned chunks of about `target` source bytes each, as
