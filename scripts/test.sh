@@ -3,7 +3,8 @@
 # components, a Python venv with safetensors and numpy for the mount tests),
 # fetches the real corpus, checks formatting and lints, then runs the unit,
 # property, golden-archive, integration, mount and corpus tests (cargo features
-# corpus and fuse-tests), and the portable decoders under Miri. The mount tests
+# corpus and fuse-tests), the portable decoders under Miri, and each fuzz target
+# briefly (BREVIS_FUZZ_SECONDS, default 20). The mount tests
 # mount FUSE filesystems for real: run as root (or with fusermount3) where
 # /dev/fuse exists; as root they also mount as the user nobody, through
 # fusermount3.
@@ -65,6 +66,16 @@ else
   # Miri comes from rustup's servers, not a package registry: where they
   # cannot be reached, say so loudly rather than fail every other check.
   echo "test.sh: WARNING: Miri could not be installed (rustup could not fetch it); the Miri step did NOT run"
+fi
+
+# Each fuzz target runs briefly on its kept seeds (a crash fails the run;
+# scripts/fuzz.sh SECONDS runs them longer). Like Miri it needs the nightly
+# toolchain, and cargo-fuzz from crates.io.
+echo "== fuzz (${BREVIS_FUZZ_SECONDS:-20} s per target)"
+if rustup toolchain list | grep -q '^nightly'; then
+  scripts/fuzz.sh "${BREVIS_FUZZ_SECONDS:-20}"
+else
+  echo "test.sh: WARNING: the nightly toolchain could not be installed; the fuzz step did NOT run"
 fi
 
 echo "== all tests passed"
