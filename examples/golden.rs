@@ -1,7 +1,8 @@
-//! Writes the golden archives of the current format version, with their
-//! originals, into a new folder:
+//! Writes the golden archives of a format version, with their originals, into
+//! a new folder:
 //!
-//!   cargo run --release --example golden -- tests/golden/v1
+//!   cargo run --release --example golden -- tests/golden/v1 1
+//!   cargo run --release --example golden -- tests/golden/v2 2
 //!
 //! Golden archives freeze what a version decodes: they are never regenerated.
 //! This refuses to write into a folder that exists; a new format version gets
@@ -14,6 +15,10 @@
 //! set, Raw and BitPack literals, rANS at scales 12 to 14. Its tensors are the
 //! outputs of those programs, and its records are replaced by them after
 //! packing; each is checked to decode to its tensor before it is written.
+//!
+//! Version 2 adds bases: `base` is a version 1 archive, `tuned` (its weights
+//! moved a little, one tensor unchanged, one new, one resized) is packed
+//! against it, and `tuned-again` (moved again) against `tuned`, a chain.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -28,7 +33,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 fn main() {
-    let dir = std::env::args().nth(1).expect("usage: golden FOLDER");
+    let usage = "usage: golden FOLDER VERSION";
+    let dir = std::env::args().nth(1).expect(usage);
+    let version: u8 = std::env::args().nth(2).expect(usage).parse().expect(usage);
     let dir = Path::new(&dir);
     assert!(
         !dir.exists(),
@@ -36,19 +43,27 @@ fn main() {
         dir.display()
     );
     std::fs::create_dir_all(dir).unwrap();
-    for (name, bytes, chunk) in packed() {
-        let src = dir.join(format!("{name}.safetensors"));
-        std::fs::write(&src, bytes).unwrap();
-        pack(&src, chunk);
+    match version {
+        1 => {
+            for (name, bytes, chunk) in packed() {
+                let src = dir.join(format!("{name}.safetensors"));
+                std::fs::write(&src, bytes).unwrap();
+                pack(&src, chunk, None);
+            }
+            handmade(dir);
+        }
+        2 => based(dir),
+        _ => panic!("{usage}: VERSION is 1 or 2"),
     }
-    handmade(dir);
 }
 
-/// Packs `src` beside itself with the default search and `chunk` bytes.
-fn pack(src: &Path, chunk: usize) -> Archive {
+/// Packs `src` beside itself with the default search, `chunk` bytes and
+/// `base`, if any.
+fn pack(src: &Path, chunk: usize, base: Option<&Path>) -> Archive {
     let dst = src.with_extension("brv");
     let opts = PackOptions {
         chunk_size: chunk,
+        base: base.map(Path::to_path_buf),
         ..PackOptions::default()
     };
     pack_file(src, &dst, &opts, &|_| {}).unwrap();
@@ -211,6 +226,74 @@ fn packed() -> Vec<(&'static str, Vec<u8>, usize)> {
     ]
 }
 
+/// The version 2 set: a base, a fine-tune against it, and a checkpoint
+/// against the fine-tune.
+fn based(dir: &Path) {
+    let plain = Extras::default();
+    let n = 16 * 1024;
+    let w = f32s(n, 21, 0.02);
+    let moved = |w: &[f32], seed| -> Vec<f32> {
+        let step = f32s(w.len(), seed, 0.001);
+        w.iter().zip(step).map(|(a, d)| a * (1.0 + d)).collect()
+    };
+    let ids: Vec<u8> = (0..1024i64).flat_map(|i| i.to_le_bytes()).collect();
+    let file = |w: &[f32], extra: Vec<Tensor>| {
+        let mut tensors = vec![
+            tensor(
+                "embed",
+                "F32",
+                &[16, 1024],
+                bytes32(w.iter().map(|x| x.to_bits())),
+            ),
+            tensor(
+                "head",
+                "BF16",
+                &[16, 1024],
+                bytes16(w.iter().map(|&x| bf16(x))),
+            ),
+            tensor("position_ids", "I64", &[1024], ids.clone()),
+        ];
+        tensors.extend(extra);
+        build(&tensors, &plain)
+    };
+    let resized = |len: usize| {
+        tensor(
+            "norm",
+            "F32",
+            &[len as u64],
+            bytes32((0..len as u32).map(|i| i * 7)),
+        )
+    };
+    let tuned = moved(&w, 22);
+    let again = moved(&tuned, 23);
+    let new = tensor(
+        "classifier",
+        "F16",
+        &[256],
+        bytes16(f32s(256, 24, 0.1).iter().map(|&x| f16(x))),
+    );
+    let files = [
+        ("base", file(&w, vec![resized(64)]), None),
+        (
+            "tuned",
+            file(&tuned, vec![resized(128), new]),
+            Some("base.brv"),
+        ),
+        (
+            "tuned-again",
+            file(&again, vec![resized(128)]),
+            Some("tuned.brv"),
+        ),
+    ];
+    for (name, bytes, base) in files {
+        let src = dir.join(format!("{name}.safetensors"));
+        std::fs::write(&src, bytes).unwrap();
+        let archive = pack(&src, 16 << 10, base.map(|b| dir.join(b)).as_deref());
+        let expected = if base.is_some() { 2 } else { 1 };
+        assert_eq!(archive.index().version(), expected, "{name}");
+    }
+}
+
 /// A literal of `words` with a chosen codec.
 fn lit(words: Vec<u32>, width: u32, codec: Codec) -> Program<Literal> {
     let stats = Stats::new(&words, width);
@@ -364,7 +447,7 @@ fn handmade(dir: &Path) {
     let src = dir.join("handmade.safetensors");
     let bytes = build(&tensors, &Extras::default());
     std::fs::write(&src, &bytes).unwrap();
-    let packed = pack(&src, 1 << 20);
+    let packed = pack(&src, 1 << 20, None);
     let mut chunks: Vec<ChunkEntry> = packed.chunks().to_vec();
     let mut records: Vec<Vec<u8>> = (0..chunks.len())
         .map(|i| packed.record(i).unwrap().into_owned())

@@ -21,6 +21,8 @@ pub struct Row {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub chunks: usize,
+    /// How many of its chunks store their XOR with a base.
+    pub base_chunks: usize,
     /// The first chunk's programs (one per lane), in readable form.
     pub program: String,
     /// How many literals use each codec, over all chunks.
@@ -31,6 +33,8 @@ pub struct Row {
 
 pub struct Report {
     pub rows: Vec<Row>,
+    /// The archives this one references, as its index names them.
+    pub bases: Vec<String>,
     pub source_len: u64,
     pub archive_len: u64,
 }
@@ -64,6 +68,12 @@ pub fn inspect(archive: &Archive) -> Result<Report> {
     rows.push(other);
     Ok(Report {
         rows,
+        bases: archive
+            .index()
+            .bases
+            .iter()
+            .map(|b| b.path.clone())
+            .collect(),
         source_len: archive.len(),
         archive_len: archive.archive_len(),
     })
@@ -82,6 +92,7 @@ impl Row {
             bytes_in: 0,
             bytes_out: 0,
             chunks: 0,
+            base_chunks: 0,
             program: String::new(),
             codecs: BTreeMap::new(),
             productions: BTreeMap::new(),
@@ -93,6 +104,7 @@ impl Row {
         self.bytes_in += seg.src_len;
         self.bytes_out += seg.rec_len;
         self.chunks += 1;
+        self.base_chunks += seg.base.is_some() as usize;
         let record = archive.record(i)?;
         let ty = Type {
             width: seg.layout.lane_width(),
@@ -110,7 +122,8 @@ impl Row {
             pos += used;
         }
         if self.program.is_empty() {
-            self.program = lanes.join(" | ");
+            let xor = if seg.base.is_some() { "base ^ " } else { "" };
+            self.program = format!("{xor}{}", lanes.join(" | "));
         }
         Ok(())
     }
@@ -134,7 +147,7 @@ impl Row {
         json!({
             "name": self.name, "dtype": self.dtype, "shape": self.shape,
             "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "ratio": self.ratio(),
-            "chunks": self.chunks, "program": self.program,
+            "chunks": self.chunks, "base_chunks": self.base_chunks, "program": self.program,
             "codecs": self.codecs, "productions": self.productions,
         })
     }
@@ -161,6 +174,7 @@ impl Report {
             "source_bytes": self.source_len,
             "archive_bytes": self.archive_len,
             "ratio": self.source_len as f64 / self.archive_len.max(1) as f64,
+            "bases": self.bases,
             "productions": self.productions(),
             "tensors": self.rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         })

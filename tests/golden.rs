@@ -26,10 +26,19 @@ fn archives(version: u8) -> Vec<PathBuf> {
     found
 }
 
+/// Golden archives of each version, and how many each version has at least.
+const VERSIONS: [(u8, usize); 2] = [(1, 10), (2, 3)];
+
 #[test]
 fn golden_archives_decode_to_their_originals() {
-    let found = archives(1);
-    assert!(found.len() >= 10, "only {} golden archives", found.len());
+    for (version, least) in VERSIONS {
+        let found = archives(version);
+        assert!(found.len() >= least, "only {} golden archives", found.len());
+        decode_every_way(found);
+    }
+}
+
+fn decode_every_way(found: Vec<PathBuf>) {
     let dir = tempfile::tempdir().unwrap();
     for brv in found {
         let original = std::fs::read(brv.with_extension("safetensors")).unwrap();
@@ -54,7 +63,14 @@ fn golden_archives_decode_to_their_originals() {
 
 #[test]
 fn golden_archives_are_the_frozen_bytes() {
-    let dir = golden_dir(1);
+    for (version, _) in VERSIONS {
+        frozen(version);
+    }
+}
+
+/// Every file of a version's folder has the SHA-256 its SHA256SUMS lists.
+fn frozen(version: u8) {
+    let dir = golden_dir(version);
     let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
     let mut listed = 0;
     for line in sums.lines() {
@@ -183,17 +199,32 @@ fn golden_archives_cover_the_whole_format() {
 fn a_version_this_build_does_not_know_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = std::fs::read(golden_dir(1).join("structured.brv")).unwrap();
-    bytes[7] = 2;
+    bytes[7] = archive::FORMAT_VERSION + 1;
     let path = dir.path().join("newer.brv");
     std::fs::write(&path, bytes).unwrap();
     let Err(err) = Archive::open(&path) else {
-        panic!("a version 2 archive was opened");
+        panic!("an archive of a newer version was opened");
     };
     let err = err.to_string();
-    assert!(err.contains("format version 2 is not supported"), "{err}");
+    let newer = format!(
+        "format version {} is not supported",
+        archive::FORMAT_VERSION + 1
+    );
+    assert!(err.contains(&newer), "{err}");
     assert!(err.contains("newer.brv"), "{err}");
     assert!(
         !err.contains("corrupt"),
         "a newer archive is not called corrupt: {err}"
     );
+}
+
+#[test]
+fn version_2_golden_archives_reference_their_bases() {
+    let tuned = Archive::open(golden_dir(2).join("tuned.brv")).unwrap();
+    assert_eq!(tuned.index().version(), 2);
+    assert_eq!(tuned.index().bases[0].path, "base.brv");
+    assert!(tuned.chunks().iter().any(|c| c.base.is_some()));
+    assert!(tuned.chunks().iter().any(|c| c.base.is_none()));
+    let again = Archive::open(golden_dir(2).join("tuned-again.brv")).unwrap();
+    assert_eq!(again.bases()[0].bases().len(), 1, "a chain of two bases");
 }

@@ -880,3 +880,43 @@ fn soak_random_reads_across_archives() {
         "peak RSS {peak_kib} KiB"
     );
 }
+
+#[test]
+fn a_checkpoint_packed_against_its_base_reads_through_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // The base: a checkpoint; the fine-tune: the same with every weight's
+    // low mantissa bits changed.
+    let base = checkpoint(11, 2);
+    let mut tuned = base.clone();
+    let header_end = 8 + u64::from_le_bytes(base[..8].try_into().unwrap()) as usize;
+    for (k, b) in tuned[header_end..].iter_mut().enumerate() {
+        if k % 4 == 0 {
+            *b ^= (k / 4 % 7) as u8;
+        }
+    }
+    let originals = root.join("originals");
+    std::fs::create_dir_all(&originals).unwrap();
+    std::fs::write(originals.join("base.safetensors"), &base).unwrap();
+    std::fs::write(originals.join("tuned.safetensors"), &tuned).unwrap();
+    let store = root.join("store");
+    std::fs::create_dir_all(store.join("tunes")).unwrap();
+    pack(&originals.join("base.safetensors"), &store.join("base.brv"));
+    brevis(&[
+        "pack",
+        "-q",
+        "--chunk-size",
+        CHUNK,
+        "--base",
+        s(&store.join("base.brv")),
+        s(&originals.join("tuned.safetensors")),
+        s(&store.join("tunes/tuned.brv")),
+    ]);
+    assert_eq!(std::fs::read(store.join("tunes/tuned.brv")).unwrap()[7], 2);
+    let m = mount(&store, &[]);
+    let shown = std::fs::read(m.path("tunes/tuned.safetensors")).unwrap();
+    assert!(shown == tuned, "the fine-tune differs through the mount");
+    let shown = std::fs::read(m.path("base.safetensors")).unwrap();
+    assert!(shown == base, "the base differs through the mount");
+    assert!(m.log_text().is_empty(), "{}", m.log_text());
+}

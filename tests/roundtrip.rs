@@ -376,11 +376,13 @@ fn unpack_checks_the_declared_size_against_free_space() {
         src_len: chunk,
         rec_len: 2,
         checksum: twox_hash::XxHash3_64::oneshot(&zeros),
+        base: None,
     };
     let index = archive::Index {
         source_len: chunk * count,
         sha256: [0; 32],
         chunk_size: chunk,
+        bases: Vec::new(),
         chunks: vec![entry; count as usize],
     };
     let const_zero: &[u8] = &[1, 0];

@@ -5,12 +5,20 @@
 use crate::safetensors::Layout;
 use crate::wire::{put_varint, Reader, WireError};
 
-/// The format version this build writes and the only one it reads
-/// (docs/FORMAT.md: any change to what a reader accepts is a new version).
-pub const FORMAT_VERSION: u8 = 1;
-/// First 8 bytes of every archive: name, then the format version.
+/// The newest format version this build writes and reads; it reads every
+/// version from 1 up (docs/FORMAT.md: any change to what a reader accepts is a
+/// new version). An archive is written in the oldest version that can hold it:
+/// version 2 only for an archive that references a base.
+pub const FORMAT_VERSION: u8 = 2;
+/// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
-const _: () = assert!(HEAD_MAGIC[7] == FORMAT_VERSION);
+
+/// The head of an archive of format `version`.
+pub fn head(version: u8) -> [u8; 8] {
+    let mut head = HEAD_MAGIC;
+    head[7] = version;
+    head
+}
 
 /// Why an archive's head was refused.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,20 +35,21 @@ impl std::fmt::Display for HeadError {
             HeadError::NotAnArchive => f.write_str("not a brevis archive (bad magic or too short)"),
             HeadError::UnknownVersion(v) => write!(
                 f,
-                "archive format version {v} is not supported: this brevis reads version \
-                 {FORMAT_VERSION} (a newer archive needs a newer brevis)"
+                "archive format version {v} is not supported: this brevis reads versions \
+                 1 to {FORMAT_VERSION} (a newer archive needs a newer brevis)"
             ),
         }
     }
 }
 
-/// Checks an archive's first 8 bytes: the name, then a version this build reads.
-pub fn check_head(head: &[u8]) -> Result<(), HeadError> {
+/// Checks an archive's first 8 bytes: the name, then a version this build
+/// reads, which it returns.
+pub fn check_head(head: &[u8]) -> Result<u8, HeadError> {
     if head.len() < HEAD_MAGIC.len() || head[..7] != HEAD_MAGIC[..7] {
         return Err(HeadError::NotAnArchive);
     }
     match head[7] {
-        FORMAT_VERSION => Ok(()),
+        v @ 1..=FORMAT_VERSION => Ok(v),
         v => Err(HeadError::UnknownVersion(v)),
     }
 }
@@ -52,6 +61,13 @@ pub const TRAILER_LEN: usize = 32;
 pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
 /// Smallest encoded chunk entry: layout, two 1-byte varints, checksum.
 const MIN_ENTRY_LEN: usize = 11;
+/// Smallest encoded base entry: SHA-256, source length, path length, a
+/// one-byte path.
+const MIN_BASE_LEN: usize = 35;
+/// Longest path of a base, in bytes.
+pub const MAX_BASE_PATH: u64 = 4096;
+/// Bit of a version 2 chunk entry's first byte that says it references a base.
+const REFERENCES_BASE: u8 = 0x80;
 
 /// The checksum of chunks and of the index: XXH3-64 with seed 0 (the
 /// implementation picks SSE2 or AVX2 at run time; checking every decoded
@@ -70,6 +86,27 @@ pub struct ChunkEntry {
     pub rec_len: u64,
     /// XXH3-64 (seed 0) of the decoded source bytes.
     pub checksum: u64,
+    /// The span of a base's source the record's words are XORed with, if any.
+    pub base: Option<BaseSpan>,
+}
+
+/// A span of a base's source, `src_len` bytes from `offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BaseSpan {
+    /// Which of the index's bases.
+    pub base: u32,
+    pub offset: u64,
+}
+
+/// Another archive whose source this one's chunks may reference: named by
+/// the SHA-256 and length of that source, found by a path relative to the
+/// folder of the archive that references it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BaseEntry {
+    pub sha256: [u8; 32],
+    pub source_len: u64,
+    /// Relative, `/`-separated, UTF-8.
+    pub path: String,
 }
 
 /// Everything an archive says about its source besides the records themselves.
@@ -79,6 +116,8 @@ pub struct Index {
     pub sha256: [u8; 32],
     /// Nominal chunk size the packer used (informational).
     pub chunk_size: u64,
+    /// Archives whose sources chunks reference (format version 2 only).
+    pub bases: Vec<BaseEntry>,
     pub chunks: Vec<ChunkEntry>,
 }
 
@@ -90,34 +129,63 @@ fn layout_code(layout: Layout) -> u8 {
 }
 
 impl Index {
+    /// The format version of an archive with this index: 2 if it has bases.
+    pub fn version(&self) -> u8 {
+        if self.bases.is_empty() {
+            1
+        } else {
+            2
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(48 + self.chunks.len() * 16);
         put_varint(&mut out, self.source_len);
         out.extend_from_slice(&self.sha256);
         put_varint(&mut out, self.chunk_size);
+        if self.version() >= 2 {
+            put_varint(&mut out, self.bases.len() as u64);
+            for b in &self.bases {
+                out.extend_from_slice(&b.sha256);
+                put_varint(&mut out, b.source_len);
+                put_varint(&mut out, b.path.len() as u64);
+                out.extend_from_slice(b.path.as_bytes());
+            }
+        }
         put_varint(&mut out, self.chunks.len() as u64);
         for s in &self.chunks {
-            out.push(layout_code(s.layout));
+            let flag = if s.base.is_some() { REFERENCES_BASE } else { 0 };
+            out.push(layout_code(s.layout) | flag);
             put_varint(&mut out, s.src_len);
             put_varint(&mut out, s.rec_len);
             out.extend_from_slice(&s.checksum.to_le_bytes());
+            if let Some(span) = s.base {
+                put_varint(&mut out, span.base as u64);
+                put_varint(&mut out, span.offset);
+            }
         }
         out
     }
 
-    /// Parses and checks an index; `records_len` is the number of bytes between the
-    /// head magic and the index, which the records must fill exactly.
-    pub fn decode(buf: &[u8], records_len: u64) -> Result<Index, WireError> {
+    /// Parses and checks the index of a `version` archive; `records_len` is the
+    /// number of bytes between the head and the index, which the records must
+    /// fill exactly.
+    pub fn decode(buf: &[u8], records_len: u64, version: u8) -> Result<Index, WireError> {
         let mut r = Reader::new(buf);
         let source_len = r.varint()?;
         let sha256 = r.bytes(32)?.try_into().expect("32 bytes");
         let chunk_size = r.varint()?;
+        let bases = if version >= 2 {
+            bases(&mut r)?
+        } else {
+            Vec::new()
+        };
         let max_count = (r.remaining() / MIN_ENTRY_LEN) as u64;
         let count = r.varint_max(max_count, "chunk count exceeds index size")?;
         let mut chunks = Vec::with_capacity(count as usize);
         let (mut src_total, mut rec_total) = (0u64, 0u64);
         for _ in 0..count {
-            let s = chunk(&mut r)?;
+            let s = chunk(&mut r, &bases)?;
             src_total += s.src_len;
             rec_total = rec_total.saturating_add(s.rec_len);
             chunks.push(s);
@@ -135,15 +203,60 @@ impl Index {
             source_len,
             sha256,
             chunk_size,
+            bases,
             chunks,
         })
     }
 }
 
-fn chunk(r: &mut Reader) -> Result<ChunkEntry, WireError> {
+/// A version 2 index's table of bases: at least one.
+fn bases(r: &mut Reader) -> Result<Vec<BaseEntry>, WireError> {
+    let max_count = (r.remaining() / MIN_BASE_LEN) as u64;
+    let count = r.varint_max(max_count, "base count exceeds index size")?;
+    if count == 0 {
+        return Err(r.error("a version 2 index lists no base"));
+    }
+    (0..count)
+        .map(|_| {
+            let sha256 = r.bytes(32)?.try_into().expect("32 bytes");
+            let source_len = r.varint()?;
+            let len = r.varint_max(MAX_BASE_PATH, "base path too long")?;
+            let at = r.pos();
+            let path = std::str::from_utf8(r.bytes(len as usize)?)
+                .ok()
+                .filter(|p| valid_base_path(p))
+                .ok_or(WireError {
+                    at,
+                    reason: "base path is not a relative UTF-8 path",
+                })?;
+            Ok(BaseEntry {
+                sha256,
+                source_len,
+                path: path.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A base's path: relative, `/`-separated, with no empty component or NUL.
+pub fn valid_base_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\0')
+        && path.split('/').all(|c| !c.is_empty())
+}
+
+fn chunk(r: &mut Reader, bases: &[BaseEntry]) -> Result<ChunkEntry, WireError> {
     let at = r.pos();
+    let first = r.u8()?;
+    let references = !bases.is_empty() && first & REFERENCES_BASE != 0;
+    let code = if references {
+        first & !REFERENCES_BASE
+    } else {
+        first
+    };
     let layout = *Layout::ALL
-        .get(r.u8()? as usize)
+        .get(code as usize)
         .ok_or_else(|| r.error("unknown chunk layout"))?;
     let src_len = r.varint_max(MAX_CHUNK_BYTES, "chunk longer than the maximum")?;
     if src_len == 0 || src_len % layout.element_bytes() as u64 != 0 {
@@ -154,11 +267,31 @@ fn chunk(r: &mut Reader) -> Result<ChunkEntry, WireError> {
     }
     let rec_len = r.varint()?;
     let checksum = r.u64_le()?;
+    let base = references.then(|| span(r, bases, src_len)).transpose()?;
     Ok(ChunkEntry {
         layout,
         src_len,
         rec_len,
         checksum,
+        base,
+    })
+}
+
+/// A chunk's span of a base: it must lie inside that base's source.
+fn span(r: &mut Reader, bases: &[BaseEntry], src_len: u64) -> Result<BaseSpan, WireError> {
+    let base = r.varint_max(bases.len() as u64 - 1, "base number out of range")?;
+    let at = r.pos();
+    let offset = r.varint()?;
+    let end = offset.checked_add(src_len);
+    if end.is_none_or(|end| end > bases[base as usize].source_len) {
+        return Err(WireError {
+            at,
+            reason: "base span beyond the base's source",
+        });
+    }
+    Ok(BaseSpan {
+        base: base as u32,
+        offset,
     })
 }
 
@@ -176,7 +309,7 @@ pub fn encode_trailer(index_offset: u64, index: &[u8]) -> [u8; TRAILER_LEN] {
 /// (which must describe them) and the trailer. For tools and tests that build
 /// archives by hand; the packer writes the same layout as it goes.
 pub fn assemble<'a>(records: impl IntoIterator<Item = &'a [u8]>, index: &Index) -> Vec<u8> {
-    let mut out = HEAD_MAGIC.to_vec();
+    let mut out = head(index.version()).to_vec();
     records.into_iter().for_each(|r| out.extend_from_slice(r));
     let index_offset = out.len() as u64;
     let encoded = index.encode();
@@ -224,11 +357,13 @@ mod tests {
             src_len,
             rec_len,
             checksum: src_len * 31 + rec_len,
+            base: None,
         };
         Index {
             source_len: 4 + 4096 + 7,
             sha256: [7; 32],
             chunk_size: 4096,
+            bases: Vec::new(),
             chunks: vec![
                 seg(Layout::Bytes, 4, 9),
                 seg(Layout::Word, 4096, 1000),
@@ -239,12 +374,12 @@ mod tests {
 
     #[test]
     fn heads_of_other_files_and_versions_are_refused_by_name() {
-        assert!(check_head(&HEAD_MAGIC).is_ok());
-        let mut newer = HEAD_MAGIC;
-        newer[7] = 2;
-        assert_eq!(check_head(&newer), Err(HeadError::UnknownVersion(2)));
-        let message = HeadError::UnknownVersion(2).to_string();
-        assert!(message.contains("version 2 is not supported"), "{message}");
+        assert_eq!(check_head(&HEAD_MAGIC), Ok(1));
+        assert_eq!(check_head(&head(2)), Ok(2));
+        assert_eq!(check_head(&head(3)), Err(HeadError::UnknownVersion(3)));
+        assert_eq!(check_head(&head(0)), Err(HeadError::UnknownVersion(0)));
+        let message = HeadError::UnknownVersion(3).to_string();
+        assert!(message.contains("version 3 is not supported"), "{message}");
         assert_eq!(check_head(b"BREVIS\x00"), Err(HeadError::NotAnArchive));
         assert_eq!(check_head(b"{\"a\": 1}   "), Err(HeadError::NotAnArchive));
     }
@@ -253,24 +388,77 @@ mod tests {
     fn index_round_trips_and_checks_its_sums() {
         let index = sample();
         let bytes = index.encode();
-        assert_eq!(Index::decode(&bytes, 1012).unwrap(), index);
+        assert_eq!(index.version(), 1);
+        assert_eq!(Index::decode(&bytes, 1012, 1).unwrap(), index);
         assert!(
-            Index::decode(&bytes, 1013).is_err(),
+            Index::decode(&bytes, 1013, 1).is_err(),
             "records must fill the space exactly"
         );
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(Index::decode(&longer, 1012).is_err(), "trailing bytes");
+        assert!(Index::decode(&longer, 1012, 1).is_err(), "trailing bytes");
+    }
+
+    fn with_base() -> Index {
+        let mut index = sample();
+        index.bases.push(BaseEntry {
+            sha256: [9; 32],
+            source_len: 10_000,
+            path: "../base/model.brv".into(),
+        });
+        index.chunks[1].base = Some(BaseSpan {
+            base: 0,
+            offset: 10_000 - 4096,
+        });
+        index
+    }
+
+    #[test]
+    fn an_index_with_bases_is_version_2_and_round_trips() {
+        let index = with_base();
+        assert_eq!(index.version(), 2);
+        let bytes = index.encode();
+        assert_eq!(Index::decode(&bytes, 1012, 2).unwrap(), index);
+        assert!(
+            Index::decode(&bytes, 1012, 1).is_err(),
+            "not a version 1 index"
+        );
+        let v1 = sample().encode();
+        assert!(Index::decode(&v1, 1012, 2).is_err(), "no base table");
+    }
+
+    #[test]
+    fn base_spans_and_paths_are_checked() {
+        let mut beyond = with_base();
+        beyond.chunks[1].base.as_mut().unwrap().offset += 1;
+        let err = Index::decode(&beyond.encode(), 1012, 2).unwrap_err();
+        assert_eq!(err.reason, "base span beyond the base's source");
+        let mut missing = with_base();
+        missing.chunks[1].base.as_mut().unwrap().base = 1;
+        let err = Index::decode(&missing.encode(), 1012, 2).unwrap_err();
+        assert_eq!(err.reason, "base number out of range");
+        for path in ["/etc/passwd", "a//b", "a/", "a\0b"] {
+            let mut bad = with_base();
+            bad.bases[0].path = path.into();
+            let err = Index::decode(&bad.encode(), 1012, 2).unwrap_err();
+            assert_eq!(
+                err.reason, "base path is not a relative UTF-8 path",
+                "{path}"
+            );
+        }
     }
 
     proptest::proptest! {
         #[test]
         fn index_decoder_survives_arbitrary_and_damaged_bytes(bytes: Vec<u8>, at: usize, bit in 0u8..8) {
-            let _ = Index::decode(&bytes, bytes.len() as u64);
-            let mut damaged = sample().encode();
-            let k = at % damaged.len();
-            damaged[k] ^= 1 << bit;
-            let _ = Index::decode(&damaged, 1012);
+            let _ = Index::decode(&bytes, bytes.len() as u64, 1);
+            let _ = Index::decode(&bytes, bytes.len() as u64, 2);
+            for (index, version) in [(sample(), 1), (with_base(), 2)] {
+                let mut damaged = index.encode();
+                let k = at % damaged.len();
+                damaged[k] ^= 1 << bit;
+                let _ = Index::decode(&damaged, 1012, version);
+            }
         }
     }
 }

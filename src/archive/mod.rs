@@ -1,6 +1,7 @@
 //! The `.brv` container: a source file's bytes as independently decodable chunks,
 //! each a program, with an index for random access. Byte layout: `docs/FORMAT.md`.
 
+mod base;
 mod decode;
 mod encode;
 mod format;
@@ -10,8 +11,11 @@ mod writer;
 
 pub use decode::decode_record;
 pub use encode::{encode_record, literal_fallbacks};
-pub use format::{assemble, ChunkEntry, Index, HEAD_MAGIC, MAX_CHUNK_BYTES, TRAILER_LEN};
-pub use reader::Archive;
+pub use format::{
+    assemble, BaseEntry, BaseSpan, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, MAX_CHUNK_BYTES,
+    TRAILER_LEN,
+};
+pub use reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
     calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,

@@ -2,7 +2,8 @@
 
 use super::decode::decode_record;
 use super::format::{
-    check_head, checksum, decode_trailer, ChunkEntry, HeadError, Index, HEAD_MAGIC, TRAILER_LEN,
+    check_head, checksum, decode_trailer, BaseEntry, BaseSpan, ChunkEntry, HeadError, Index,
+    HEAD_MAGIC, TRAILER_LEN,
 };
 use crate::error::{Error, IoContext, Result};
 use memmap2::Mmap;
@@ -21,6 +22,23 @@ pub struct Archive {
     src_starts: Vec<u64>,
     /// Archive offset where each chunk's record starts, plus the index offset.
     rec_starts: Vec<u64>,
+    /// The archives of the index's bases, in its order, opened and checked.
+    bases: Vec<Archive>,
+}
+
+/// How long a chain of bases may be: reading a chunk may decode a chunk of
+/// each archive along it.
+pub const MAX_BASE_DEPTH: usize = 8;
+/// How many archives opening one may open in all, its bases' bases included
+/// (a hostile index could otherwise name itself as many bases, many deep).
+pub const MAX_OPENED_BASES: usize = 64;
+
+/// Where an archive being opened sits among the bases of the one first
+/// opened.
+#[derive(Clone, Copy)]
+struct Chain {
+    mapped: bool,
+    depth: usize,
 }
 
 /// Where record bytes come from.
@@ -62,41 +80,71 @@ impl Backing {
         }
         match self {
             Backing::Mapped(map) => Ok(f(&map[offset as usize..][..len])),
-            Backing::Read { file, .. } => {
-                // Taken out of the cell while in use, so a nested call gets its own.
-                let mut buf = BUFFER.take();
-                if buf.len() < len {
-                    buf.resize(len, 0);
-                }
-                let result = file.read_exact_at(&mut buf[..len], offset);
-                let out = result.map(|()| f(&buf[..len]));
-                BUFFER.set(buf);
-                out
-            }
+            Backing::Read { file, .. } => with_buffer(&BUFFER, len, |buf| {
+                file.read_exact_at(buf, offset).map(|()| f(buf))
+            }),
         }
     }
 }
 
+type Buffer = std::thread::LocalKey<std::cell::Cell<Vec<u8>>>;
+
+/// Calls `f` with `len` bytes of the thread's buffer `cell`, so that decoding
+/// many chunks neither allocates nor zeroes a buffer for each.
+fn with_buffer<R>(cell: &'static Buffer, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    // Taken out of the cell while in use, so a nested call gets its own.
+    let mut buf = cell.take();
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let out = f(&mut buf[..len]);
+    cell.set(buf);
+    out
+}
+
 impl Archive {
-    /// Opens an archive memory-mapped and checks its framing and index. Records
-    /// are checked as they are decoded.
+    /// Opens an archive memory-mapped and checks its framing and index, and
+    /// opens its bases the same way. Records are checked as they are decoded.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
-        let path = path.as_ref();
+        let chain = Chain {
+            mapped: true,
+            depth: 0,
+        };
+        Archive::open_at(path.as_ref(), chain, &mut 0)
+    }
+
+    /// Opens an archive that is read with positional reads instead of a map,
+    /// and its bases the same way.
+    pub fn open_unmapped(path: impl AsRef<Path>) -> Result<Archive> {
+        let chain = Chain {
+            mapped: false,
+            depth: 0,
+        };
+        Archive::open_at(path.as_ref(), chain, &mut 0)
+    }
+
+    /// Opens the archive at `path` and its bases; `opened` counts the bases
+    /// opened so far.
+    fn open_at(path: &Path, chain: Chain, opened: &mut usize) -> Result<Archive> {
         let file = File::open(path).at(path)?;
+        let backing = if chain.mapped {
+            Archive::map(path, &file)?
+        } else {
+            let len = file.metadata().at(path)?.len();
+            Backing::Read { file, len }
+        };
+        let mut archive = Archive::with_backing(path, backing)?;
+        archive.bases = open_bases(path, &archive.index.bases, chain, opened)?;
+        Ok(archive)
+    }
+
+    fn map(path: &Path, file: &File) -> Result<Backing> {
         // SAFETY: the map is read-only; archives are written once under a temporary
         // name and renamed, so a file is not modified while mapped by this tool.
         // Another process truncating it would fault reads, as with any mmap reader;
         // long-lived readers use `open_unmapped` for that reason.
-        let map = unsafe { Mmap::map(&file) }.at(path)?;
-        Archive::with_backing(path, Backing::Mapped(map))
-    }
-
-    /// Opens an archive that is read with positional reads instead of a map.
-    pub fn open_unmapped(path: impl AsRef<Path>) -> Result<Archive> {
-        let path = path.as_ref();
-        let file = File::open(path).at(path)?;
-        let len = file.metadata().at(path)?.len();
-        Archive::with_backing(path, Backing::Read { file, len })
+        let map = unsafe { Mmap::map(file) }.at(path)?;
+        Ok(Backing::Mapped(map))
     }
 
     fn with_backing(path: &Path, bytes: Backing) -> Result<Archive> {
@@ -125,7 +173,13 @@ impl Archive {
             index,
             src_starts,
             rec_starts,
+            bases: Vec::new(),
         })
+    }
+
+    /// The archives this one's chunks reference, in the order of its index.
+    pub fn bases(&self) -> &[Archive] {
+        &self.bases
     }
 
     pub fn path(&self) -> &Path {
@@ -213,6 +267,9 @@ impl Archive {
                 Error::invalid(&self.path, reason)
             })?
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
+        if let Some(span) = seg.base {
+            self.xor_base(span, out)?;
+        }
         if checksum(out) != seg.checksum {
             return Err(Error::corrupt(
                 &self.path,
@@ -224,6 +281,21 @@ impl Archive {
             ));
         }
         Ok(())
+    }
+
+    /// XORs `out` with the base's source bytes of `span` (which the index
+    /// checked lie inside that source), read and checked as any others.
+    fn xor_base(&self, span: BaseSpan, out: &mut [u8]) -> Result<()> {
+        thread_local! {
+            static BASE_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        let base = &self.bases[span.base as usize];
+        with_buffer(&BASE_BYTES, out.len(), |bytes| {
+            base.read_at(span.offset, bytes)?;
+            out.iter_mut().zip(&*bytes).for_each(|(o, b)| *o ^= b);
+            Ok(())
+        })
+        .map_err(|e: Error| Error::invalid(&self.path, format!("reading its base: {e}")))
     }
 
     /// Fills `buf` with source bytes starting at `offset`, decoding only the
@@ -262,6 +334,54 @@ enum Framing {
     Unsupported(String),
 }
 
+/// Opens the archives of `bases`, named in the index of the archive at
+/// `path`, and checks that each holds the source the index names.
+fn open_bases(
+    path: &Path,
+    bases: &[BaseEntry],
+    chain: Chain,
+    opened: &mut usize,
+) -> Result<Vec<Archive>> {
+    let folder = path.parent().unwrap_or(Path::new(""));
+    bases
+        .iter()
+        .map(|b| {
+            let base_path = folder.join(&b.path);
+            let fail = |reason: String| {
+                let sha: String = b.sha256.iter().map(|x| format!("{x:02x}")).collect();
+                let what = format!("needs the base archive {}", base_path.display());
+                Error::invalid(
+                    path,
+                    format!("{what} (of a source with SHA-256 {sha}): {reason}"),
+                )
+            };
+            if chain.depth + 1 >= MAX_BASE_DEPTH {
+                return Err(fail(format!("bases nest deeper than {MAX_BASE_DEPTH}")));
+            }
+            *opened += 1;
+            if *opened > MAX_OPENED_BASES {
+                return Err(fail(format!("more than {MAX_OPENED_BASES} bases in all")));
+            }
+            let deeper = Chain {
+                depth: chain.depth + 1,
+                ..chain
+            };
+            // Not a FIFO or device, where opening could block.
+            match std::fs::metadata(&base_path) {
+                Ok(meta) if !meta.is_file() => return Err(fail("not a regular file".into())),
+                Err(e) => return Err(fail(e.to_string())),
+                Ok(_) => {}
+            }
+            let base =
+                Archive::open_at(&base_path, deeper, opened).map_err(|e| fail(e.to_string()))?;
+            if base.sha256() != b.sha256 || base.len() != b.source_len {
+                return Err(fail("that archive holds another source".into()));
+            }
+            Ok(base)
+        })
+        .collect()
+}
+
 /// Checks magic numbers and trailer, then parses the index. Errors carry the
 /// archive offset they concern.
 fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> {
@@ -273,7 +393,7 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> 
     };
     let len = bytes.len();
     let head = read(0, HEAD_MAGIC.len().min(len as usize))?;
-    check_head(&head).map_err(|e| match e {
+    let version = check_head(&head).map_err(|e| match e {
         HeadError::NotAnArchive => corrupt(0, &e.to_string()),
         HeadError::UnknownVersion(_) => (0, Framing::Unsupported(e.to_string())),
     })?;
@@ -296,6 +416,10 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> 
     if checksum(&index_bytes) != index_checksum {
         return Err(corrupt(index_offset, "index checksum mismatch"));
     }
-    Index::decode(&index_bytes, index_offset - HEAD_MAGIC.len() as u64)
-        .map_err(|e| corrupt(index_offset + e.at as u64, e.reason))
+    Index::decode(
+        &index_bytes,
+        index_offset - HEAD_MAGIC.len() as u64,
+        version,
+    )
+    .map_err(|e| corrupt(index_offset + e.at as u64, e.reason))
 }

@@ -6,8 +6,9 @@
 
 #![forbid(unsafe_code)]
 
+use super::base::{self, Base};
 use super::encode::{encode_record_like, to_lanes, Encoded};
-use super::format::{checksum, encode_trailer, ChunkEntry, Index, HEAD_MAGIC};
+use super::format::{checksum, encode_trailer, head, BaseSpan, ChunkEntry, Index, HEAD_MAGIC};
 use crate::atomic::write_atomically;
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
@@ -21,7 +22,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Default source bytes per chunk; see `docs/FORMAT.md` for the measured trade-off.
@@ -35,6 +36,9 @@ pub struct PackOptions {
     /// Learn a prior from a sample of the file before packing (unless the search
     /// is root-only or `synth.prior` was already given).
     pub learn_prior: bool,
+    /// An archive whose source the new archive may reference (see
+    /// `archive::base`): the archive will need it to be read.
+    pub base: Option<PathBuf>,
 }
 
 impl Default for PackOptions {
@@ -74,6 +78,7 @@ impl PackOptions {
                 ..SynthOptions::default()
             },
             learn_prior,
+            base: None,
         }
     }
 }
@@ -116,6 +121,9 @@ struct Planned {
     /// Its place among the chunks of its region, and their number.
     nth: u64,
     count: u64,
+    /// Where the same bytes of its tensor lie in the base's source, if the
+    /// base has the tensor.
+    base: Option<u64>,
 }
 
 impl Planned {
@@ -139,7 +147,7 @@ fn push_region(
     plan: &mut Vec<Planned>,
     (start, end): (u64, u64),
     element: Element,
-    (class, leads): (Option<usize>, bool),
+    (class, leads, base): (Option<usize>, bool, Option<u64>),
     chunk: u64,
 ) {
     let e = element.layout.element_bytes() as u64;
@@ -155,41 +163,71 @@ fn push_region(
             leads,
             nth,
             count,
+            base: base.map(|b| b + nth * step),
         }
     }));
 }
 
-/// An open source file and the chunks planned for it.
+/// An open source file, the chunks planned for it and its base, if any.
 struct Source<'a> {
     path: &'a Path,
     file: File,
     size: u64,
     chunk: u64,
     plan: Vec<Planned>,
+    base: Option<Base>,
 }
 
 impl<'a> Source<'a> {
-    fn open(path: &'a Path, chunk_size: usize) -> Result<Self> {
+    fn open(path: &'a Path, chunk_size: usize, base: Option<Base>) -> Result<Self> {
         let file = File::open(path).at(path)?;
         let size = file.metadata().at(path)?.len();
         let chunk = chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64;
-        let plan = plan(path, &file, size, chunk)?;
+        let plan = plan(path, &file, size, chunk, base.as_ref())?;
         Ok(Source {
             path,
             file,
             size,
             chunk,
             plan,
+            base,
         })
     }
 
     fn read(&self, start: u64, buf: &mut [u8]) -> Result<()> {
         self.file.read_exact_at(buf, start).at(self.path)
     }
+
+    /// Reads the bytes of the planned chunks `batch` (contiguous) into
+    /// `buf`, and their bases' bytes at the same places into `base_buf`.
+    fn read_run(&self, batch: &[Planned], buf: &mut Vec<u8>, base_buf: &mut Vec<u8>) -> Result<()> {
+        let start = batch[0].start;
+        let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
+        buf.resize((end - start) as usize, 0);
+        self.read(start, buf)?;
+        if let Some(base) = &self.base {
+            base_buf.resize(buf.len(), 0);
+            for p in batch {
+                if let Some(at) = p.base {
+                    base.read(
+                        at,
+                        &mut base_buf[(p.start - start) as usize..][..p.len as usize],
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Chunks covering `[0, size)`: header, tensors, and any gaps between them.
-fn plan(src: &Path, file: &File, size: u64, chunk: u64) -> Result<Vec<Planned>> {
+fn plan(
+    src: &Path,
+    file: &File,
+    size: u64,
+    chunk: u64,
+    base: Option<&Base>,
+) -> Result<Vec<Planned>> {
     let layout = safetensors::parse(size, |n| {
         let mut buf = vec![0u8; n as usize];
         file.read_exact_at(&mut buf, 0).map(|_| buf)
@@ -200,16 +238,20 @@ fn plan(src: &Path, file: &File, size: u64, chunk: u64) -> Result<Vec<Planned>> 
     })?;
     let mut plan = Vec::new();
     let bytes = Element::BYTES;
-    let none = (None, false);
+    let none = (None, false, None);
     push_region(&mut plan, (0, layout.header_end), bytes, none, chunk);
     let mut at = layout.header_end;
     let mut classes = HashMap::new();
     for t in &layout.tensors {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
         let element = Element::of_dtype(&t.dtype);
+        let base = base.and_then(|b| b.offset_of(t));
+        // Chunks coded against a base are a class apart: their XORs with
+        // the base look nothing like the values.
         let next = classes.len();
-        let class = *classes.entry((&t.dtype, &t.shape)).or_insert(next);
-        let group = (Some(class), class == next);
+        let key = (&t.dtype, &t.shape, base.is_some());
+        let class = *classes.entry(key).or_insert(next);
+        let group = (Some(class), class == next, base);
         push_region(&mut plan, (t.start, t.end), element, group, chunk);
         at = at.max(t.end);
     }
@@ -225,7 +267,12 @@ pub fn pack_file(
     opts: &PackOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
-    let source = Source::open(src, opts.chunk_size)?;
+    let base = opts
+        .base
+        .as_deref()
+        .map(|b| Base::open(b, dst))
+        .transpose()?;
+    let source = Source::open(src, opts.chunk_size, base)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
@@ -251,7 +298,7 @@ fn write_archive(
     let mut sha = Sha256::new();
     let batch_bytes = chunk * BATCH_CHUNKS_PER_THREAD * rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, batch_bytes).collect();
-    let (mut buf, mut next) = (Vec::new(), Vec::new());
+    let (mut buf, mut next) = (Run::default(), Run::default());
     if let Some(first) = ranges.first() {
         read_batch(source, &plan[first.clone()], &mut buf, &mut sha)?;
     }
@@ -259,10 +306,9 @@ fn write_archive(
     let mut carry = Carry::default();
     for (i, range) in ranges.iter().enumerate() {
         let batch = &plan[range.clone()];
-        let start = batch[0].start;
-        let bytes = |p: &Planned| &buf[(p.start - start) as usize..][..p.len as usize];
+        let bytes = |p: &Planned| buf.piece(batch[0].start, p);
         let ahead = representative_ahead(source, range.clone())?;
-        let ahead = ahead.as_ref().map(|(p, b)| (p, b.as_slice()));
+        let ahead = ahead.as_ref().map(|(p, run)| (p, run.piece(p.start, p)));
         // Beside the batch's packing, on one thread: writing the previous
         // batch's records, then reading and hashing the next batch.
         let previous = std::mem::take(&mut done_records);
@@ -288,13 +334,20 @@ fn write_archive(
         records_len,
         ..
     } = out;
+    // Only an archive that references its base names it.
+    let referenced = chunks.iter().any(|c| c.base.is_some());
+    let bases = (source.base.iter().filter(|_| referenced))
+        .map(|b| b.entry().clone())
+        .collect();
     let index = Index {
         source_len: size,
         sha256: sha.finalize().into(),
         chunk_size: chunk,
+        bases,
         chunks,
-    }
-    .encode();
+    };
+    let version = index.version();
+    let index = index.encode();
     let index_offset = HEAD_MAGIC.len() as u64 + records_len;
     writer.write_all(&index).at(tmp)?;
     writer
@@ -302,6 +355,8 @@ fn write_archive(
         .at(tmp)?;
     writer.flush().at(tmp)?;
     drop(writer);
+    // The head was written before the version was known.
+    out_file.write_all_at(&head(version), 0).at(tmp)?;
     out_file.sync_all().at(tmp)?;
     Ok(PackSummary {
         bytes_in: size,
@@ -328,18 +383,36 @@ impl Output<'_> {
     }
 }
 
-/// Reads a batch's source bytes into `buf` and adds them to the file's hash.
-fn read_batch(
-    source: &Source,
-    batch: &[Planned],
-    buf: &mut Vec<u8>,
-    sha: &mut Sha256,
-) -> Result<()> {
-    let start = batch[0].start;
-    let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
-    buf.resize((end - start) as usize, 0);
-    source.read(start, buf)?;
-    sha.update(&buf[..]);
+/// The source bytes of a run of chunks, and their bases' bytes.
+#[derive(Default)]
+struct Run {
+    bytes: Vec<u8>,
+    base: Vec<u8>,
+}
+
+impl Run {
+    /// The bytes of `p`, a chunk of the run that starts at `start`.
+    fn piece(&self, start: u64, p: &Planned) -> Piece<'_> {
+        let at = (p.start - start) as usize..(p.start - start + p.len) as usize;
+        Piece {
+            bytes: &self.bytes[at.clone()],
+            base: p.base.map(|offset| (&self.base[at], offset)),
+        }
+    }
+}
+
+/// A chunk's bytes, and the bytes of its base with their offset in the
+/// base's source.
+#[derive(Clone, Copy)]
+struct Piece<'a> {
+    bytes: &'a [u8],
+    base: Option<(&'a [u8], u64)>,
+}
+
+/// Reads a batch's bytes into `run` and adds them to the file's hash.
+fn read_batch(source: &Source, batch: &[Planned], run: &mut Run, sha: &mut Sha256) -> Result<()> {
+    source.read_run(batch, &mut run.bytes, &mut run.base)?;
+    sha.update(&run.bytes[..]);
     Ok(())
 }
 
@@ -347,10 +420,7 @@ fn read_batch(
 /// that leads its class, starts in the batch `range` of the plan and ends
 /// after it, if it lies beyond the batch, and its bytes. (Tensors are
 /// contiguous: only the batch's last one can reach beyond it.)
-fn representative_ahead(
-    source: &Source,
-    range: Range<usize>,
-) -> Result<Option<(Planned, Vec<u8>)>> {
+fn representative_ahead(source: &Source, range: Range<usize>) -> Result<Option<(Planned, Run)>> {
     let plan = &source.plan;
     let last = plan[range.end - 1];
     let started_here = last.nth as usize <= range.end - 1 - range.start;
@@ -359,9 +429,9 @@ fn representative_ahead(
         return Ok(None);
     }
     let p = plan[r];
-    let mut bytes = vec![0; p.len as usize];
-    source.read(p.start, &mut bytes)?;
-    Ok(Some((p, bytes)))
+    let mut run = Run::default();
+    source.read_run(&[p], &mut run.bytes, &mut run.base)?;
+    Ok(Some((p, run)))
 }
 
 /// What packing carries from batch to batch.
@@ -387,8 +457,8 @@ struct Carry {
 /// class that needs one and the re-fits of the other classes' chunks.
 fn pack_batch<'a>(
     batch: &'a [Planned],
-    bytes: impl Fn(&'a Planned) -> &'a [u8] + Sync,
-    ahead: Option<(&'a Planned, &'a [u8])>,
+    bytes: impl Fn(&'a Planned) -> Piece<'a> + Sync,
+    ahead: Option<(&'a Planned, Piece<'a>)>,
     synth: &SynthOptions,
     carry: &mut Carry,
 ) -> Vec<(ChunkEntry, Vec<u8>)> {
@@ -441,12 +511,14 @@ fn pack_batch<'a>(
             let class = p.class;
             match (chunk, search) {
                 _ if misfit.contains(&class) => {}
-                (None, _) => {
+                (None, true) => unreachable!("a chunk that may be searched is encoded"),
+                (None, false) => {
                     misfit.insert(class);
                     to_search[k.expect("re-fits are batch chunks")] = true;
                 }
                 (Some((entry, encoded)), searched) => {
-                    if let (true, Some(c)) = (searched, class) {
+                    let new = !encoded.templates.is_empty();
+                    if let (true, true, Some(c)) = (searched, new, class) {
                         let list = carry.templates.entry(c).or_default();
                         // A class's first template stays first; later ones
                         // go after it, newest first.
@@ -509,9 +581,12 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = Range<usize>> 
 }
 
 /// The index entry and record of one chunk, re-fit from `like` or searched
-/// (see [`encode_record_like`]).
+/// (see [`encode_record_like`]). A chunk with a base is coded as its XOR with
+/// the base, as its own bytes, or both ways keeping the smaller (see
+/// [`base::candidates`]); `like` holds templates of XORs, so coding its own
+/// bytes is a search, and gives no template.
 fn pack_chunk(
-    bytes: &[u8],
+    piece: Piece,
     p: &Planned,
     synth: &SynthOptions,
     like: &[Vec<Template>],
@@ -521,14 +596,45 @@ fn pack_chunk(
     let hint = Hint {
         float: p.element.float,
     };
-    let encoded = encode_record_like(bytes, layout, hint, synth, like, may_search)?;
-    let chunk = ChunkEntry {
-        layout,
-        src_len: p.len,
-        rec_len: encoded.record.len() as u64,
-        checksum: checksum(bytes),
+    let entry = |encoded: Encoded, base| {
+        let chunk = ChunkEntry {
+            layout,
+            src_len: p.len,
+            rec_len: encoded.record.len() as u64,
+            checksum: checksum(piece.bytes),
+            base,
+        };
+        (chunk, encoded)
     };
-    Some((chunk, encoded))
+    let Some((base_bytes, offset)) = piece.base else {
+        let encoded = encode_record_like(piece.bytes, layout, hint, synth, like, may_search)?;
+        return Some(entry(encoded, None));
+    };
+    let residual = base::xor(piece.bytes, base_bytes);
+    let (try_residual, try_plain) = base::candidates(piece.bytes, &residual, layout);
+    let span = BaseSpan { base: 0, offset };
+    let delta = try_residual
+        .then(|| encode_record_like(&residual, layout, hint, synth, like, may_search))
+        .map(|d| d.map(|d| entry(d, Some(span))));
+    if matches!(delta, Some(None)) {
+        // A misfit: searched later with the class's templates.
+        return None;
+    }
+    let plain = try_plain.then(|| {
+        let encoded = encode_record_like(piece.bytes, layout, hint, synth, &[], true);
+        let encoded = encoded.expect("a chunk that may be searched is encoded");
+        entry(
+            Encoded {
+                templates: Vec::new(),
+                ..encoded
+            },
+            None,
+        )
+    });
+    [delta.flatten(), plain]
+        .into_iter()
+        .flatten()
+        .min_by_key(|(chunk, _)| chunk.rec_len)
 }
 
 /// A deterministic sample of the file's tensor chunks, stratified by dtype and
@@ -569,6 +675,6 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
-    let source = Source::open(src, chunk_size)?;
+    let source = Source::open(src, chunk_size, None)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
 }

@@ -53,6 +53,14 @@ enum Command {
         /// Source bytes per independently decodable chunk.
         #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
         chunk_size: usize,
+        /// Code tensors against a base: an archive (e.g. the model a checkpoint
+        /// was fine-tuned from), or for a directory SRC a directory of archives
+        /// matched by relative path. Tensors of the same name, dtype and shape
+        /// are stored as their XOR with the base's where that is smaller. The
+        /// archives then need the base, found by its path relative to them and
+        /// checked by its SHA-256, to be read.
+        #[arg(long, value_name = "BASE")]
+        base: Option<PathBuf>,
         #[command(flatten)]
         search: SearchArgs,
     },
@@ -196,6 +204,22 @@ fn expand_level_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std
     .collect()
 }
 
+/// The base archive for `out`, an output of packing into `dst` against
+/// `base`: a base directory holds archives at the outputs' paths relative to
+/// `dst` (or at a lone output's file name). None where it has no such
+/// archive: that file is packed alone.
+fn base_of(dst: &Path, base: &Path, out: &Path) -> Option<PathBuf> {
+    if !base.is_dir() {
+        return Some(base.to_path_buf());
+    }
+    let rel = out
+        .strip_prefix(dst)
+        .ok()
+        .filter(|r| !r.as_os_str().is_empty());
+    let rel = rel.or_else(|| out.file_name().map(Path::new))?;
+    Some(base.join(rel)).filter(|b| b.is_file())
+}
+
 fn read_prior(path: &Path) -> Result<Prior> {
     let text = std::fs::read_to_string(path).at(path)?;
     let json = serde_json::from_str(&text)
@@ -237,9 +261,13 @@ fn run(cli: &Cli) -> Result<()> {
             dst,
             outputs,
             chunk_size,
+            base,
             search,
         } => {
             let opts = search.options(*chunk_size)?;
+            if let Some(base) = base {
+                std::fs::metadata(base).at(base)?;
+            }
             let jobs = tree::plan(src, dst, "safetensors", "brv", outputs.existing())?;
             let skipped = outputs.existing() == Existing::Skip;
             if !skipped && !jobs.iter().any(|j| j.action == Action::Transform) {
@@ -256,6 +284,10 @@ fn run(cli: &Cli) -> Result<()> {
                 (src, &jobs),
                 outputs.keep_going,
                 |job, progress| {
+                    let opts = PackOptions {
+                        base: base.as_ref().and_then(|b| base_of(dst, b, &job.dst)),
+                        ..opts.clone()
+                    };
                     let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
                     Ok(summary.bytes_out)
                 },
@@ -500,6 +532,9 @@ fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {
 }
 
 fn print_report(report: &inspect::Report) {
+    for base in &report.bases {
+        println!("base: {base} (chunks marked 'base ^' store their XOR with it)");
+    }
     println!(
         "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7}  program / codecs",
         "tensor", "dtype", "shape", "bytes in", "bytes out", "ratio"

@@ -20,7 +20,7 @@ pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use prior::Prior;
 pub use production::Production;
-pub use refit::Template;
+pub use refit::{byte_planes_cost, Template};
 pub use search::{Found, Limits, Order, Setup};
 
 use crate::codec::{self, Stats};

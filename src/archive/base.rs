@@ -1,0 +1,154 @@
+//! Packing against a base: a chunk of a tensor that the base archive's source
+//! also has (same name, dtype and shape) may store the XOR of its bytes with
+//! the base's bytes at the same place in that tensor. A fine-tune differs from
+//! its base model in few bits of most values, so the XOR codes far smaller
+//! than the values themselves; an identical tensor codes as constants.
+
+#![forbid(unsafe_code)]
+
+use super::format::{valid_base_path, BaseEntry};
+use super::reader::Archive;
+use crate::error::{Error, IoContext, Result};
+use crate::safetensors::{self, TensorInfo};
+use crate::synth::byte_planes_cost;
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+/// A base archive opened for packing, with the tensors of its source.
+pub struct Base {
+    archive: Archive,
+    /// How the archive being written names it.
+    entry: BaseEntry,
+    tensors: HashMap<String, TensorInfo>,
+}
+
+impl Base {
+    /// Opens the archive `path` as the base of the archive to be written at
+    /// `dst`, which will name it by its path relative to `dst`'s folder.
+    pub fn open(path: &Path, dst: &Path) -> Result<Base> {
+        let archive = Archive::open(path)?;
+        let layout = safetensors::parse(archive.len(), |n| {
+            let mut header = vec![0u8; n as usize];
+            archive
+                .read_at(0, &mut header)
+                .map(|_| header)
+                .map_err(std::io::Error::other)
+        })
+        .map_err(|reason| {
+            Error::invalid(
+                path,
+                format!("cannot be a base: its source is not safetensors: {reason}"),
+            )
+        })?;
+        let folder = dst.parent().filter(|f| !f.as_os_str().is_empty());
+        let folder = folder.unwrap_or(Path::new("."));
+        let relative = relative_path(folder, path)?;
+        let entry = BaseEntry {
+            sha256: archive.sha256(),
+            source_len: archive.len(),
+            path: relative,
+        };
+        let tensors = layout.tensors.into_iter().map(|t| (t.name.clone(), t));
+        Ok(Base {
+            archive,
+            entry,
+            tensors: tensors.collect(),
+        })
+    }
+
+    pub fn entry(&self) -> &BaseEntry {
+        &self.entry
+    }
+
+    /// Where the bytes of `t` start in the base's source, if the base has a
+    /// tensor of its name, dtype and shape.
+    pub fn offset_of(&self, t: &TensorInfo) -> Option<u64> {
+        let b = self.tensors.get(&t.name)?;
+        (b.dtype == t.dtype && b.shape == t.shape && b.end - b.start == t.end - t.start)
+            .then_some(b.start)
+    }
+
+    /// The base's source bytes from `offset`, each chunk checked.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.archive.read_at(offset, out).map(|_| ())
+    }
+}
+
+/// `to` as a `/`-separated path relative to the folder `from`, both taken
+/// from their canonical forms (`to` must exist; `from` is the folder a new
+/// archive will be written in).
+fn relative_path(from: &Path, to: &Path) -> Result<String> {
+    let from = from.canonicalize().at(from)?;
+    let target = to.canonicalize().at(to)?;
+    let (a, b): (Vec<Component>, Vec<Component>) =
+        (from.components().collect(), target.components().collect());
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut rel = PathBuf::new();
+    (common..a.len()).for_each(|_| rel.push(".."));
+    b[common..].iter().for_each(|c| rel.push(c));
+    rel.to_str()
+        .map(|s| s.replace(std::path::MAIN_SEPARATOR, "/"))
+        .filter(|s| valid_base_path(s))
+        .ok_or_else(|| Error::invalid(to, "cannot be named as a base: its path is not UTF-8"))
+}
+
+/// Which coding of a chunk with a base to try: `(residual, plain)`, at least
+/// one of them.
+///
+/// The order-0 costs of both sets of byte planes decide where one is clearly
+/// cheaper (by a sixteenth); where they are close, both are coded and the
+/// smaller record kept.
+pub fn candidates(
+    bytes: &[u8],
+    residual: &[u8],
+    layout: crate::safetensors::Layout,
+) -> (bool, bool) {
+    let cost = |b: &[u8]| -> usize {
+        super::encode::to_lanes(b, layout)
+            .iter()
+            .map(|lane| byte_planes_cost(lane, layout.lane_width()))
+            .sum()
+    };
+    let (plain, delta) = (cost(bytes), cost(residual));
+    // At least one is tried: the residual where both cost nothing.
+    (delta * 16 <= plain * 17, plain * 16 < delta * 17)
+}
+
+/// `a` XOR `b`, byte by byte.
+pub fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
+    a.iter().zip(b).map(|(x, y)| x ^ y).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_climb_to_the_common_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("base/sub")).unwrap();
+        std::fs::create_dir_all(root.join("tuned")).unwrap();
+        std::fs::write(root.join("base/sub/m.brv"), b"x").unwrap();
+        let rel = relative_path(&root.join("tuned"), &root.join("base/sub/m.brv")).unwrap();
+        assert_eq!(rel, "../base/sub/m.brv");
+        let here = relative_path(&root.join("base/sub"), &root.join("base/sub/m.brv")).unwrap();
+        assert_eq!(here, "m.brv");
+    }
+
+    #[test]
+    fn identical_chunks_code_as_residuals_and_unrelated_ones_plainly() {
+        let a: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
+            .collect();
+        let zero = vec![0u8; a.len()];
+        let layout = crate::safetensors::Layout::Half;
+        assert_eq!(candidates(&a, &zero, layout), (true, false));
+        let skewed: Vec<u8> = a.iter().map(|b| b & 1).collect();
+        assert_eq!(candidates(&skewed, &a, layout), (false, true));
+        assert_eq!(candidates(&a, &a, layout), (true, true), "close: both");
+        // Chunks too short to cost anything still get one coding.
+        assert_eq!(candidates(&[7, 7], &[0, 0], layout), (true, false));
+        assert_eq!(candidates(&[0, 0], &[0, 0], layout), (true, false));
+    }
+}

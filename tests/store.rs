@@ -1,0 +1,382 @@
+//! Archives coded against a base: `pack --base`, what reading them needs, and
+//! what happens when the base is missing or another file.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn brevis(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = brevis(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails(args: &[&str], why: &[&str]) {
+    let out = brevis(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    for w in why {
+        assert!(err.contains(w), "{args:?}: expected '{w}' in: {err}");
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Floats near 0.02 in magnitude, as weights are.
+fn weights(seed: u64, n: usize) -> Vec<f32> {
+    noise(seed, 4 * n)
+        .chunks_exact(4)
+        .map(|c| (u32::from_le_bytes(c.try_into().unwrap()) as f32 / u32::MAX as f32 - 0.5) * 0.04)
+        .collect()
+}
+
+fn f32_bytes(w: &[f32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn bf16_bytes(w: &[f32]) -> Vec<u8> {
+    w.iter()
+        .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+        .collect()
+}
+
+/// A base checkpoint and a fine-tune of it: every weight moved by a small
+/// relative step (as a few optimizer steps move them), a tensor the base does
+/// not have, one whose shape changed, and one left exactly as it was.
+fn base_and_tuned() -> (Vec<u8>, Vec<u8>) {
+    let n = 96 * 1024;
+    let w = weights(1, n);
+    let step = weights(2, n);
+    let tuned: Vec<f32> = w
+        .iter()
+        .zip(&step)
+        .map(|(a, d)| a * (1.0 + d * 0.05))
+        .collect();
+    let ids: Vec<u8> = (0..512u64).flat_map(|i| i.to_le_bytes()).collect();
+    let base = build(
+        &[
+            tensor("embed", "F32", &[96, 1024], f32_bytes(&w)),
+            tensor("head", "BF16", &[96, 1024], bf16_bytes(&w)),
+            tensor("ids", "I64", &[512], ids.clone()),
+            tensor("resized", "F32", &[1024], f32_bytes(&w[..1024])),
+        ],
+        &Extras::default(),
+    );
+    let tuned = build(
+        &[
+            tensor("embed", "F32", &[96, 1024], f32_bytes(&tuned)),
+            tensor("head", "BF16", &[96, 1024], bf16_bytes(&tuned)),
+            tensor("ids", "I64", &[512], ids),
+            tensor("resized", "F32", &[2048], f32_bytes(&w[..2048])),
+            tensor("new", "F32", &[4096], f32_bytes(&step[..4096])),
+        ],
+        &Extras::default(),
+    );
+    (base, tuned)
+}
+
+/// Packs `base` into `root/base/model.brv` and returns its path.
+fn packed_base(root: &Path, base: &[u8]) -> std::path::PathBuf {
+    std::fs::create_dir_all(root.join("orig")).unwrap();
+    let src = write_temp(&root.join("orig"), "base.safetensors", base);
+    let brv = root.join("base/model.brv");
+    std::fs::create_dir_all(brv.parent().unwrap()).unwrap();
+    ok(&["pack", "-q", s(&src), s(&brv)]);
+    brv
+}
+
+#[test]
+fn a_fine_tune_packed_against_its_base_is_smaller_and_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, tuned) = base_and_tuned();
+    let base_brv = packed_base(root, &base);
+    let src = write_temp(&root.join("orig"), "tuned.safetensors", &tuned);
+    let alone = root.join("alone.brv");
+    ok(&["pack", "-q", s(&src), s(&alone)]);
+    std::fs::create_dir_all(root.join("tuned")).unwrap();
+    let delta = root.join("tuned/model.brv");
+    ok(&["pack", "-q", "--base", s(&base_brv), s(&src), s(&delta)]);
+
+    let (alone_len, delta_len) = (len(&alone), len(&delta));
+    assert!(
+        delta_len * 10 < alone_len * 7,
+        "against its base {delta_len} bytes, alone {alone_len}"
+    );
+    let head = std::fs::read(&delta).unwrap();
+    assert_eq!(
+        &head[..8],
+        b"BREVIS\x00\x02",
+        "an archive with a base is version 2"
+    );
+    let alone_head = std::fs::read(&alone).unwrap();
+    assert_eq!(
+        &alone_head[..8],
+        b"BREVIS\x00\x01",
+        "one without stays version 1"
+    );
+
+    let out = root.join("out.safetensors");
+    ok(&["unpack", "-q", s(&delta), s(&out)]);
+    assert!(std::fs::read(&out).unwrap() == tuned);
+    ok(&["verify", "-q", s(&delta), "--against", s(&src)]);
+
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", s(&delta)])).unwrap();
+    assert_eq!(report["bases"], serde_json::json!(["../base/model.brv"]));
+    let row = |name: &str| {
+        let rows = report["tensors"].as_array().unwrap();
+        rows.iter().find(|r| r["name"] == name).unwrap().clone()
+    };
+    assert!(row("embed")["base_chunks"].as_u64().unwrap() > 0);
+    assert!(row("head")["base_chunks"].as_u64().unwrap() > 0);
+    // Tensors the base lacks, or has in another shape, cannot reference it.
+    assert_eq!(row("new")["base_chunks"], 0);
+    assert_eq!(row("resized")["base_chunks"], 0);
+    // An unchanged tensor costs next to nothing.
+    assert!(
+        row("ids")["bytes_out"].as_u64().unwrap() < 64,
+        "{}",
+        row("ids")
+    );
+}
+
+fn len(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+#[test]
+fn the_same_checkpoint_against_itself_is_a_few_bytes_per_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = base_and_tuned();
+    let base_brv = packed_base(dir.path(), &base);
+    let src = dir.path().join("orig/base.safetensors");
+    let again = dir.path().join("base/again.brv");
+    ok(&["pack", "-q", "--base", s(&base_brv), s(&src), s(&again)]);
+    assert!(len(&again) < 2048, "{} bytes", len(&again));
+    ok(&["verify", "-q", s(&again), "--against", s(&src)]);
+}
+
+#[test]
+fn output_against_a_base_is_identical_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, tuned) = base_and_tuned();
+    let base_brv = packed_base(root, &base);
+    let src = write_temp(&root.join("orig"), "tuned.safetensors", &tuned);
+    let (one, two) = (root.join("base/one.brv"), root.join("base/two.brv"));
+    let base_arg = s(&base_brv);
+    ok(&[
+        "pack",
+        "-q",
+        "-j1",
+        "--chunk-size",
+        "16384",
+        "--base",
+        base_arg,
+        s(&src),
+        s(&one),
+    ]);
+    ok(&[
+        "pack",
+        "-q",
+        "-j2",
+        "--chunk-size",
+        "16384",
+        "--base",
+        base_arg,
+        s(&src),
+        s(&two),
+    ]);
+    assert!(std::fs::read(&one).unwrap() == std::fs::read(&two).unwrap());
+}
+
+#[test]
+fn a_missing_or_replaced_base_is_an_error_naming_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, tuned) = base_and_tuned();
+    let base_brv = packed_base(root, &base);
+    let src = write_temp(&root.join("orig"), "tuned.safetensors", &tuned);
+    std::fs::create_dir_all(root.join("tuned")).unwrap();
+    let delta = root.join("tuned/model.brv");
+    ok(&["pack", "-q", "--base", s(&base_brv), s(&src), s(&delta)]);
+    let out = root.join("out.safetensors");
+
+    // Another checkpoint's archive in the base's place.
+    let other = write_temp(&root.join("orig"), "other.safetensors", &tuned);
+    std::fs::remove_file(&base_brv).unwrap();
+    ok(&["pack", "-q", s(&other), s(&base_brv)]);
+    for cmd in ["unpack", "verify", "inspect"] {
+        let mut args = vec![cmd, "-q", s(&delta)];
+        if cmd == "unpack" {
+            args.push(s(&out));
+        }
+        fails(
+            &args,
+            &[s(&delta), "base/model.brv", "holds another source"],
+        );
+    }
+    std::fs::remove_file(&base_brv).unwrap();
+    fails(
+        &["unpack", "-q", s(&delta), s(&out)],
+        &[s(&delta), "needs the base archive", "No such file"],
+    );
+    assert!(!out.exists(), "nothing is written");
+}
+
+#[test]
+fn a_directory_packs_against_a_directory_of_bases_by_relative_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, tuned) = base_and_tuned();
+    for (name, bytes) in [("base", &base), ("tuned", &tuned)] {
+        let model = root.join(name);
+        std::fs::create_dir_all(model.join("sub")).unwrap();
+        std::fs::write(model.join("sub/model.safetensors"), bytes).unwrap();
+        std::fs::write(model.join("config.json"), b"{}").unwrap();
+    }
+    // A file the base directory lacks is packed alone.
+    std::fs::write(root.join("tuned/extra.safetensors"), &tuned).unwrap();
+    let store = root.join("store");
+    ok(&["pack", "-q", s(&root.join("base")), s(&store.join("base"))]);
+    let tuned_out = store.join("tuned");
+    let base_dir = store.join("base");
+    ok(&[
+        "pack",
+        "-q",
+        "--base",
+        s(&base_dir),
+        s(&root.join("tuned")),
+        s(&tuned_out),
+    ]);
+    let head = |p: &Path| std::fs::read(p).unwrap()[7];
+    assert_eq!(head(&tuned_out.join("sub/model.brv")), 2);
+    assert_eq!(head(&tuned_out.join("extra.brv")), 1);
+    ok(&["verify", "-q", s(&store)]);
+    let unpacked = root.join("unpacked");
+    ok(&["unpack", "-q", s(&tuned_out), s(&unpacked)]);
+    let got = std::fs::read(unpacked.join("sub/model.safetensors")).unwrap();
+    assert!(got == tuned);
+}
+
+#[test]
+fn a_base_that_is_not_an_archive_of_safetensors_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (_, tuned) = base_and_tuned();
+    let src = write_temp(root, "tuned.safetensors", &tuned);
+    let dst = root.join("out.brv");
+    fails(
+        &["pack", "-q", "--base", s(&src), s(&src), s(&dst)],
+        &[s(&src), "not a brevis archive"],
+    );
+    fails(
+        &[
+            "pack",
+            "-q",
+            "--base",
+            s(&root.join("none.brv")),
+            s(&src),
+            s(&dst),
+        ],
+        &["none.brv", "No such file"],
+    );
+    assert!(!dst.exists());
+}
+
+/// An archive of one constant chunk of 64 zeros whose index names `count`
+/// bases: the archive `path`, holding a source of `sha256` and `len` bytes.
+fn referencing(
+    dir: &Path,
+    name: &str,
+    (path, sha256, len): (&str, [u8; 32], u64),
+    count: usize,
+) -> std::path::PathBuf {
+    use brevis::archive::{assemble, BaseEntry, BaseSpan, ChunkEntry, Index};
+    let zeros = [0u8; 64];
+    let entry = BaseEntry {
+        sha256,
+        source_len: len,
+        path: path.into(),
+    };
+    let index = Index {
+        source_len: 64,
+        sha256: [3; 32],
+        chunk_size: 64,
+        bases: vec![entry; count],
+        chunks: vec![ChunkEntry {
+            layout: brevis::safetensors::Layout::Bytes,
+            src_len: 64,
+            rec_len: 2,
+            checksum: twox_hash::XxHash3_64::oneshot(&zeros),
+            base: Some(BaseSpan { base: 0, offset: 0 }),
+        }],
+    };
+    let const_zero: &[u8] = &[1, 0];
+    write_temp(dir, name, &assemble([const_zero], &index))
+}
+
+#[test]
+fn chains_of_bases_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    // Its own base: its index names its own source.
+    let deep = referencing(dir.path(), "loop.brv", ("loop.brv", [3; 32], 64), 1);
+    let Err(err) = brevis::archive::Archive::open(&deep) else {
+        panic!("an archive that is its own base opened");
+    };
+    assert!(
+        err.to_string().contains("bases nest deeper than 8"),
+        "{err}"
+    );
+    // A hundred times the same good base.
+    let (base, _) = base_and_tuned();
+    let base_brv = packed_base(dir.path(), &base);
+    let good = brevis::archive::Archive::open(&base_brv).unwrap();
+    let named = ("base/model.brv", good.sha256(), good.len());
+    let wide = referencing(dir.path(), "wide.brv", named, 100);
+    let Err(err) = brevis::archive::Archive::open_unmapped(&wide) else {
+        panic!("an archive with 100 bases opened");
+    };
+    assert!(
+        err.to_string().contains("more than 64 bases in all"),
+        "{err}"
+    );
+    // Sixty-four are allowed, and the chunk decodes: zeros XOR the base's
+    // first 64 bytes, which its checksum (of zeros) refuses.
+    let fine = referencing(dir.path(), "fine.brv", named, 64);
+    let a = brevis::archive::Archive::open(&fine).unwrap();
+    let err = a.read_at(0, &mut [0u8; 64]).unwrap_err().to_string();
+    assert!(err.contains("checksum mismatch"), "{err}");
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_base_that_is_a_fifo_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.brv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let archive = referencing(dir.path(), "a.brv", ("fifo.brv", [3; 32], 64), 1);
+    let Err(err) = brevis::archive::Archive::open(&archive) else {
+        panic!("a FIFO opened as a base");
+    };
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}
