@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Benchmarks packing checkpoints against a base (`brevis pack --base`) and prints a
+# markdown table to stdout (progress on stderr).
+#
+# Data: scripts/finetune.py fine-tunes the corpus's minilm-f32 for 300 AdamW steps on
+# CPU, keeping checkpoints at steps 100, 200 and 300 in F32 and BF16 (cached under
+# target/store-bench/ft; needs torch and transformers, installed into the bench venv
+# target/bench-venv). Pairs: the step-300 fine-tune against the base model, and the
+# step-200 checkpoint against step 100, each in F32 and BF16.
+#
+# For each pair: the original's size, its archive alone, its archive against the base,
+# their ratios, and the order-0 reference of scripts/xor_entropy.py (byte planes of the
+# XOR with the base); pack -j1 MB/s alone and against the base; unpack -j1 MB/s of the
+# archive against the base; and the cold read MB/s of the fine-tune through a fresh
+# brevis-mount of the store (page cache dropped; needs root and /dev/fuse). Speeds are
+# MB (1e6 bytes) of the original per second of wall time, medians of BENCH_RUNS runs.
+#
+# Env: BENCH_RUNS=3, BENCH_VENV=target/bench-venv, BREVIS_CORPUS=~/.cache/brevis-corpus
+set -euo pipefail
+
+scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$scripts/.." && pwd)
+runs=${BENCH_RUNS:-3}
+venv=${BENCH_VENV:-$repo/target/bench-venv}
+corpus=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
+work=$repo/target/store-bench
+log() { printf 'bench_store: %s\n' "$*" >&2; }
+
+cargo build --release --manifest-path "$repo/Cargo.toml" -q
+brevis=$repo/target/release/brevis
+mount_bin=$repo/target/release/brevis-mount
+base_f32=$corpus/minilm-f32/model.safetensors
+[[ -f $base_f32 ]] || "$scripts/fetch-corpus.sh" minilm-f32 >&2
+
+if [[ ! -x $venv/bin/python ]]; then
+  log "making $venv"
+  python3 -m venv "$venv" >&2
+fi
+py=$venv/bin/python
+if ! "$py" -c "import torch, transformers, safetensors, numpy" 2>/dev/null; then
+  log "installing torch transformers safetensors numpy into $venv"
+  "$py" -m pip install -q torch transformers safetensors numpy >&2
+fi
+ft=$work/ft
+if [[ ! -f $ft/step300-bf16/model.safetensors ]]; then
+  log "fine-tuning minilm-f32 for 300 steps (a few minutes on two cores)"
+  "$py" "$scripts/finetune.py" "$corpus/minilm-f32" "$ft" >&2
+fi
+
+median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# seconds CMD...: wall seconds of one run
+seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | "$py" -c "print(eval(input()))"; }
+mbps() { "$py" -c "print(f'{$1 / $2 / 1e6:.0f}')"; }
+ratio() { "$py" -c "print(f'{$1 / $2:.3f}')"; }
+size() { stat -c%s "$1"; }
+
+store=$work/store
+rm -rf "$store" && mkdir -p "$store"
+cp "$base_f32" "$ft/base-f32.safetensors"
+mkdir -p "$ft/base-f32" && mv "$ft/base-f32.safetensors" "$ft/base-f32/model.safetensors"
+
+echo "| file | against | original | alone | against the base | ratio alone | ratio against the base | XOR order-0 | pack -j1 MB/s alone | pack -j1 MB/s against the base | unpack -j1 MB/s | cold read through the mount MB/s |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100-f32" "step200-bf16 step100-bf16"; do
+  set -- $pair
+  src=$ft/$1/model.safetensors
+  base_src=$ft/$2/model.safetensors
+  [[ -f $store/$2.brv ]] || "$brevis" pack -q "$base_src" "$store/$2.brv"
+  alone=$work/$1.alone.brv
+  delta=$store/$1-on-$2.brv
+  pa=() pb=() un=() rd=()
+  for _ in $(seq "$runs"); do
+    pa+=("$(seconds "$brevis" pack -q -j1 --force "$src" "$alone")")
+    pb+=("$(seconds "$brevis" pack -q -j1 --force --base "$store/$2.brv" "$src" "$delta")")
+    un+=("$(seconds "$brevis" unpack -q -j1 --force "$delta" "$work/out.safetensors")")
+  done
+  cmp "$work/out.safetensors" "$src" || { log "round trip differs: $1"; exit 1; }
+  if [[ $(id -u) -eq 0 && -e /dev/fuse ]]; then
+    mkdir -p "$work/mnt"
+    for _ in $(seq "$runs"); do
+      "$mount_bin" "$store" "$work/mnt"
+      sync && echo 3 >/proc/sys/vm/drop_caches
+      rd+=("$(seconds cat "$work/mnt/$1-on-$2.safetensors")")
+      cmp "$work/mnt/$1-on-$2.safetensors" "$src" || { umount "$work/mnt"; log "mount differs: $1"; exit 1; }
+      umount "$work/mnt"
+    done
+    read_mbps=$(mbps "$(size "$src")" "$(printf '%s\n' "${rd[@]}" | median)")
+  else
+    read_mbps="(needs root and /dev/fuse)"
+  fi
+  n=$(size "$src")
+  xor0=$("$py" "$scripts/xor_entropy.py" "$src" "$base_src")
+  echo "| $1 | $2 | $n | $(size "$alone") | $(size "$delta") | $(ratio "$n" "$(size "$alone")") | $(ratio "$n" "$(size "$delta")") | $xor0 ($(ratio "$n" "$xor0")) | $(mbps "$n" "$(printf '%s\n' "${pa[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${pb[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${un[@]}" | median)") | $read_mbps |"
+done
