@@ -268,7 +268,11 @@ fn a_directory_packs_against_a_directory_of_bases_by_relative_path() {
     let head = |p: &Path| std::fs::read(p).unwrap()[7];
     assert_eq!(head(&tuned_out.join("sub/model.brv")), 2);
     assert_eq!(head(&tuned_out.join("extra.brv")), 1);
-    ok(&["verify", "-q", s(&store)]);
+    let report = ok(&["verify", s(&store)]);
+    let base_archive = store.join("base/sub/model.brv").canonicalize().unwrap();
+    let needed = format!("{}: a base that 1 archive(s) need", base_archive.display());
+    assert!(report.contains(&needed), "{report}");
+    assert!(report.contains("; against base "), "{report}");
     let unpacked = root.join("unpacked");
     ok(&["unpack", "-q", s(&tuned_out), s(&unpacked)]);
     let got = std::fs::read(unpacked.join("sub/model.safetensors")).unwrap();

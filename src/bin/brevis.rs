@@ -9,6 +9,7 @@ use brevis::synth::{Order, Prior};
 use brevis::tree::{self, Action, Existing, Job};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -340,8 +341,10 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Verify { archive, against } => {
             let found = tree::find(archive, "brv")?;
             if found.len() == 1 && found[0] == *archive {
-                return verify_one(cli, archive, against.as_deref());
+                return verify_one(cli, archive, against.as_deref()).map(drop);
             }
+            // Each base, with how many verified archives need it.
+            let mut needed: BTreeMap<PathBuf, usize> = BTreeMap::new();
             let failed = found
                 .iter()
                 .filter(|path| {
@@ -349,14 +352,24 @@ fn run(cli: &Cli) -> Result<()> {
                         let rel = path.strip_prefix(archive).unwrap_or(path);
                         dir.join(rel).with_extension("safetensors")
                     });
-                    let result = verify_one(cli, path, original.as_deref());
-                    if let Err(e) = &result {
-                        eprintln!("brevis: error: {e}");
+                    match verify_one(cli, path, original.as_deref()) {
+                        Ok(bases) => {
+                            bases
+                                .into_iter()
+                                .for_each(|b| *needed.entry(b).or_default() += 1);
+                            false
+                        }
+                        Err(e) => {
+                            eprintln!("brevis: error: {e}");
+                            true
+                        }
                     }
-                    result.is_err()
                 })
                 .count();
             if !cli.quiet {
+                for (base, n) in &needed {
+                    println!("{}: a base that {n} archive(s) need", base.display());
+                }
                 println!(
                     "verified {} archive(s) under {}: {} OK, {failed} failed",
                     found.len(),
@@ -493,7 +506,8 @@ fn run_jobs(
 
 /// Verifies one archive, against its original if given, with a progress bar
 /// and a line saying what matched.
-fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<()> {
+/// Verifies one archive and returns the paths of the bases it needs.
+fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<Vec<PathBuf>> {
     let started = Instant::now();
     let a = Archive::open_unmapped(archive)?;
     let bar = progress_bar(cli, a.len());
@@ -506,15 +520,26 @@ fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<()> {
         } else {
             "chunk checksums and SHA-256"
         };
+        let bases: Vec<String> = a
+            .bases()
+            .iter()
+            .map(|b| b.path().display().to_string())
+            .collect();
+        let against_bases = match bases.is_empty() {
+            true => String::new(),
+            false => format!("; against base {}", bases.join(", ")),
+        };
         println!(
-            "{}: OK ({} chunks, {} bytes; {what} match; {:.2} s)",
+            "{}: OK ({} chunks, {} bytes; {what} match{against_bases}; {:.2} s)",
             archive.display(),
             a.chunks().len(),
             a.len(),
             started.elapsed().as_secs_f64()
         );
     }
-    Ok(())
+    // Named alike whichever folder refers to them.
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    Ok(a.bases().iter().map(|b| canonical(b.path())).collect())
 }
 
 fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {
