@@ -241,7 +241,7 @@ fn a_missing_or_replaced_base_is_an_error_naming_both_files() {
 }
 
 #[test]
-fn a_directory_packs_against_a_directory_of_bases_by_relative_path() {
+fn a_directory_packs_against_a_directory_of_bases_by_tensor_name() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let (base, tuned) = base_and_tuned();
@@ -251,8 +251,28 @@ fn a_directory_packs_against_a_directory_of_bases_by_relative_path() {
         std::fs::write(model.join("sub/model.safetensors"), bytes).unwrap();
         std::fs::write(model.join("config.json"), b"{}").unwrap();
     }
-    // A file the base directory lacks is packed alone.
-    std::fs::write(root.join("tuned/extra.safetensors"), &tuned).unwrap();
+    // The same fine-tune saved again with its tensors split otherwise, and a
+    // file none of whose tensors the bases have.
+    let tensors = safetensors_tensors(&tuned);
+    let (first, second) = tensors.split_at(2);
+    let resharded = root.join("tuned/resharded");
+    std::fs::create_dir_all(&resharded).unwrap();
+    std::fs::write(
+        resharded.join("1.safetensors"),
+        build(first, &Extras::default()),
+    )
+    .unwrap();
+    std::fs::write(
+        resharded.join("2.safetensors"),
+        build(second, &Extras::default()),
+    )
+    .unwrap();
+    let other = build(
+        &[tensor("unrelated", "F32", &[1024], noise(9, 4096))],
+        &Extras::default(),
+    );
+    std::fs::write(root.join("tuned/other.safetensors"), other).unwrap();
+
     let store = root.join("store");
     ok(&["pack", "-q", s(&root.join("base")), s(&store.join("base"))]);
     let tuned_out = store.join("tuned");
@@ -267,16 +287,87 @@ fn a_directory_packs_against_a_directory_of_bases_by_relative_path() {
     ]);
     let head = |p: &Path| std::fs::read(p).unwrap()[7];
     assert_eq!(head(&tuned_out.join("sub/model.brv")), 2);
-    assert_eq!(head(&tuned_out.join("extra.brv")), 1);
+    assert_eq!(head(&tuned_out.join("resharded/1.brv")), 2);
+    assert_eq!(head(&tuned_out.join("resharded/2.brv")), 2);
+    assert_eq!(head(&tuned_out.join("other.brv")), 1, "packed alone");
+    let alone = len(&tuned_out.join("sub/model.brv"));
+    let split = len(&tuned_out.join("resharded/1.brv")) + len(&tuned_out.join("resharded/2.brv"));
+    assert!(
+        split < alone + alone / 20,
+        "resharded {split} bytes, same split {alone}"
+    );
+
     let report = ok(&["verify", s(&store)]);
     let base_archive = store.join("base/sub/model.brv").canonicalize().unwrap();
-    let needed = format!("{}: a base that 1 archive(s) need", base_archive.display());
+    let needed = format!("{}: a base that 3 archive(s) need", base_archive.display());
     assert!(report.contains(&needed), "{report}");
     assert!(report.contains("; against base "), "{report}");
+    // One file against a base saved in two: it references both.
+    let base_tensors = safetensors_tensors(&base);
+    let (first, second) = base_tensors.split_at(1);
+    let split = root.join("base-split");
+    std::fs::create_dir_all(&split).unwrap();
+    std::fs::write(
+        split.join("1.safetensors"),
+        build(first, &Extras::default()),
+    )
+    .unwrap();
+    std::fs::write(
+        split.join("2.safetensors"),
+        build(second, &Extras::default()),
+    )
+    .unwrap();
+    ok(&["pack", "-q", s(&split), s(&store.join("base-split"))]);
+    let two = store.join("two.brv");
+    let src = root.join("tuned/sub/model.safetensors");
+    ok(&[
+        "pack",
+        "-q",
+        "--base",
+        s(&store.join("base-split")),
+        s(&src),
+        s(&two),
+    ]);
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", s(&two)])).unwrap();
+    let bases = serde_json::json!(["base-split/1.brv", "base-split/2.brv"]);
+    assert_eq!(report["bases"], bases);
+    ok(&["verify", "-q", s(&two), "--against", s(&src)]);
+
     let unpacked = root.join("unpacked");
     ok(&["unpack", "-q", s(&tuned_out), s(&unpacked)]);
-    let got = std::fs::read(unpacked.join("sub/model.safetensors")).unwrap();
-    assert!(got == tuned);
+    for rel in [
+        "sub/model.safetensors",
+        "resharded/1.safetensors",
+        "other.safetensors",
+    ] {
+        let got = std::fs::read(unpacked.join(rel)).unwrap();
+        assert!(
+            got == std::fs::read(root.join("tuned").join(rel)).unwrap(),
+            "{rel}"
+        );
+    }
+}
+
+/// The tensors of a file made by `build` (no gaps), in order.
+fn safetensors_tensors(file: &[u8]) -> Vec<Tensor> {
+    let n = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&file[8..8 + n]).unwrap();
+    let mut tensors: Vec<(u64, Tensor)> = header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .map(|(name, t)| {
+            let offsets: Vec<u64> = serde_json::from_value(t["data_offsets"].clone()).unwrap();
+            let shape: Vec<u64> = serde_json::from_value(t["shape"].clone()).unwrap();
+            let data = file[8 + n + offsets[0] as usize..8 + n + offsets[1] as usize].to_vec();
+            let dtype = t["dtype"].as_str().unwrap();
+            (offsets[0], tensor(name, dtype, &shape, data))
+        })
+        .collect();
+    tensors.sort_by_key(|(at, _)| *at);
+    tensors.into_iter().map(|(_, t)| t).collect()
 }
 
 #[test]

@@ -14,64 +14,74 @@ use crate::synth::byte_planes_cost;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
-/// A base archive opened for packing, with the tensors of its source.
-pub struct Base {
-    archive: Archive,
-    /// How the archive being written names it.
-    entry: BaseEntry,
-    tensors: HashMap<String, TensorInfo>,
+/// The base archives of a pack, opened, with the tensors of their sources.
+pub struct Bases {
+    /// Each archive, and how the archive being written names it.
+    archives: Vec<(Archive, BaseEntry)>,
+    /// Each tensor name, with the first archive (in the given order) that
+    /// has it.
+    tensors: HashMap<String, (u32, TensorInfo)>,
 }
 
-impl Base {
-    /// Opens the archive `path` as the base of the archive to be written at
-    /// `dst`, which will name it by its path relative to `dst`'s folder.
-    pub fn open(path: &Path, dst: &Path) -> Result<Base> {
-        let archive = Archive::open(path)?;
-        let layout = safetensors::parse(archive.len(), |n| {
-            let mut header = vec![0u8; n as usize];
-            archive
-                .read_at(0, &mut header)
-                .map(|_| header)
-                .map_err(std::io::Error::other)
-        })
-        .map_err(|reason| {
-            Error::invalid(
-                path,
-                format!("cannot be a base: its source is not safetensors: {reason}"),
-            )
-        })?;
+impl Bases {
+    /// Opens the archives `paths` as bases of the archive to be written at
+    /// `dst`, which will name each by its path relative to `dst`'s folder.
+    /// Where several have a tensor of one name, the first is its base.
+    pub fn open(paths: &[PathBuf], dst: &Path) -> Result<Bases> {
         let folder = dst.parent().filter(|f| !f.as_os_str().is_empty());
         let folder = folder.unwrap_or(Path::new("."));
-        let relative = relative_path(folder, path)?;
-        let entry = BaseEntry {
-            sha256: archive.sha256(),
-            source_len: archive.len(),
-            path: relative,
-        };
-        let tensors = layout.tensors.into_iter().map(|t| (t.name.clone(), t));
-        Ok(Base {
-            archive,
-            entry,
-            tensors: tensors.collect(),
-        })
+        let mut archives = Vec::new();
+        let mut tensors = HashMap::new();
+        for path in paths {
+            let archive = Archive::open(path)?;
+            for t in source_tensors(&archive)? {
+                let which = archives.len() as u32;
+                tensors.entry(t.name.clone()).or_insert((which, t));
+            }
+            let entry = BaseEntry {
+                sha256: archive.sha256(),
+                source_len: archive.len(),
+                path: relative_path(folder, path)?,
+            };
+            archives.push((archive, entry));
+        }
+        Ok(Bases { archives, tensors })
     }
 
-    pub fn entry(&self) -> &BaseEntry {
-        &self.entry
+    /// How the archive being written names base `which`.
+    pub fn entry(&self, which: u32) -> &BaseEntry {
+        &self.archives[which as usize].1
     }
 
-    /// Where the bytes of `t` start in the base's source, if the base has a
-    /// tensor of its name, dtype and shape.
-    pub fn offset_of(&self, t: &TensorInfo) -> Option<u64> {
-        let b = self.tensors.get(&t.name)?;
+    /// Which base has a tensor of `t`'s name, dtype and shape, and where its
+    /// bytes start in that base's source.
+    pub fn offset_of(&self, t: &TensorInfo) -> Option<(u32, u64)> {
+        let (which, b) = self.tensors.get(&t.name)?;
         (b.dtype == t.dtype && b.shape == t.shape && b.end - b.start == t.end - t.start)
-            .then_some(b.start)
+            .then_some((*which, b.start))
     }
 
-    /// The base's source bytes from `offset`, each chunk checked.
-    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
-        self.archive.read_at(offset, out).map(|_| ())
+    /// Base `which`'s source bytes from `offset`, each chunk checked.
+    pub fn read(&self, which: u32, offset: u64, out: &mut [u8]) -> Result<()> {
+        let archive = &self.archives[which as usize].0;
+        archive.read_at(offset, out).map(|_| ())
     }
+}
+
+/// The tensors of an archive's source, from its archived header.
+fn source_tensors(archive: &Archive) -> Result<Vec<TensorInfo>> {
+    let layout = safetensors::parse(archive.len(), |n| {
+        let mut header = vec![0u8; n as usize];
+        archive
+            .read_at(0, &mut header)
+            .map(|_| header)
+            .map_err(std::io::Error::other)
+    })
+    .map_err(|reason| {
+        let reason = format!("cannot be a base: its source is not safetensors: {reason}");
+        Error::invalid(archive.path(), reason)
+    })?;
+    Ok(layout.tensors)
 }
 
 /// `to` as a `/`-separated path relative to the folder `from`, both taken

@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::base::{self, Base};
+use super::base::{self, Bases};
 use super::encode::{encode_record_like, to_lanes, Encoded};
 use super::format::{checksum, encode_trailer, head, BaseSpan, ChunkEntry, Index, HEAD_MAGIC};
 use crate::atomic::write_atomically;
@@ -36,9 +36,10 @@ pub struct PackOptions {
     /// Learn a prior from a sample of the file before packing (unless the search
     /// is root-only or `synth.prior` was already given).
     pub learn_prior: bool,
-    /// An archive whose source the new archive may reference (see
-    /// `archive::base`): the archive will need it to be read.
-    pub base: Option<PathBuf>,
+    /// Archives whose sources the new archive may reference (see
+    /// `archive::base`); where several have a tensor of one name, the first
+    /// is its base. The archive will need those it references to be read.
+    pub bases: Vec<PathBuf>,
 }
 
 impl Default for PackOptions {
@@ -78,7 +79,7 @@ impl PackOptions {
                 ..SynthOptions::default()
             },
             learn_prior,
-            base: None,
+            bases: Vec::new(),
         }
     }
 }
@@ -121,9 +122,9 @@ struct Planned {
     /// Its place among the chunks of its region, and their number.
     nth: u64,
     count: u64,
-    /// Where the same bytes of its tensor lie in the base's source, if the
-    /// base has the tensor.
-    base: Option<u64>,
+    /// Which base has its tensor, if one has, and where the same bytes of
+    /// the tensor lie in that base's source.
+    base: Option<(u32, u64)>,
 }
 
 impl Planned {
@@ -147,7 +148,7 @@ fn push_region(
     plan: &mut Vec<Planned>,
     (start, end): (u64, u64),
     element: Element,
-    (class, leads, base): (Option<usize>, bool, Option<u64>),
+    (class, leads, base): (Option<usize>, bool, Option<(u32, u64)>),
     chunk: u64,
 ) {
     let e = element.layout.element_bytes() as u64;
@@ -163,34 +164,34 @@ fn push_region(
             leads,
             nth,
             count,
-            base: base.map(|b| b + nth * step),
+            base: base.map(|(which, at)| (which, at + nth * step)),
         }
     }));
 }
 
-/// An open source file, the chunks planned for it and its base, if any.
+/// An open source file, the chunks planned for it and its bases.
 struct Source<'a> {
     path: &'a Path,
     file: File,
     size: u64,
     chunk: u64,
     plan: Vec<Planned>,
-    base: Option<Base>,
+    bases: Bases,
 }
 
 impl<'a> Source<'a> {
-    fn open(path: &'a Path, chunk_size: usize, base: Option<Base>) -> Result<Self> {
+    fn open(path: &'a Path, chunk_size: usize, bases: Bases) -> Result<Self> {
         let file = File::open(path).at(path)?;
         let size = file.metadata().at(path)?.len();
         let chunk = chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64;
-        let plan = plan(path, &file, size, chunk, base.as_ref())?;
+        let plan = plan(path, &file, size, chunk, &bases)?;
         Ok(Source {
             path,
             file,
             size,
             chunk,
             plan,
-            base,
+            bases,
         })
     }
 
@@ -205,15 +206,13 @@ impl<'a> Source<'a> {
         let end = batch[batch.len() - 1].start + batch[batch.len() - 1].len;
         buf.resize((end - start) as usize, 0);
         self.read(start, buf)?;
-        if let Some(base) = &self.base {
+        if batch.iter().any(|p| p.base.is_some()) {
             base_buf.resize(buf.len(), 0);
-            for p in batch {
-                if let Some(at) = p.base {
-                    base.read(
-                        at,
-                        &mut base_buf[(p.start - start) as usize..][..p.len as usize],
-                    )?;
-                }
+        }
+        for p in batch {
+            if let Some((which, at)) = p.base {
+                let out = &mut base_buf[(p.start - start) as usize..][..p.len as usize];
+                self.bases.read(which, at, out)?;
             }
         }
         Ok(())
@@ -221,13 +220,7 @@ impl<'a> Source<'a> {
 }
 
 /// Chunks covering `[0, size)`: header, tensors, and any gaps between them.
-fn plan(
-    src: &Path,
-    file: &File,
-    size: u64,
-    chunk: u64,
-    base: Option<&Base>,
-) -> Result<Vec<Planned>> {
+fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &Bases) -> Result<Vec<Planned>> {
     let layout = safetensors::parse(size, |n| {
         let mut buf = vec![0u8; n as usize];
         file.read_exact_at(&mut buf, 0).map(|_| buf)
@@ -245,7 +238,7 @@ fn plan(
     for t in &layout.tensors {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
         let element = Element::of_dtype(&t.dtype);
-        let base = base.and_then(|b| b.offset_of(t));
+        let base = bases.offset_of(t);
         // Chunks coded against a base are a class apart: their XORs with
         // the base look nothing like the values.
         let next = classes.len();
@@ -267,12 +260,8 @@ pub fn pack_file(
     opts: &PackOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
-    let base = opts
-        .base
-        .as_deref()
-        .map(|b| Base::open(b, dst))
-        .transpose()?;
-    let source = Source::open(src, opts.chunk_size, base)?;
+    let bases = Bases::open(&opts.bases, dst)?;
+    let source = Source::open(src, opts.chunk_size, bases)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
@@ -330,15 +319,11 @@ fn write_archive(
     out.write(done_records)?;
     let Output {
         mut writer,
-        chunks,
+        mut chunks,
         records_len,
         ..
     } = out;
-    // Only an archive that references its base names it.
-    let referenced = chunks.iter().any(|c| c.base.is_some());
-    let bases = (source.base.iter().filter(|_| referenced))
-        .map(|b| b.entry().clone())
-        .collect();
+    let bases = referenced_bases(&source.bases, &mut chunks);
     let index = Index {
         source_len: size,
         sha256: sha.finalize().into(),
@@ -362,6 +347,24 @@ fn write_archive(
         bytes_in: size,
         bytes_out: index_offset + index.len() as u64 + super::TRAILER_LEN as u64,
     })
+}
+
+/// The bases `chunks` reference, in the order first referenced, with the
+/// chunks' spans renumbered to match: an archive names only the bases it
+/// needs.
+fn referenced_bases(bases: &Bases, chunks: &mut [ChunkEntry]) -> Vec<super::BaseEntry> {
+    let mut order: Vec<u32> = Vec::new();
+    for span in chunks.iter_mut().filter_map(|c| c.base.as_mut()) {
+        let k = match order.iter().position(|&w| w == span.base) {
+            Some(k) => k,
+            None => {
+                order.push(span.base);
+                order.len() - 1
+            }
+        };
+        span.base = k as u32;
+    }
+    order.iter().map(|&w| bases.entry(w).clone()).collect()
 }
 
 /// The archive being written: records so far and their index entries.
@@ -401,12 +404,12 @@ impl Run {
     }
 }
 
-/// A chunk's bytes, and the bytes of its base with their offset in the
-/// base's source.
+/// A chunk's bytes, and the bytes of its base with which base it is and
+/// their offset in its source.
 #[derive(Clone, Copy)]
 struct Piece<'a> {
     bytes: &'a [u8],
-    base: Option<(&'a [u8], u64)>,
+    base: Option<(&'a [u8], (u32, u64))>,
 }
 
 /// Reads a batch's bytes into `run` and adds them to the file's hash.
@@ -606,13 +609,16 @@ fn pack_chunk(
         };
         (chunk, encoded)
     };
-    let Some((base_bytes, offset)) = piece.base else {
+    let Some((base_bytes, (which, offset))) = piece.base else {
         let encoded = encode_record_like(piece.bytes, layout, hint, synth, like, may_search)?;
         return Some(entry(encoded, None));
     };
     let residual = base::xor(piece.bytes, base_bytes);
     let (try_residual, try_plain) = base::candidates(piece.bytes, &residual, layout);
-    let span = BaseSpan { base: 0, offset };
+    let span = BaseSpan {
+        base: which,
+        offset,
+    };
     let delta = try_residual
         .then(|| encode_record_like(&residual, layout, hint, synth, like, may_search))
         .map(|d| d.map(|d| entry(d, Some(span))));
@@ -675,6 +681,6 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
-    let source = Source::open(src, chunk_size, None)?;
+    let source = Source::open(src, chunk_size, Bases::open(&[], src)?)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
 }

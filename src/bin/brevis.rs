@@ -205,20 +205,43 @@ fn expand_level_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std
     .collect()
 }
 
-/// The base archive for `out`, an output of packing into `dst` against
-/// `base`: a base directory holds archives at the outputs' paths relative to
-/// `dst` (or at a lone output's file name). None where it has no such
-/// archive: that file is packed alone.
-fn base_of(dst: &Path, base: &Path, out: &Path) -> Option<PathBuf> {
+/// The base archives of `out`, an output of packing into `dst` against
+/// `base`: `base` itself if it is an archive; for a folder, every archive
+/// under it (`found`), the one at `out`'s path relative to `dst` (or at a lone
+/// output's file name) first, so that its tensors win where names repeat.
+fn bases_of(dst: &Path, base: &Path, found: &[PathBuf], out: &Path) -> Vec<PathBuf> {
     if !base.is_dir() {
-        return Some(base.to_path_buf());
+        return vec![base.to_path_buf()];
     }
     let rel = out
         .strip_prefix(dst)
         .ok()
         .filter(|r| !r.as_os_str().is_empty());
-    let rel = rel.or_else(|| out.file_name().map(Path::new))?;
-    Some(base.join(rel)).filter(|b| b.is_file())
+    let same = rel
+        .or_else(|| out.file_name().map(Path::new))
+        .map(|rel| base.join(rel));
+    let mut bases = found.to_vec();
+    if let Some(k) = bases.iter().position(|b| Some(b) == same.as_ref()) {
+        let first = bases.remove(k);
+        bases.insert(0, first);
+    }
+    bases
+}
+
+/// The archives under a base folder (or the base archive itself): at most
+/// as many as a reader opens for one archive.
+fn base_archives(base: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::metadata(base).at(base)?;
+    let found = tree::find(base, "brv")?;
+    if found.len() > archive::MAX_OPENED_BASES {
+        let reason = format!(
+            "holds {} archives; at most {} can be bases (give a folder of fewer)",
+            found.len(),
+            archive::MAX_OPENED_BASES
+        );
+        return Err(Error::invalid(base, reason));
+    }
+    Ok(found)
 }
 
 fn read_prior(path: &Path) -> Result<Prior> {
@@ -266,9 +289,10 @@ fn run(cli: &Cli) -> Result<()> {
             search,
         } => {
             let opts = search.options(*chunk_size)?;
-            if let Some(base) = base {
-                std::fs::metadata(base).at(base)?;
-            }
+            let found = match base {
+                Some(base) => base_archives(base)?,
+                None => Vec::new(),
+            };
             let jobs = tree::plan(src, dst, "safetensors", "brv", outputs.existing())?;
             let skipped = outputs.existing() == Existing::Skip;
             if !skipped && !jobs.iter().any(|j| j.action == Action::Transform) {
@@ -286,7 +310,10 @@ fn run(cli: &Cli) -> Result<()> {
                 outputs.keep_going,
                 |job, progress| {
                     let opts = PackOptions {
-                        base: base.as_ref().and_then(|b| base_of(dst, b, &job.dst)),
+                        bases: match base {
+                            Some(base) => bases_of(dst, base, &found, &job.dst),
+                            None => Vec::new(),
+                        },
                         ..opts.clone()
                     };
                     let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
