@@ -63,7 +63,7 @@ fn pack(src: &Path, chunk: usize, base: Option<&Path>) -> Archive {
     let dst = src.with_extension("brv");
     let opts = PackOptions {
         chunk_size: chunk,
-        base: base.map(Path::to_path_buf),
+        bases: base.map(Path::to_path_buf).into_iter().collect(),
         ..PackOptions::default()
     };
     pack_file(src, &dst, &opts, &|_| {}).unwrap();
