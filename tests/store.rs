@@ -136,6 +136,21 @@ fn a_fine_tune_packed_against_its_base_is_smaller_and_exact() {
     assert!(std::fs::read(&out).unwrap() == tuned);
     ok(&["verify", "-q", s(&delta), "--against", s(&src)]);
 
+    // Detached, it needs no base: the same bytes as packing the original.
+    let detached = root.join("detached.brv");
+    ok(&["detach", "-q", s(&delta), s(&detached)]);
+    assert!(std::fs::read(&detached).unwrap() == std::fs::read(&alone).unwrap());
+    fails(
+        &["detach", "-q", s(&delta), s(&detached)],
+        &["already exists"],
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
     let report: serde_json::Value =
         serde_json::from_str(&ok(&["inspect", "--json", s(&delta)])).unwrap();
     assert_eq!(report["bases"], serde_json::json!(["../base/model.brv"]));

@@ -8,6 +8,7 @@
 
 use super::format::{valid_base_path, BaseEntry};
 use super::reader::Archive;
+use super::{pack_file, unpack_file, PackOptions, PackSummary};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, TensorInfo};
 use crate::synth::byte_planes_cost;
@@ -82,6 +83,26 @@ fn source_tensors(archive: &Archive) -> Result<Vec<TensorInfo>> {
         Error::invalid(archive.path(), reason)
     })?;
     Ok(layout.tensors)
+}
+
+/// Writes `dst`, an archive of `archive`'s source that needs no base: the
+/// source is decoded (every check of `unpack` made) to a hidden temporary
+/// beside `dst`, packed with `opts` and no base, and removed.
+pub fn detach(
+    archive: &Archive,
+    dst: &Path,
+    opts: &PackOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<PackSummary> {
+    let original = crate::atomic::temp_path(&dst.with_extension("safetensors"));
+    let opts = PackOptions {
+        bases: Vec::new(),
+        ..opts.clone()
+    };
+    let result = unpack_file(archive, &original, &|_| {})
+        .and_then(|()| pack_file(&original, dst, &opts, progress));
+    let _ = std::fs::remove_file(&original);
+    result
 }
 
 /// `to` as a `/`-separated path relative to the folder `from`, both taken

@@ -9,6 +9,7 @@ mod reader;
 mod unpack;
 mod writer;
 
+pub use base::detach;
 pub use decode::decode_record;
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{

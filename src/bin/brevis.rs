@@ -79,6 +79,20 @@ enum Command {
         #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
         chunk_size: usize,
     },
+    /// Write an archive that needs no base from one packed with --base: its
+    /// original is decoded (and checked) to a temporary beside DST, packed,
+    /// and removed.
+    Detach {
+        /// An archive packed against a base.
+        src: PathBuf,
+        /// The archive to write.
+        dst: PathBuf,
+        /// Overwrite DST if it exists.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        search: SearchArgs,
+    },
     /// Restore the original files from a .brv archive or a directory of them.
     Unpack {
         /// A .brv archive or a directory.
@@ -347,6 +361,36 @@ fn run(cli: &Cli) -> Result<()> {
                     prior.display(),
                     src.display(),
                     counts.join(" ")
+                );
+            }
+            Ok(())
+        }
+        Command::Detach {
+            src,
+            dst,
+            force,
+            search,
+        } => {
+            if !force && std::fs::symlink_metadata(dst).is_ok() {
+                return Err(Error::invalid(
+                    dst,
+                    "already exists (use --force to overwrite)",
+                ));
+            }
+            let started = Instant::now();
+            let archive = Archive::open_unmapped(src)?;
+            let bar = progress_bar(cli, archive.len());
+            let opts = search.options(DEFAULT_CHUNK_BYTES)?;
+            let summary = archive::detach(&archive, dst, &opts, &|done| bar.set_position(done));
+            bar.finish_and_clear();
+            let summary = summary?;
+            if !cli.quiet {
+                println!(
+                    "{}: {} bytes, needs no base ({} bytes against its base; {:.2} s)",
+                    dst.display(),
+                    summary.bytes_out,
+                    archive.archive_len(),
+                    started.elapsed().as_secs_f64()
                 );
             }
             Ok(())
