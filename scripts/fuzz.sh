@@ -46,6 +46,8 @@ PY
   head -c 2048 "$work/m.safetensors" >fuzz/corpus/header/seed
   rm -rf "$work"
 fi
+# A format version 2 archive (its index names a base) among the seeds.
+[ -e "$seeds/seed-v2.brv" ] || cp tests/golden/v2/tuned-again.brv "$seeds/seed-v2.brv"
 
 for target in "${targets[@]}"; do
   echo "== fuzz $target for ${seconds}s"

@@ -70,15 +70,30 @@ fn remove_stale_temps(dst: &Path) {
     }
 }
 
-/// Copies `src` to `dst` atomically and durably; returns the bytes copied.
+/// Copies `src` to `dst` atomically and durably, with its modification time
+/// and permissions; returns the bytes copied.
 pub fn copy_file(src: &Path, dst: &Path) -> Result<u64> {
     write_atomically(dst, |tmp| {
         let mut from = File::open(src).at(src)?;
         let mut to = File::create(tmp).at(tmp)?;
         let copied = std::io::copy(&mut from, &mut to).at(tmp)?;
         to.sync_all().at(tmp)?;
+        stamp(tmp, &from.metadata().at(src)?)?;
         Ok(copied)
     })
+}
+
+/// Gives the file at `path` the access and modification times and the
+/// permissions of `like`, as `cp -p` and `tar` do: an archive keeps its
+/// original's, and an unpacked file or a copy gets them back, so `rsync -a`
+/// and `make` see the files as unchanged.
+pub fn stamp(path: &Path, like: &std::fs::Metadata) -> Result<()> {
+    let times = std::fs::FileTimes::new()
+        .set_accessed(like.accessed().at(path)?)
+        .set_modified(like.modified().at(path)?);
+    let file = File::options().write(true).open(path).at(path)?;
+    file.set_times(times).at(path)?;
+    std::fs::set_permissions(path, like.permissions()).at(path)
 }
 
 #[cfg(test)]

@@ -429,3 +429,39 @@ fn keep_going_reports_every_failure_and_skip_existing_resumes() {
     );
     fails(&["pack", s(&model), s(&out)], "--skip-existing to keep");
 }
+
+#[test]
+fn files_keep_their_times_and_permissions_through_pack_and_unpack() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    let when = std::time::UNIX_EPOCH + std::time::Duration::new(1_000_000_000, 123_456_789);
+    let set = |rel: &str, mode: u32| {
+        let path = model.join(rel);
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(when).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    set("b.safetensors", 0o600);
+    set("config.json", 0o640);
+    let packed = dir.path().join("packed");
+    let unpacked = dir.path().join("unpacked");
+    ok(&["pack", "-q", s(&model), s(&packed)]);
+    ok(&["unpack", "-q", s(&packed), s(&unpacked)]);
+    let meta = |p: std::path::PathBuf| {
+        let m = std::fs::metadata(&p).unwrap();
+        (m.modified().unwrap(), m.permissions().mode() & 0o7777)
+    };
+    assert_eq!(meta(packed.join("b.brv")), (when, 0o600), "the archive");
+    assert_eq!(meta(packed.join("config.json")), (when, 0o640), "a copy");
+    assert_eq!(
+        meta(unpacked.join("b.safetensors")),
+        (when, 0o600),
+        "unpacked"
+    );
+    assert_eq!(
+        meta(unpacked.join("config.json")),
+        (when, 0o640),
+        "copied back"
+    );
+}

@@ -918,5 +918,11 @@ fn a_checkpoint_packed_against_its_base_reads_through_the_mount() {
     assert!(shown == tuned, "the fine-tune differs through the mount");
     let shown = std::fs::read(m.path("base.safetensors")).unwrap();
     assert!(shown == base, "the base differs through the mount");
+    // Presented files have their originals' modification times.
+    let modified = |p: PathBuf| std::fs::metadata(p).unwrap().modified().unwrap();
+    assert_eq!(
+        modified(m.path("tunes/tuned.safetensors")),
+        modified(originals.join("tuned.safetensors"))
+    );
     assert!(m.log_text().is_empty(), "{}", m.log_text());
 }

@@ -9,7 +9,7 @@
 use super::base::{self, Bases};
 use super::encode::{encode_record_like, to_lanes, Encoded};
 use super::format::{checksum, encode_trailer, head, BaseSpan, ChunkEntry, Index, HEAD_MAGIC};
-use crate::atomic::write_atomically;
+use crate::atomic::{stamp, write_atomically};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
 use crate::synth::{
@@ -266,7 +266,12 @@ pub fn pack_file(
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
     }
-    write_atomically(dst, |tmp| write_archive(&source, tmp, &synth, progress))
+    let original = source.file.metadata().at(src)?;
+    write_atomically(dst, |tmp| {
+        let summary = write_archive(&source, tmp, &synth, progress)?;
+        stamp(tmp, &original)?;
+        Ok(summary)
+    })
 }
 
 fn write_archive(
