@@ -275,3 +275,30 @@ proptest! {
         prop_assert_eq!(size(&found), brute_force(&t, width, hint, None, depth));
     }
 }
+
+/// A stream longer than the search looks at: the program found on its start
+/// is re-fit to all of it, and still finds the structure of the whole.
+#[test]
+fn long_streams_are_searched_on_their_start_and_re_fit() {
+    let hint = Hint { float: None };
+    let n = 2 * synth::SEARCH_WORDS + 5;
+    let arange: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(3) + 17).collect();
+    let p = synth::synthesize(&arange, 32, hint, &opts(8));
+    assert!(runs_to(&p, &arange));
+    let bytes = encoded_len(&p);
+    assert!(bytes < 256, "a range of {n} words in {bytes} bytes");
+    let w = weights(5, n);
+    let p = synth::synthesize(
+        &w,
+        32,
+        Hint {
+            float: Some(brevis::dsl::FloatFormat::F32),
+        },
+        &opts(8),
+    );
+    assert!(runs_to(&p, &w));
+    assert!(
+        size(&p) < leaf_len(&w, 32),
+        "weights re-fit no larger than a literal"
+    );
+}

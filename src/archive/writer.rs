@@ -87,6 +87,10 @@ impl PackOptions {
 /// Chunks per thread in a batch: each batch ends in a barrier (all its
 /// records are written in order), so a few chunks per thread keep both busy.
 const BATCH_CHUNKS_PER_THREAD: u64 = 4;
+/// Source bytes per thread in a batch beyond which it takes fewer chunks
+/// (one at least): a batch is held twice (packed, and the next read), so
+/// large chunks would otherwise multiply memory.
+const BATCH_BYTES_PER_THREAD: u64 = 4 << 20;
 
 /// Chunks searched to learn a prior: at most this many per stratum, and in all.
 const SAMPLE_PER_STRATUM: usize = 2;
@@ -290,7 +294,8 @@ fn write_archive(
     };
     out.writer.write_all(&HEAD_MAGIC).at(tmp)?;
     let mut sha = Sha256::new();
-    let batch_bytes = chunk * BATCH_CHUNKS_PER_THREAD * rayon::current_num_threads() as u64;
+    let per_thread = (chunk * BATCH_CHUNKS_PER_THREAD).min(BATCH_BYTES_PER_THREAD.max(chunk));
+    let batch_bytes = per_thread * rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, batch_bytes).collect();
     let (mut buf, mut next) = (Run::default(), Run::default());
     if let Some(first) = ranges.first() {

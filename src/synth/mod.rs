@@ -102,9 +102,22 @@ pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
     search::search(words, width, &setup)
 }
 
-/// The program [`search`] finds.
+/// Words a search looks at: a longer stream is searched on its first this
+/// many, and the program found is re-fit to all of it, so that the search's
+/// memory (every candidate holds streams of the words' length) stays bounded
+/// whatever `--chunk-size` is. No stream of a default-sized chunk (256 KiB)
+/// is longer.
+pub const SEARCH_WORDS: usize = 1 << 18;
+
+/// The program [`search`] finds (on at most [`SEARCH_WORDS`] words, then
+/// re-fit to all of them; their smallest leaf where it does not re-fit).
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
-    search(words, width, hint, opts).program
+    if words.len() <= SEARCH_WORDS {
+        return search(words, width, hint, opts).program;
+    }
+    let found = search(&words[..SEARCH_WORDS], width, hint, opts).program;
+    let refit = Template::of(&found).apply(words);
+    refit.unwrap_or_else(|| leaf(words.into(), width).0)
 }
 
 /// [`synthesize`], but first re-fitting the templates `like` (from other
