@@ -155,18 +155,18 @@ fn parse_header(json: &[u8], header_end: u64, file_size: u64) -> Result<SourceLa
     if json.first() != Some(&b'{') {
         return Err("header does not start with '{'".into());
     }
-    let value: Value =
-        serde_json::from_slice(json).map_err(|e| format!("header is not valid JSON: {e}"))?;
-    let Value::Object(entries) = value else {
-        return Err("header is not a JSON object".into());
+    let visitor = Entries {
+        header_end,
+        file_size,
     };
-    let mut tensors = Vec::with_capacity(entries.len());
-    for (name, entry) in entries {
-        if name == "__metadata__" {
-            continue;
-        }
-        tensors.push(parse_tensor(name, &entry, header_end, file_size)?);
-    }
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let mut tensors = serde::Deserializer::deserialize_map(&mut de, visitor)
+        .and_then(|t| de.end().map(|()| t))
+        .map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => format!("header is not a JSON object: {e}"),
+            _ => format!("header is not valid JSON: {e}"),
+        })
+        .and_then(|t| t)?;
     tensors.sort_by_key(|t| (t.start, t.end));
     for pair in tensors.windows(2) {
         if pair[1].start < pair[0].end {
@@ -180,6 +180,47 @@ fn parse_header(json: &[u8], header_end: u64, file_size: u64) -> Result<SourceLa
         header_end,
         tensors,
     })
+}
+
+/// Reads the header's entries one at a time, each tensor's JSON dropped once
+/// it is checked: a header of a million tensors would take gigabytes as one
+/// JSON value.
+struct Entries {
+    header_end: u64,
+    file_size: u64,
+}
+
+impl<'de> serde::de::Visitor<'de> for Entries {
+    /// A header that is JSON but not a valid safetensors header is the inner
+    /// error, so that its message is ours, not the JSON reader's.
+    type Value = Result<Vec<TensorInfo>, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut tensors = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            let entry: Value = map.next_value()?;
+            if name == "__metadata__" {
+                continue;
+            }
+            match parse_tensor(name, &entry, self.header_end, self.file_size) {
+                Ok(t) => tensors.push(t),
+                // The rest is still read, so that invalid JSON later is
+                // reported as such.
+                Err(e) => {
+                    while map
+                        .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                        .is_some()
+                    {}
+                    return Ok(Err(e));
+                }
+            }
+        }
+        Ok(Ok(tensors))
+    }
 }
 
 fn parse_tensor(

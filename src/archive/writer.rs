@@ -87,6 +87,9 @@ impl PackOptions {
 /// Chunks per thread in a batch: each batch ends in a barrier (all its
 /// records are written in order), so a few chunks per thread keep both busy.
 const BATCH_CHUNKS_PER_THREAD: u64 = 4;
+/// Chunks in a batch at most: a file of many tiny tensors would otherwise
+/// hold the records of all of them at once.
+const BATCH_CHUNKS_MAX: usize = 4096;
 /// Source bytes per thread in a batch beyond which it takes fewer chunks
 /// (one at least): a batch is held twice (packed, and the next read), so
 /// large chunks would otherwise multiply memory.
@@ -571,8 +574,8 @@ fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<T
     list.map_or(&[], Vec::as_slice)
 }
 
-/// Consecutive runs of planned chunks of about `target` source bytes each, as
-/// ranges of the plan.
+/// Consecutive runs of planned chunks of about `target` source bytes each
+/// (and at most `BATCH_CHUNKS_MAX` chunks), as ranges of the plan.
 fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = Range<usize>> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
@@ -582,6 +585,7 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = Range<usize>> 
         let mut bytes = 0;
         let n = plan[at..]
             .iter()
+            .take(BATCH_CHUNKS_MAX)
             .take_while(|p| {
                 let take = bytes < target;
                 bytes += p.len;
