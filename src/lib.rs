@@ -18,6 +18,7 @@ pub mod inspect;
 #[cfg(feature = "mount")]
 pub mod mount;
 pub mod safetensors;
+pub mod shard;
 pub mod space;
 pub mod synth;
 pub mod tree;

@@ -465,3 +465,108 @@ fn files_keep_their_times_and_permissions_through_pack_and_unpack() {
         "copied back"
     );
 }
+
+/// Every file under `root` with its bytes, by relative path.
+fn tree_bytes(root: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_path_buf();
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn shards_packed_at_once_write_what_one_pack_writes_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    for k in 0..5u64 {
+        let t = tensor(
+            "w",
+            "BF16",
+            &[32, 64 * (k + 1)],
+            noise(20 + k, 4096 * (k as usize + 1)),
+        );
+        std::fs::write(
+            model.join(format!("part-{k}.safetensors")),
+            build(&[t], &Extras::default()),
+        )
+        .unwrap();
+    }
+    let whole = dir.path().join("whole");
+    ok(&["pack", "-q", "-j1", s(&model), s(&whole)]);
+    let sharded = dir.path().join("sharded");
+    let n = 3;
+    let running: Vec<_> = (0..n)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_brevis"))
+                .args([
+                    "pack",
+                    "-q",
+                    "-j1",
+                    "--shard",
+                    &format!("{i}/{n}"),
+                    s(&model),
+                    s(&sharded),
+                ])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in running {
+        assert!(child.wait().unwrap().success());
+    }
+    assert!(
+        tree_bytes(&sharded) == tree_bytes(&whole),
+        "the shards' union differs"
+    );
+
+    // Run again: everything is kept but a damaged archive, packed anew.
+    let damaged = sharded.join("part-3.brv");
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    bytes[20] ^= 0xff;
+    std::fs::write(&damaged, bytes).unwrap();
+    let mut packed = 0;
+    for i in 0..n {
+        let out = ok(&[
+            "pack",
+            "-j1",
+            "--shard",
+            &format!("{i}/{n}"),
+            s(&model),
+            s(&sharded),
+        ]);
+        packed += out.contains("packed 1 file(s)") as usize;
+        assert!(
+            out.contains("packed 0 file(s)") || out.contains("packed 1 file(s)"),
+            "{out}"
+        );
+    }
+    assert_eq!(packed, 1, "only the damaged archive is packed again");
+    assert!(tree_bytes(&sharded) == tree_bytes(&whole));
+
+    // auto/N reads the index of a Kubernetes Indexed Job.
+    let k8s = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args([
+            "pack",
+            "-q",
+            "--shard",
+            "auto/3",
+            s(&model),
+            s(&dir.path().join("k8s")),
+        ])
+        .env("JOB_COMPLETION_INDEX", "7")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&k8s.stderr);
+    assert!(err.contains("shard 7 of 3 does not exist"), "{err}");
+}

@@ -5,6 +5,7 @@
 use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
+use brevis::shard::{self, Shard};
 use brevis::synth::{Order, Prior};
 use brevis::tree::{self, Action, Existing, Job};
 use clap::{Parser, Subcommand};
@@ -62,6 +63,15 @@ enum Command {
         /// checked by its SHA-256, to be read.
         #[arg(long, value_name = "BASE")]
         base: Option<PathBuf>,
+        /// Pack only shard I of N (0-based) of a directory's files, as one of
+        /// N machines of a cluster job: every shard computes the same
+        /// size-balanced split, and their outputs together are what one
+        /// machine writes. `auto` takes I and N from a Slurm job array,
+        /// `auto/N` takes I from a Kubernetes Indexed Job (see
+        /// docs/CLUSTER.md). Outputs already complete and of their source are
+        /// kept, so a shard can be run again; others are overwritten.
+        #[arg(long, value_name = "I/N|auto|auto/N")]
+        shard: Option<String>,
         #[command(flatten)]
         search: SearchArgs,
     },
@@ -242,6 +252,27 @@ fn bases_of(dst: &Path, base: &Path, found: &[PathBuf], out: &Path) -> Vec<PathB
     bases
 }
 
+/// The jobs of shard `spec` of packing `src` into `dst`, without those whose
+/// outputs are already complete and of their source.
+fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<Vec<Job>> {
+    let shard = Shard::parse(spec, |name| std::env::var(name).ok())
+        .map_err(|reason| Error::invalid(src, format!("--shard {spec}: {reason}")))?;
+    let jobs = shard.select(tree::plan(
+        src,
+        dst,
+        "safetensors",
+        "brv",
+        Existing::Overwrite,
+    )?);
+    let mut todo = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if !shard::done_already(&job)? {
+            todo.push(job);
+        }
+    }
+    Ok(todo)
+}
+
 /// The archives under a base folder (or the base archive itself): at most
 /// as many as a reader opens for one archive.
 fn base_archives(base: &Path) -> Result<Vec<PathBuf>> {
@@ -300,6 +331,7 @@ fn run(cli: &Cli) -> Result<()> {
             outputs,
             chunk_size,
             base,
+            shard,
             search,
         } => {
             let opts = search.options(*chunk_size)?;
@@ -307,8 +339,11 @@ fn run(cli: &Cli) -> Result<()> {
                 Some(base) => base_archives(base)?,
                 None => Vec::new(),
             };
-            let jobs = tree::plan(src, dst, "safetensors", "brv", outputs.existing())?;
-            let skipped = outputs.existing() == Existing::Skip;
+            let jobs = match shard {
+                Some(spec) => shard_jobs(src, dst, spec)?,
+                None => tree::plan(src, dst, "safetensors", "brv", outputs.existing())?,
+            };
+            let skipped = outputs.existing() == Existing::Skip || shard.is_some();
             if !skipped && !jobs.iter().any(|j| j.action == Action::Transform) {
                 eprintln!(
                     "brevis: warning: {}: no .safetensors files; {} other file(s) copied \
