@@ -3,7 +3,8 @@
 # components, a Python venv with safetensors and numpy for the mount tests),
 # fetches the real corpus, checks formatting and lints, then runs the unit,
 # property, golden-archive, integration, mount and corpus tests (cargo features
-# corpus and fuse-tests), the portable decoders under Miri, and each fuzz target
+# corpus and fuse-tests), the Python package's tests, the portable decoders
+# under Miri, and each fuzz target
 # briefly (BREVIS_FUZZ_SECONDS, default 20). The mount tests
 # mount FUSE filesystems for real: run as root (or with fusermount3) where
 # /dev/fuse exists; as root they also mount as the user nobody, through
@@ -46,6 +47,8 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --features corpus,fuse-tests --quiet -- -D warnings
 # The library alone, as a crate that reads archives depends on it.
 cargo clippy --lib --no-default-features --quiet -- -D warnings
+# The Python bindings, a crate of their own.
+(cd python && cargo fmt -- --check && cargo clippy --release --quiet -- -D warnings)
 
 echo "== tests"
 # Benches are built, not run: their listings are not test results.
@@ -53,6 +56,14 @@ cargo build --quiet --benches --features corpus
 # The mount soak test reads for a minute; its report line shows with --nocapture.
 export BREVIS_SOAK_SECONDS=${BREVIS_SOAK_SECONDS:-60}
 cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
+
+# The Python package, built into the tests' venv; also into the bench's venv
+# when it exists, which has torch and transformers (too heavy to install here).
+echo "== Python package"
+scripts/test_python.sh
+if [ -x target/bench-venv/bin/python ]; then
+  scripts/test_python.sh "$PWD/target/bench-venv/bin/python"
+fi
 
 # Miri checks the unsafe-free portable decoders for undefined behaviour (it
 # runs no SIMD): every codec on small streams of every word type.

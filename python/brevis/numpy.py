@@ -1,0 +1,10 @@
+"""Loading archives as numpy arrays, like ``safetensors.numpy``."""
+
+from ._open import safe_open
+
+
+def load_file(filename):
+    """Every tensor of the archive `filename` as a dict of numpy arrays, decoded in
+    parallel and checked (every chunk, and the SHA-256 of the whole original). Raises
+    TypeError for dtypes numpy lacks (BF16, F8): use ``brevis.torch.load_file``."""
+    return safe_open(filename, framework="numpy")._load_all()

@@ -1,0 +1,325 @@
+//! `brevis._brevis`: the Rust side of the Python package. An archive opened
+//! for random access and read straight into buffers the caller owns (numpy
+//! arrays, torch tensors' memory), in parallel with the GIL released; and
+//! pack, unpack and verify over the library. `python/brevis/` builds the
+//! safetensors-like API on it.
+
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+use brevis::archive::{self, Archive as Inner, PackOptions};
+use brevis::error::Error;
+use brevis::tree::{self, Action, Existing};
+use pyo3::buffer::PyBuffer;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use rayon::prelude::*;
+use sha2_check::whole_source_matches;
+use std::path::PathBuf;
+
+create_exception!(
+    _brevis,
+    BrevisError,
+    PyException,
+    "An archive or checkpoint that could not be read or written; the message names the \
+     file and the reason (and for a damaged archive, the byte offset)."
+);
+
+fn to_py(e: Error) -> PyErr {
+    BrevisError::new_err(e.to_string())
+}
+
+/// An open `.brv` archive (and its bases, if it was packed against some).
+#[pyclass(frozen, module = "brevis._brevis")]
+struct Archive {
+    inner: Inner,
+}
+
+#[pymethods]
+impl Archive {
+    /// Opens the archive at `path`, checking its framing and index.
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Archive> {
+        let inner = py
+            .allow_threads(|| Inner::open_unmapped(&path))
+            .map_err(to_py)?;
+        Ok(Archive { inner })
+    }
+
+    /// Length of the original file in bytes.
+    #[getter]
+    fn source_len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// The archive's path.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.inner.path().to_path_buf()
+    }
+
+    /// Fills `buffer` (writable and C-contiguous: a numpy array, a bytearray)
+    /// with the original's bytes from `offset`, decoding only the chunks
+    /// they lie in, in parallel, each checked against its checksum.
+    fn read_into(&self, py: Python<'_>, offset: u64, buffer: &Bound<'_, PyAny>) -> PyResult<()> {
+        let target = Target::of(buffer)?;
+        self.check_span(offset, target.len)?;
+        py.allow_threads(|| {
+            // SAFETY: see `Target::slice`; `target` (and the buffer export it
+            // holds) outlives the slice, which no other code here aliases.
+            let out = unsafe { target.slice() };
+            read_parallel(&self.inner, offset, out)
+        })
+        .map_err(to_py)
+    }
+
+    /// Fills each `(offset, buffer)` as `read_into` does, all in parallel,
+    /// then checks the SHA-256 of the whole original: its bytes in order,
+    /// the buffers where they hold them and the rest decoded. For loading a
+    /// whole file: every byte returned is checked as `brevis unpack` checks.
+    fn read_all_into(&self, py: Python<'_>, targets: Vec<(u64, Bound<'_, PyAny>)>) -> PyResult<()> {
+        let mut spans = Vec::with_capacity(targets.len());
+        for (offset, buffer) in &targets {
+            let target = Target::of(buffer)?;
+            self.check_span(*offset, target.len)?;
+            spans.push((*offset, target));
+        }
+        spans.sort_by_key(|(offset, _)| *offset);
+        if spans
+            .windows(2)
+            .any(|w| w[0].0 + w[0].1.len as u64 > w[1].0)
+        {
+            return Err(PyValueError::new_err("the buffers' spans overlap"));
+        }
+        py.allow_threads(|| {
+            // SAFETY: as in `read_into`; the spans are disjoint buffers, each
+            // sliced once.
+            let slices: Vec<(u64, &mut [u8])> = spans
+                .iter()
+                .map(|(o, t)| (*o, unsafe { t.slice() }))
+                .collect();
+            slices
+                .into_par_iter()
+                .try_for_each(|(offset, out)| read_parallel(&self.inner, offset, out))?;
+            let filled: Vec<(u64, &[u8])> = spans
+                .iter()
+                // SAFETY: as above; the mutable slices are gone.
+                .map(|(o, t)| (*o, &*unsafe { t.slice() }))
+                .collect();
+            whole_source_matches(&self.inner, &filled)
+        })
+        .map_err(to_py)
+    }
+
+    /// Decodes everything, checking every chunk checksum and the SHA-256 of
+    /// the original.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| archive::verify(&self.inner, None, &|_| {}))
+            .map_err(to_py)
+    }
+}
+
+impl Archive {
+    fn check_span(&self, offset: u64, len: usize) -> PyResult<()> {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.inner.len() => Ok(()),
+            _ => Err(PyValueError::new_err(format!(
+                "bytes {offset}..+{len} lie beyond the original's {} bytes",
+                self.inner.len()
+            ))),
+        }
+    }
+}
+
+/// A writable, C-contiguous Python buffer, held (exported) while this lives.
+struct Target {
+    buffer: PyBuffer<u8>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the pointer is only dereferenced through `slice`, whose callers
+// guarantee exclusive use; the export keeps the memory alive on any thread.
+unsafe impl Send for Target {}
+// SAFETY: as for Send: shared references never touch the memory.
+unsafe impl Sync for Target {}
+
+impl Target {
+    fn of(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
+        let buffer = PyBuffer::<u8>::get(obj)?;
+        if buffer.readonly() {
+            return Err(PyValueError::new_err("the buffer is read-only"));
+        }
+        if !buffer.is_c_contiguous() {
+            return Err(PyValueError::new_err("the buffer is not C-contiguous"));
+        }
+        let (ptr, len) = (buffer.buf_ptr() as *mut u8, buffer.len_bytes());
+        Ok(Target { buffer, ptr, len })
+    }
+
+    /// The buffer's bytes.
+    ///
+    /// # Safety
+    /// No other reference to the buffer's memory may be used while the slice
+    /// lives: the caller reads into memory it allocated for this read and
+    /// has not shared (a fresh numpy array or tensor).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice(&self) -> &mut [u8] {
+        let _export = &self.buffer;
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: the export in `self.buffer` keeps `len` writable, contiguous
+        // bytes at `ptr` alive; exclusivity is the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// `archive.read_at` split at chunk boundaries, the pieces decoded in
+/// parallel (a piece that is a whole chunk is decoded straight into `out`).
+fn read_parallel(archive: &Inner, offset: u64, out: &mut [u8]) -> brevis::Result<()> {
+    let end = offset + out.len() as u64;
+    let mut pieces = Vec::new();
+    let (mut at, mut rest) = (offset, out);
+    while at < end {
+        let stop = archive.chunk_range(archive.chunk_at(at)).end.min(end);
+        let (head, tail) = rest.split_at_mut((stop - at) as usize);
+        pieces.push((at, head));
+        (at, rest) = (stop, tail);
+    }
+    pieces
+        .into_par_iter()
+        .try_for_each(|(at, piece)| archive.read_at(at, piece).map(drop))
+}
+
+mod sha2_check {
+    use brevis::archive::Archive;
+    use brevis::error::{Error, Result};
+    use sha2::{Digest, Sha256};
+
+    /// Whether the original's SHA-256, over `filled` (sorted, disjoint spans
+    /// already decoded) and the bytes between them decoded now, is the one
+    /// the archive recorded.
+    pub fn whole_source_matches(archive: &Archive, filled: &[(u64, &[u8])]) -> Result<()> {
+        let mut sha = Sha256::new();
+        let mut scratch = Vec::new();
+        let mut at = 0;
+        let mut gap = |sha: &mut Sha256, from: u64, to: u64| -> Result<()> {
+            scratch.resize((to - from) as usize, 0);
+            archive.read_at(from, &mut scratch)?;
+            sha.update(&scratch);
+            Ok(())
+        };
+        for (offset, bytes) in filled {
+            gap(&mut sha, at, *offset)?;
+            sha.update(bytes);
+            at = offset + bytes.len() as u64;
+        }
+        gap(&mut sha, at, archive.len())?;
+        if <[u8; 32]>::from(sha.finalize()) != archive.sha256() {
+            let reason = "decoded bytes do not match the recorded SHA-256 of the original";
+            return Err(Error::corrupt(archive.path(), 0, reason));
+        }
+        Ok(())
+    }
+}
+
+/// Packs `src` (a .safetensors file, or a folder: other files are copied)
+/// into `dst` at effort `level` (1-9), against the archive or folder of
+/// archives `base` if given. Returns the bytes written.
+#[pyfunction]
+#[pyo3(signature = (src, dst, *, level = archive::DEFAULT_LEVEL, base = None, force = false))]
+fn pack(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    level: u8,
+    base: Option<PathBuf>,
+    force: bool,
+) -> PyResult<u64> {
+    if !archive::LEVELS.contains(&level) {
+        return Err(PyValueError::new_err(format!(
+            "level {level} is not 1 to 9"
+        )));
+    }
+    py.allow_threads(|| {
+        let bases = match &base {
+            Some(b) => tree::find(b, "brv")?,
+            None => Vec::new(),
+        };
+        let opts = PackOptions {
+            bases,
+            ..PackOptions::at_level(level)
+        };
+        transform(&src, &dst, ("safetensors", "brv"), force, |job| {
+            archive::pack_file(&job.src, &job.dst, &opts, &|_| {}).map(|s| s.bytes_out)
+        })
+    })
+    .map_err(to_py)
+}
+
+/// Restores the original of the archive `src` (or of every archive in a
+/// folder; other files are copied) at `dst`, after every check. Returns the
+/// bytes written.
+#[pyfunction]
+#[pyo3(signature = (src, dst, *, force = false))]
+fn unpack(py: Python<'_>, src: PathBuf, dst: PathBuf, force: bool) -> PyResult<u64> {
+    py.allow_threads(|| {
+        transform(&src, &dst, ("brv", "safetensors"), force, |job| {
+            let archive = Inner::open_unmapped(&job.src)?;
+            archive::unpack_file(&archive, &job.dst, &|_| {})?;
+            Ok(archive.len())
+        })
+    })
+    .map_err(to_py)
+}
+
+/// Decodes the archive `path` (or every archive under a folder) fully,
+/// checking every chunk checksum and the SHA-256 of each original.
+#[pyfunction]
+fn verify(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    py.allow_threads(|| {
+        tree::find(&path, "brv")?.iter().try_for_each(|p| {
+            let archive = Inner::open_unmapped(p)?;
+            archive::verify(&archive, None, &|_| {})
+        })
+    })
+    .map_err(to_py)
+}
+
+/// Mirrors `src` into `dst` as the command line does: files ending in
+/// `exts.0` through `each`, others copied. Returns the bytes written.
+fn transform(
+    src: &std::path::Path,
+    dst: &std::path::Path,
+    (from, to): (&str, &str),
+    force: bool,
+    each: impl Fn(&tree::Job) -> brevis::Result<u64>,
+) -> brevis::Result<u64> {
+    let existing = if force {
+        Existing::Overwrite
+    } else {
+        Existing::Refuse
+    };
+    let mut written = 0;
+    for job in tree::plan(src, dst, from, to, existing)? {
+        if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        written += match job.action {
+            Action::Transform => each(&job)?,
+            Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst)?,
+        };
+    }
+    Ok(written)
+}
+
+#[pymodule]
+fn _brevis(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("BrevisError", m.py().get_type::<BrevisError>())?;
+    m.add_class::<Archive>()?;
+    m.add_function(wrap_pyfunction!(pack, m)?)?;
+    m.add_function(wrap_pyfunction!(unpack, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the Python package (python/, pyo3 + maturin) into a venv and runs its
+# tests (python/tests, pytest) there.
+#
+#   scripts/test_python.sh [PYTHON]
+#
+# PYTHON is the venv's interpreter (default: the tests' venv of scripts/pyenv.sh,
+# which has numpy and safetensors). The torch and transformers tests run where
+# the venv has them (the bench's venv, target/bench-venv, does); elsewhere they
+# are reported as skipped, loudly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=${1:-$(scripts/pyenv.sh)}
+"$py" -m pip install -q "maturin>=1.5,<2" pytest >&2
+wheels=$PWD/target/wheels
+rm -f "$wheels"/brevis-*.whl
+(cd python && "$(dirname "$py")/maturin" build --quiet --release -i "$py" -o "$wheels" >&2)
+"$py" -m pip install -q --force-reinstall --no-deps "$wheels"/brevis-*.whl
+# From outside python/, so that the installed package is the one imported.
+cd /tmp
+"$py" -m pytest -q -p no:cacheprovider -rs "$OLDPWD/python/tests"
+if ! "$py" -c "import torch, transformers" 2>/dev/null; then
+  echo "test_python.sh: WARNING: torch/transformers are not installed in $py: the torch" \
+    "loading and transformers tests did NOT run (they run in target/bench-venv)"
+fi
