@@ -11,6 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${1:-$(scripts/pyenv.sh)}
+# Absolute, without resolving the venv's symbolic link to its base interpreter.
+py=$(cd "$(dirname "$py")" && pwd)/$(basename "$py")
 "$py" -m pip install -q "maturin>=1.5,<2" pytest >&2
 wheels=$PWD/target/wheels
 rm -f "$wheels"/brevis-*.whl

@@ -14,7 +14,6 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
-use sha2_check::whole_source_matches;
 use std::path::PathBuf;
 
 create_exception!(
@@ -98,15 +97,7 @@ impl Archive {
                 .iter()
                 .map(|(o, t)| (*o, unsafe { t.slice() }))
                 .collect();
-            slices
-                .into_par_iter()
-                .try_for_each(|(offset, out)| read_parallel(&self.inner, offset, out))?;
-            let filled: Vec<(u64, &[u8])> = spans
-                .iter()
-                // SAFETY: as above; the mutable slices are gone.
-                .map(|(o, t)| (*o, &*unsafe { t.slice() }))
-                .collect();
-            whole_source_matches(&self.inner, &filled)
+            whole::decode_and_check(&self.inner, slices)
         })
         .map_err(to_py)
     }
@@ -192,35 +183,89 @@ fn read_parallel(archive: &Inner, offset: u64, out: &mut [u8]) -> brevis::Result
         .try_for_each(|(at, piece)| archive.read_at(at, piece).map(drop))
 }
 
-mod sha2_check {
+mod whole {
+    use super::read_parallel;
     use brevis::archive::Archive;
     use brevis::error::{Error, Result};
+    use rayon::prelude::*;
     use sha2::{Digest, Sha256};
 
-    /// Whether the original's SHA-256, over `filled` (sorted, disjoint spans
-    /// already decoded) and the bytes between them decoded now, is the one
-    /// the archive recorded.
-    pub fn whole_source_matches(archive: &Archive, filled: &[(u64, &[u8])]) -> Result<()> {
-        let mut sha = Sha256::new();
-        let mut scratch = Vec::new();
-        let mut at = 0;
-        let mut gap = |sha: &mut Sha256, from: u64, to: u64| -> Result<()> {
-            scratch.resize((to - from) as usize, 0);
-            archive.read_at(from, &mut scratch)?;
-            sha.update(&scratch);
-            Ok(())
+    /// Source bytes decoded per step: the previous step's bytes are hashed
+    /// while these decode.
+    const STEP_BYTES: u64 = 8 << 20;
+
+    /// Decodes `spans` (sorted, disjoint) in parallel and checks the SHA-256
+    /// of the whole original: its bytes in order, the spans' where they hold
+    /// them and the rest decoded for the hash. Hashing, which is sequential,
+    /// runs beside the decoding of the next spans.
+    pub fn decode_and_check(archive: &Archive, spans: Vec<(u64, &mut [u8])>) -> Result<()> {
+        let mut hash = InOrder {
+            archive,
+            sha: Sha256::new(),
+            at: 0,
+            scratch: Vec::new(),
         };
-        for (offset, bytes) in filled {
-            gap(&mut sha, at, *offset)?;
-            sha.update(bytes);
-            at = offset + bytes.len() as u64;
+        let mut done: Vec<(u64, &[u8])> = Vec::new();
+        let mut spans = spans.into_iter().peekable();
+        while spans.peek().is_some() {
+            let mut step = Vec::new();
+            let mut bytes = 0;
+            while let Some(span) = spans.next_if(|_| bytes < STEP_BYTES) {
+                bytes += span.1.len() as u64;
+                step.push(span);
+            }
+            let (decoded, hashed) = rayon::join(
+                || {
+                    step.par_iter_mut()
+                        .try_for_each(|(at, out)| read_parallel(archive, *at, out))
+                },
+                || hash.feed(&done),
+            );
+            decoded?;
+            hashed?;
+            done = step.into_iter().map(|(at, out)| (at, &*out)).collect();
         }
-        gap(&mut sha, at, archive.len())?;
-        if <[u8; 32]>::from(sha.finalize()) != archive.sha256() {
-            let reason = "decoded bytes do not match the recorded SHA-256 of the original";
-            return Err(Error::corrupt(archive.path(), 0, reason));
+        hash.feed(&done)?;
+        hash.finish()
+    }
+
+    /// The SHA-256 of an archive's original, fed in order.
+    struct InOrder<'a> {
+        archive: &'a Archive,
+        sha: Sha256,
+        /// Source offset hashed up to.
+        at: u64,
+        scratch: Vec<u8>,
+    }
+
+    impl InOrder<'_> {
+        /// Hashes up to the end of `spans` (sorted, after what was hashed),
+        /// decoding the bytes between them.
+        fn feed(&mut self, spans: &[(u64, &[u8])]) -> Result<()> {
+            for (offset, bytes) in spans {
+                self.gap(*offset)?;
+                self.sha.update(bytes);
+                self.at = offset + bytes.len() as u64;
+            }
+            Ok(())
         }
-        Ok(())
+
+        fn gap(&mut self, to: u64) -> Result<()> {
+            self.scratch.resize((to - self.at) as usize, 0);
+            self.archive.read_at(self.at, &mut self.scratch)?;
+            self.sha.update(&self.scratch);
+            self.at = to;
+            Ok(())
+        }
+
+        fn finish(mut self) -> Result<()> {
+            self.gap(self.archive.len())?;
+            if <[u8; 32]>::from(self.sha.finalize()) != self.archive.sha256() {
+                let reason = "decoded bytes do not match the recorded SHA-256 of the original";
+                return Err(Error::corrupt(self.archive.path(), 0, reason));
+            }
+            Ok(())
+        }
     }
 }
 
