@@ -7,7 +7,7 @@ use crate::archive::Archive;
 use crate::codec;
 use crate::dsl::{decode_program, describe, EncodedLit, Limits, Op, Program, Type};
 use crate::error::{Error, Result};
-use crate::safetensors::{self, TensorInfo};
+use crate::safetensors::TensorInfo;
 use crate::synth::Production;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -41,14 +41,8 @@ pub struct Report {
 
 /// Builds the report; every record is parsed (not executed) and checked.
 pub fn inspect(archive: &Archive) -> Result<Report> {
-    let layout = safetensors::parse(archive.len(), |n| {
-        let mut buf = vec![0u8; n as usize];
-        archive
-            .read_at(0, &mut buf)
-            .map(|_| buf)
-            .map_err(std::io::Error::other)
-    })
-    .map_err(|reason| Error::invalid(archive.path(), format!("archived header: {reason}")))?;
+    let layout = (archive.source_layout())
+        .map_err(|reason| Error::invalid(archive.path(), format!("archived header: {reason}")))?;
     let mut rows: Vec<Row> = layout.tensors.iter().map(Row::of_tensor).collect();
     let mut other = Row::new("(header, gaps and trailing bytes)", "", vec![]);
     // Tensors are sorted and disjoint; empty ones own no chunk.

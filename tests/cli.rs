@@ -1,37 +1,16 @@
 //! The `brevis` command line: directory mirroring, refusals, errors, determinism.
 
+#[path = "common/cli.rs"]
+mod cli;
 mod common;
 
+use cli::*;
 use common::*;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn brevis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_brevis"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = brevis(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use std::process::Command;
 
 fn fails(args: &[&str], why: &str) {
-    let out = brevis(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-    assert!(err.contains(why), "{args:?}: expected '{why}' in: {err}");
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    fails_with(args, &[why]);
 }
 
 fn model_dir(root: &Path) -> std::path::PathBuf {

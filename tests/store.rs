@@ -1,41 +1,13 @@
 //! Archives coded against a base: `pack --base`, what reading them needs, and
 //! what happens when the base is missing or another file.
 
+#[path = "common/cli.rs"]
+mod cli;
 mod common;
 
+use cli::*;
 use common::*;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn brevis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_brevis"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = brevis(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(args: &[&str], why: &[&str]) {
-    let out = brevis(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-    for w in why {
-        assert!(err.contains(w), "{args:?}: expected '{w}' in: {err}");
-    }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// Floats near 0.02 in magnitude, as weights are.
 fn weights(seed: u64, n: usize) -> Vec<f32> {
@@ -140,7 +112,7 @@ fn a_fine_tune_packed_against_its_base_is_smaller_and_exact() {
     let detached = root.join("detached.brv");
     ok(&["detach", "-q", s(&delta), s(&detached)]);
     assert!(std::fs::read(&detached).unwrap() == std::fs::read(&alone).unwrap());
-    fails(
+    fails_with(
         &["detach", "-q", s(&delta), s(&detached)],
         &["already exists"],
     );
@@ -242,13 +214,13 @@ fn a_missing_or_replaced_base_is_an_error_naming_both_files() {
         if cmd == "unpack" {
             args.push(s(&out));
         }
-        fails(
+        fails_with(
             &args,
             &[s(&delta), "base/model.brv", "holds another source"],
         );
     }
     std::fs::remove_file(&base_brv).unwrap();
-    fails(
+    fails_with(
         &["unpack", "-q", s(&delta), s(&out)],
         &[s(&delta), "needs the base archive", "No such file"],
     );
@@ -268,20 +240,7 @@ fn a_directory_packs_against_a_directory_of_bases_by_tensor_name() {
     }
     // The same fine-tune saved again with its tensors split otherwise, and a
     // file none of whose tensors the bases have.
-    let tensors = safetensors_tensors(&tuned);
-    let (first, second) = tensors.split_at(2);
-    let resharded = root.join("tuned/resharded");
-    std::fs::create_dir_all(&resharded).unwrap();
-    std::fs::write(
-        resharded.join("1.safetensors"),
-        build(first, &Extras::default()),
-    )
-    .unwrap();
-    std::fs::write(
-        resharded.join("2.safetensors"),
-        build(second, &Extras::default()),
-    )
-    .unwrap();
+    resharded(&tuned, 2, &root.join("tuned/resharded"));
     let other = build(
         &[tensor("unrelated", "F32", &[1024], noise(9, 4096))],
         &Extras::default(),
@@ -318,20 +277,8 @@ fn a_directory_packs_against_a_directory_of_bases_by_tensor_name() {
     assert!(report.contains(&needed), "{report}");
     assert!(report.contains("; against base "), "{report}");
     // One file against a base saved in two: it references both.
-    let base_tensors = safetensors_tensors(&base);
-    let (first, second) = base_tensors.split_at(1);
     let split = root.join("base-split");
-    std::fs::create_dir_all(&split).unwrap();
-    std::fs::write(
-        split.join("1.safetensors"),
-        build(first, &Extras::default()),
-    )
-    .unwrap();
-    std::fs::write(
-        split.join("2.safetensors"),
-        build(second, &Extras::default()),
-    )
-    .unwrap();
+    resharded(&base, 1, &split);
     ok(&["pack", "-q", s(&split), s(&store.join("base-split"))]);
     let two = store.join("two.brv");
     let src = root.join("tuned/sub/model.safetensors");
@@ -364,6 +311,17 @@ fn a_directory_packs_against_a_directory_of_bases_by_tensor_name() {
     }
 }
 
+/// The tensors of `file` saved again in `dir` as two files, `1.safetensors`
+/// with its first `at` tensors and `2.safetensors` with the others.
+fn resharded(file: &[u8], at: usize, dir: &Path) {
+    let tensors = safetensors_tensors(file);
+    let (first, second) = tensors.split_at(at);
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, part) in [("1.safetensors", first), ("2.safetensors", second)] {
+        std::fs::write(dir.join(name), build(part, &Extras::default())).unwrap();
+    }
+}
+
 /// The tensors of a file made by `build` (no gaps), in order.
 fn safetensors_tensors(file: &[u8]) -> Vec<Tensor> {
     let n = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
@@ -392,11 +350,11 @@ fn a_base_that_is_not_an_archive_of_safetensors_is_refused() {
     let (_, tuned) = base_and_tuned();
     let src = write_temp(root, "tuned.safetensors", &tuned);
     let dst = root.join("out.brv");
-    fails(
+    fails_with(
         &["pack", "-q", "--base", s(&src), s(&src), s(&dst)],
         &[s(&src), "not a brevis archive"],
     );
-    fails(
+    fails_with(
         &[
             "pack",
             "-q",

@@ -10,7 +10,7 @@ use super::format::{valid_base_path, BaseEntry};
 use super::reader::Archive;
 use super::{pack_file, unpack_file, PackOptions, PackSummary};
 use crate::error::{Error, IoContext, Result};
-use crate::safetensors::{self, TensorInfo};
+use crate::safetensors::TensorInfo;
 use crate::synth::byte_planes_cost;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -71,14 +71,7 @@ impl Bases {
 
 /// The tensors of an archive's source, from its archived header.
 fn source_tensors(archive: &Archive) -> Result<Vec<TensorInfo>> {
-    let layout = safetensors::parse(archive.len(), |n| {
-        let mut header = vec![0u8; n as usize];
-        archive
-            .read_at(0, &mut header)
-            .map(|_| header)
-            .map_err(std::io::Error::other)
-    })
-    .map_err(|reason| {
+    let layout = archive.source_layout().map_err(|reason| {
         let reason = format!("cannot be a base: its source is not safetensors: {reason}");
         Error::invalid(archive.path(), reason)
     })?;

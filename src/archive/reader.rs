@@ -177,6 +177,17 @@ impl Archive {
         })
     }
 
+    /// The tensors of the original, from its header (decoded and checked):
+    /// an error says why the original is not a safetensors file.
+    pub fn source_layout(&self) -> std::result::Result<crate::safetensors::SourceLayout, String> {
+        crate::safetensors::parse(self.len(), |n| {
+            let mut header = vec![0u8; n as usize];
+            self.read_at(0, &mut header)
+                .map(|_| header)
+                .map_err(std::io::Error::other)
+        })
+    }
+
     /// The archives this one's chunks reference, in the order of its index.
     pub fn bases(&self) -> &[Archive] {
         &self.bases
