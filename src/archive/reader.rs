@@ -98,7 +98,10 @@ fn with_buffer<R>(cell: &'static Buffer, len: usize, f: impl FnOnce(&mut [u8]) -
         buf.resize(len, 0);
     }
     let out = f(&mut buf[..len]);
-    cell.set(buf);
+    // As for the decoder's scratch: not kept when unusually large.
+    if buf.len() <= crate::dsl::KEEP_SCRATCH_BYTES {
+        cell.set(buf);
+    }
     out
 }
 

@@ -25,9 +25,17 @@ pub fn with_scratch<T: Word, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R 
     }
     let words: &mut [T] = bytemuck::cast_slice_mut(&mut buf[..units]);
     let result = f(&mut words[..len]);
-    SCRATCH.with(|s| s.borrow_mut().push(buf));
+    // A buffer for an unusually large chunk is not kept: a long-lived
+    // thread (the mount's) would hold it for good.
+    if buf.len() * size_of::<u32>() <= KEEP_SCRATCH_BYTES {
+        SCRATCH.with(|s| s.borrow_mut().push(buf));
+    }
     result
 }
+
+/// Largest scratch buffer a thread keeps for the next chunk: several times
+/// what a chunk of the default size needs.
+pub const KEEP_SCRATCH_BYTES: usize = 8 << 20;
 
 /// Where a literal's words come from.
 pub trait LiteralSource {

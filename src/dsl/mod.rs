@@ -11,7 +11,7 @@ mod exec;
 mod ops;
 
 pub use encoding::{decode_program, encode_program, encoded_len, EncodedLit, Limits};
-pub use exec::{execute, with_scratch, LiteralSource};
+pub use exec::{execute, with_scratch, LiteralSource, KEEP_SCRATCH_BYTES};
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
 
 use crate::codec::Codec;
