@@ -926,3 +926,32 @@ fn a_checkpoint_packed_against_its_base_reads_through_the_mount() {
     );
     assert!(m.log_text().is_empty(), "{}", m.log_text());
 }
+
+#[test]
+fn an_archive_truncated_in_place_gives_errors_not_its_old_size() {
+    let model = model();
+    let m = mount(&model.archives, &[]);
+    let shown = m.path("model.safetensors");
+    assert!(std::fs::metadata(&shown).is_ok());
+    let archive = model.archives.join("model.brv");
+    let len = std::fs::metadata(&archive).unwrap().len();
+    std::fs::File::options()
+        .write(true)
+        .open(&archive)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    // The change is seen at once (inotify), not after the attribute timeout.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(&shown).is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = std::fs::metadata(&shown).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    let log = m.log_text();
+    assert!(log.contains("model.brv: corrupt archive at byte"), "{log}");
+    assert!(
+        std::fs::read(m.path("config.json")).is_ok(),
+        "other files still read"
+    );
+}
