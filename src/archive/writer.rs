@@ -679,8 +679,14 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
     picked.truncate(SAMPLE_TOTAL);
     let mut samples = Vec::new();
     for p in picked {
-        let mut bytes = vec![0u8; p.len as usize];
-        source.read(p.start, &mut bytes)?;
+        // A chunk with a base is sampled as what it will be coded as most
+        // often: its XOR with the base.
+        let mut run = Run::default();
+        source.read_run(&[*p], &mut run.bytes, &mut run.base)?;
+        let bytes = match p.base {
+            Some(_) => base::xor(&run.bytes, &run.base),
+            None => run.bytes,
+        };
         let hint = Hint {
             float: p.element.float,
         };
