@@ -51,7 +51,8 @@
 #   BENCH_SEARCH_RUNS=1  runs per search-table measurement (median is reported)
 #   BENCH_REFIT=1        0 skips the re-fit table (pack -j1 with and without --no-refit,
 #                        BENCH_RUNS rounds alternating the two, medians)
-#   BENCH_RSS=1          0 skips the peak-memory table (largest selected corpus file)
+#   BENCH_RSS=1          0 skips the peak-memory table (minilm-f32, else the largest
+#                        selected corpus file)
 #   BENCH_MOUNT=1        0 skips the mount table (reads through brevis-mount; needs root or
 #                        fusermount3, and /dev/fuse)
 #   BENCH_FILES="a b"    corpus names to run (space or comma separated; default all)
