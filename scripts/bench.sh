@@ -1,52 +1,89 @@
 #!/usr/bin/env bash
-# Benchmarks brevis against zstd -3, zstd -9 and ZipNN on the corpus of scripts/fetch-corpus.sh
-# and prints a markdown table to stdout (progress goes to stderr).
+# Benchmarks brevis against ZipNN, lmzip, z4ai, glyd, zstd -3 and zstd -9 on the corpus of
+# scripts/fetch-corpus.sh and prints markdown tables to stdout (progress goes to stderr).
 #
-# For every corpus file and tool: compressed size, ratio (original / compressed), and pack and
-# unpack speed on 1 thread and on all threads ($(nproc)). Speed is MB of the ORIGINAL file
-# (1 MB = 1e6 bytes) per second of wall time, the median of BENCH_RUNS runs.
+# First table, for every corpus file and tool: compressed size, ratio (original /
+# compressed), and pack and unpack speed on 1 thread and on all threads ($(nproc)). Speed is
+# MB of the ORIGINAL file (1 MB = 1e6 bytes) per second of wall time, the median of
+# BENCH_RUNS rounds; the rounds interleave the tools (round 1 of every tool, then round 2 ...)
+# so that a change in the machine's load falls on all of them alike. Every round trip of
+# every tool is checked, and the script fails if one differs.
 #
-#   brevis  CLI: pack SRC OUT.brv -j T -q / unpack OUT.brv OUT -j T -q; every round trip is
-#           checked with cmp and the script fails if one differs.
+#   brevis  CLI, file to file: pack SRC OUT.brv -j T -q (default level) / unpack OUT.brv OUT
+#           -j T -q; round trips checked with cmp.
 #   zstd    CLI: -3 / -9 with -T1 or -T0, file to file in the same work folder as brevis, and
 #           each output fsync'd (`sync FILE`) inside the timing, because brevis fsyncs its
-#           outputs too; round trips checked with cmp as well.
-#   ZipNN   Python API (scripts/bench_zipnn.py), two ways: per tensor as ZipNN recommends for
-#           safetensors, and the whole file's bytes in one call. Only the compress/decompress
-#           calls are timed (no file I/O), round trips checked in memory.
+#           outputs too; round trips checked with cmp.
+#   PyPI peers, through their Python APIs (scripts/bench_peers.py has the exact calls), at
+#   their default levels, one process per peer, thread count and round, timing only the
+#   compress/decompress calls (Python's start-up and imports are not timed):
+#   ZipNN   in memory, two ways: per tensor as ZipNN recommends for safetensors
+#           (zipnn-tensor), and the whole file's bytes in one call (zipnn-file); threads=T.
+#   lmzip   (module lmz) lmz.compress / lmz.decompress, file to file (its API works on
+#           paths), workers=T, outputs fsync'd inside the timing; restored file compared.
+#   z4ai    in memory: z4ai.safetensors.compress_bytes / decompress_bytes, its per-tensor
+#           safetensors container; workers=T (threads=1 for T = 1).
+#   glyd    in memory: glyd.compress(threads=T) at the API's default level ("max") on the
+#           whole file / glyd.decompress (no thread argument).
+#   In-memory peers' round trips are checked in memory. For the 1-thread column each peer
+#   gets its thread argument 1, OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1,
+#   and its process is pinned to one CPU (sched_setaffinity), because z4ai sizes some thread
+#   pools by os.cpu_count() and glyd decompresses on several threads whatever it is given.
+#   brevis -j1 and zstd -T1 are not pinned.
 #
-# Installs what it lacks (Debian): zstd (apt), numpy and zipnn (pip; zipnn builds a C
-# extension and pulls in torch). If ZipNN cannot be installed the table says so.
+# Further tables: brevis effort levels (pack -j1 --level N), search budgets, re-fitting,
+# peak memory of brevis (/usr/bin/time), and reads through brevis-mount.
+#
+# Installs what it lacks (Debian): zstd and time (apt); a venv at target/bench-venv
+# (BENCH_VENV) with numpy, safetensors and the peers (pip: zipnn, lmzip, z4ai, glyd; zipnn
+# builds a C extension and pulls in torch). A peer that cannot be installed or imported, or
+# fails, gets a row saying so.
 #
 # Env:
-#   BENCH_RUNS=3         runs per measurement (median is reported)
-#   BENCH_SEARCH=1       0 skips the second table (search budgets and ablations)
-#   BENCH_MOUNT=1        0 skips the third table (reads through brevis-mount; needs root or
-#                        fusermount3, and /dev/fuse)
+#   BENCH_RUNS=3         rounds per measurement (median is reported)
+#   BENCH_PEERS="zipnn lmzip z4ai glyd"
+#                        PyPI peers to run (space or comma separated; empty: none)
+#   BENCH_ZIPNN=1        0 drops zipnn from BENCH_PEERS (no install attempted)
+#   BENCH_PIN=1          0 does not pin the peers' 1-thread runs to one CPU
+#   BENCH_LEVELS=1       0 skips the effort-level table (brevis pack -j1 --level N)
+#   BENCH_LEVEL_LIST="1 3 5 7 9"  levels in that table
+#   BENCH_SEARCH=1       0 skips the search-budget table
 #   BENCH_SEARCH_RUNS=1  runs per search-table measurement (median is reported)
 #   BENCH_REFIT=1        0 skips the re-fit table (pack -j1 with and without --no-refit,
 #                        BENCH_RUNS rounds alternating the two, medians)
+#   BENCH_RSS=1          0 skips the peak-memory table (minilm-f32, else the largest
+#                        selected corpus file)
+#   BENCH_MOUNT=1        0 skips the mount table (reads through brevis-mount; needs root or
+#                        fusermount3, and /dev/fuse)
 #   BENCH_FILES="a b"    corpus names to run (space or comma separated; default all)
-#   BENCH_ZIPNN=1        0 skips ZipNN (no install attempted)
 #   BENCH_BUILD=1        run `cargo build --release` first; 0 only builds if the binary is missing
 #   BREVIS_BIN=path      use this brevis binary instead of target/release/brevis (no build)
 #   BENCH_TMP=dir        work folder for archives and outputs (default: a new dir in $TMPDIR or /tmp)
+#   BENCH_VENV=dir       the peers' venv (default target/bench-venv; made if missing)
 #   BREVIS_CORPUS=dir    corpus folder (see scripts/fetch-corpus.sh)
-#   PYTHON=python3       interpreter for ZipNN and the corpus scripts
+#   PYTHON=python3       interpreter the venv is made with
 set -euo pipefail
 
 scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$scripts/.." && pwd)
 runs=${BENCH_RUNS:-3}
-want_zipnn=${BENCH_ZIPNN:-1}
-py=${PYTHON:-python3}
+base_py=${PYTHON:-python3}
 all_threads=$(nproc)
 all_names="minilm-f32 minilm-bf16 minilm-fp8 minilm-upcast wordllama-f16"
+all_peers="zipnn lmzip z4ai glyd"
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 die() { printf 'bench: ERROR: %s\n' "$*" >&2; exit 1; }
 
 [[ $runs =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be a positive integer, got '$runs'"
+peers=${BENCH_PEERS-$all_peers}
+peers=${peers//,/ }
+for peer in $peers; do
+  [[ " $all_peers " == *" $peer "* ]] || die "unknown peer '$peer' in BENCH_PEERS (known: $all_peers)"
+done
+if [[ ${BENCH_ZIPNN:-1} == 0 ]]; then peers=$(printf '%s\n' $peers | grep -vx zipnn | tr '\n' ' ' || true); fi
+level_list=${BENCH_LEVEL_LIST:-1 3 5 7 9}
+level_list=${level_list//,/ }
 
 # ---------------------------------------------------------------- 1. install what is missing
 as_root() {
@@ -61,56 +98,52 @@ apt_install() {
   log "apt-get install $*"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
 }
-has_module() { "$py" -c "import $1" >/dev/null 2>&1; }
-
-# pip_install PKG...: into $py; if that interpreter refuses (PEP 668, no pip), into a venv
-# under ~/.cache that then becomes $py for the rest of the run.
-venv=${BENCH_VENV:-$HOME/.cache/brevis-bench/venv}
-pip_install() {
-  if "$py" -m pip --version >/dev/null 2>&1 && "$py" -m pip install -q "$@" >&2; then return 0; fi
-  if [[ $py != "$venv/bin/python" ]]; then
-    log "pip install into $py failed; using a virtualenv at $venv"
-    if [[ ! -x $venv/bin/python ]]; then
-      "$py" -m venv --system-site-packages "$venv" >&2 2>&1 \
-        || { apt_install python3-venv python3-pip && "$py" -m venv --system-site-packages "$venv" >&2; } \
-        || return 1
-    fi
-    py=$venv/bin/python
-    "$py" -m pip install -q "$@" >&2
-  else
-    return 1
-  fi
-}
 
 command -v zstd >/dev/null || apt_install zstd || die "zstd is missing and could not be installed"
-command -v "$py" >/dev/null || apt_install python3 || die "$py is missing and could not be installed"
-if [[ -x $venv/bin/python ]] && ! has_module numpy && "$venv/bin/python" -c 'import numpy' 2>/dev/null; then
-  py=$venv/bin/python   # an earlier run set this up
-fi
-has_module numpy || pip_install numpy || die "could not install numpy"
+[[ -x /usr/bin/time ]] || apt_install time || log "no /usr/bin/time: the peak-memory table is skipped"
+command -v "$base_py" >/dev/null || apt_install python3 || die "$base_py is missing and could not be installed"
 
-zipnn_status=ok
-if [[ $want_zipnn == 0 ]]; then
-  zipnn_status="skipped (BENCH_ZIPNN=0)"
-elif ! has_module zipnn; then
-  if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import zipnn' 2>/dev/null; then
-    py=$venv/bin/python
-  else
+# The peers live in a venv of their own under target/ (made once, kept between runs).
+venv=${BENCH_VENV:-$repo/target/bench-venv}
+py=$venv/bin/python
+if [[ ! -x $py ]]; then
+  log "making the venv $venv"
+  "$base_py" -m venv "$venv" >&2 \
+    || { apt_install python3-venv python3-pip && rm -rf "$venv" && "$base_py" -m venv "$venv" >&2; } \
+    || die "could not make a venv at $venv"
+fi
+has_module() { "$py" -c "import $1" >/dev/null 2>&1; }
+pip_install() { "$py" -m pip install -q "$@" >&2; }
+for module in numpy safetensors; do
+  has_module $module || pip_install $module || die "could not install $module into $venv"
+done
+
+# peer_status[PEER]: ok, or why the peer has no numbers
+declare -A peer_status=() peer_module=([zipnn]=zipnn [lmzip]=lmz [z4ai]=z4ai [glyd]=glyd)
+for peer in $all_peers; do peer_status[$peer]="skipped (not in BENCH_PEERS)"; done
+for peer in $peers; do
+  module=${peer_module[$peer]}
+  if has_module "$module"; then peer_status[$peer]=ok; continue; fi
+  if [[ $peer == zipnn ]]; then
     # zipnn ships as an sdist with a C extension: it needs a compiler and Python's headers.
     command -v gcc >/dev/null || apt_install gcc || true
     if [[ ! -e $("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h ]]; then
       apt_install python3-dev || true
     fi
     log "pip install zipnn (builds a C extension; pulls in torch, several GB)"
-    zipnn_log=${TMPDIR:-/tmp}/brevis-bench-zipnn-install.log
-    if ! pip_install zipnn 2>"$zipnn_log"; then
-      zipnn_status="not installed: 'pip install zipnn' failed (log: $zipnn_log)"
-    elif ! has_module zipnn; then
-      zipnn_status="not installed: 'import zipnn' fails after pip install"
-    fi
+  else
+    log "pip install $peer"
   fi
-fi
-[[ $zipnn_status == ok ]] || log "ZipNN: $zipnn_status"
+  install_log=${TMPDIR:-/tmp}/brevis-bench-$peer-install.log
+  if ! pip_install "$peer" 2>"$install_log"; then
+    peer_status[$peer]="not installed: 'pip install $peer' failed (log: $install_log)"
+  elif ! has_module "$module"; then
+    peer_status[$peer]="not installed: 'import $module' fails after pip install"
+  else
+    peer_status[$peer]=ok
+  fi
+  [[ ${peer_status[$peer]} == ok ]] || log "$peer: ${peer_status[$peer]}"
+done
 
 # ---------------------------------------------------------------- 2. corpus and brevis
 corpus=$(PYTHON=$py bash "$scripts/fetch-corpus.sh")
@@ -176,30 +209,28 @@ mbps() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0) ? n / 1e6 / s :
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
 fsize() { stat -c %s "$1"; }
 
-rows=()
+threads_list=(1)
+(( all_threads > 1 )) && threads_list+=("$all_threads")
+N=${threads_list[-1]}
+
+# Measurements of the first table, per tool and thread count ("TOOL|T"): seconds of every
+# round, and the compressed size; tool_error[TOOL] says why a tool has no numbers.
+declare -A pack_s=() unpack_s=() packed_size=() tool_error=()
+rows=() notes=()
 # add_row NAME TOOL SIZE RATIO P1 U1 PN UN
 add_row() { rows+=("$(printf '%s\t' "$@")"); }
 
-# bench_cli NAME SRC TOOL PACK_FN UNPACK_FN: PACK_FN THREADS SRC OUT / UNPACK_FN THREADS IN OUT
-# are the commands; times both thread settings, checks each round trip with cmp.
-bench_cli() {
-  local name=$1 src=$2 tool=$3 pack=$4 unpack=$5
-  local orig packed=$work/packed restored=$work/restored size=0 t i
-  orig=$(fsize "$src")
-  local -a cells=()
-  for t in 1 "$all_threads"; do
-    local -a pt=() ut=()
-    for ((i = 0; i < runs; i++)); do
-      rm -f "$packed" "$restored"
-      pt+=("$(elapsed "$pack" "$t" "$src" "$packed")") || die "$tool pack failed on $name (threads $t)"
-      size=$(fsize "$packed")
-      ut+=("$(elapsed "$unpack" "$t" "$packed" "$restored")") || die "$tool unpack failed on $name (threads $t)"
-      cmp -s "$src" "$restored" || die "$tool ROUND TRIP DIFFERS on $name (threads $t, run $((i + 1))): $(cmp "$src" "$restored" 2>&1 | head -n 1)"
-    done
-    cells+=("$(mbps "$orig" "$(median "${pt[@]}")")" "$(mbps "$orig" "$(median "${ut[@]}")")")
-  done
+# cli_round NAME SRC TOOL PACK_FN UNPACK_FN T: one round of a command-line tool on T threads
+# (PACK_FN T SRC OUT / UNPACK_FN T IN OUT); the round trip is checked with cmp.
+cli_round() {
+  local name=$1 src=$2 tool=$3 pack=$4 unpack=$5 t=$6
+  local packed=$work/packed restored=$work/restored p u
   rm -f "$packed" "$restored"
-  add_row "$name" "$tool" "$size" "$(ratio "$orig" "$size")" "${cells[@]}"
+  p=$(elapsed "$pack" "$t" "$src" "$packed") || die "$tool pack failed on $name (threads $t)"
+  u=$(elapsed "$unpack" "$t" "$packed" "$restored") || die "$tool unpack failed on $name (threads $t)"
+  cmp -s "$src" "$restored" || die "$tool ROUND TRIP DIFFERS on $name (threads $t): $(cmp "$src" "$restored" 2>&1 | head -n 1)"
+  pack_s[$tool|$t]+=" $p" unpack_s[$tool|$t]+=" $u" packed_size[$tool|$t]=$(fsize "$packed")
+  rm -f "$packed" "$restored"
 }
 
 brevis_pack() { "$brevis" pack "$2" "$3" -j "$1" -q; }
@@ -209,45 +240,157 @@ zstd3_pack() { zstd -q -3 "$(zthreads "$1")" -f "$2" -o "$3" && sync "$3"; }
 zstd9_pack() { zstd -q -9 "$(zthreads "$1")" -f "$2" -o "$3" && sync "$3"; }
 zstd_unpack() { zstd -q -d "$(zthreads "$1")" -f "$2" -o "$3" && sync "$3"; }
 
-bench_zipnn() {
-  local name=$1 src=$2 line tool t orig size p u ok
-  local -A got=()
-  local -a threads=(1)
-  (( all_threads > 1 )) && threads+=("$all_threads")
-  if [[ $zipnn_status != ok ]]; then
-    add_row "$name" "zipnn" "${zipnn_status%%:*}" "-" "-" "-" "-" "-"
-    return
-  fi
-  while IFS= read -r line; do
+# peer_tools PEER: the table's tools for a peer
+peer_tools() { if [[ $1 == zipnn ]]; then echo zipnn-tensor zipnn-file; else echo "$1"; fi; }
+
+# peer_round NAME SRC PEER T: one round of a PyPI peer (scripts/bench_peers.py) on T threads
+peer_round() {
+  local name=$1 src=$2 peer=$3 t=$4 out rc=0 line tool kv th size p u ok pc uc
+  local -a tools pin=()
+  read -r -a tools <<<"$(peer_tools "$peer")"
+  [[ ${BENCH_PIN:-1} == 0 ]] && pin=(--no-pin)
+  out=$(env OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" \
+    "$py" "$scripts/bench_peers.py" "$src" --threads "$t" --work "$work" "${pin[@]}" "${tools[@]}") || rc=$?
+  for tool in "${tools[@]}"; do
+    [[ -n ${tool_error[$tool]:-} ]] && continue
+    line=$(grep -E "^(RESULT|ERROR) tool=$tool " <<<"$out" | head -n 1 || true)
     case $line in
       RESULT*)
-        tool= t= orig= size= p= u= ok=
+        th= size= p= u= ok= pc= uc=
         for kv in ${line#RESULT }; do
           case $kv in
-            tool=*) tool=${kv#*=} ;; threads=*) t=${kv#*=} ;; orig=*) orig=${kv#*=} ;;
-            size=*) size=${kv#*=} ;; pack_s=*) p=${kv#*=} ;; unpack_s=*) u=${kv#*=} ;; ok=*) ok=${kv#*=} ;;
+            threads=*) th=${kv#*=} ;; size=*) size=${kv#*=} ;; pack_s=*) p=${kv#*=} ;;
+            unpack_s=*) u=${kv#*=} ;; ok=*) ok=${kv#*=} ;; pack_cpu=*) pc=${kv#*=} ;; unpack_cpu=*) uc=${kv#*=} ;;
           esac
         done
-        got[$tool]=1
-        if [[ $ok != 1 ]]; then
-          log "ZipNN ($tool, threads $t) ROUND TRIP DIFFERS on $name"
-          got[$tool.bad]=1
-        fi
-        got[$tool.size]=$size got[$tool.orig]=$orig
-        got[$tool.p$t]=$(mbps "$orig" "$p") got[$tool.u$t]=$(mbps "$orig" "$u")
+        [[ $ok == 1 ]] || die "$tool ROUND TRIP DIFFERS on $name (threads $t)"
+        [[ $th == "$t" ]] || die "$tool answered for threads $th, asked $t"
+        pack_s[$tool|$t]+=" $p" unpack_s[$tool|$t]+=" $u" packed_size[$tool|$t]=$size
+        log "  $tool T$t: pack ${p}s (CPU ${pc}s), unpack ${u}s (CPU ${uc}s)"
         ;;
-      ERROR*) log "ZipNN on $name: ${line#ERROR }"; got[error]=${line#ERROR } ;;
+      ERROR*)
+        tool_error[$tool]="failed: ${line#*reason=}"
+        log "$tool on $name: ${tool_error[$tool]}"
+        ;;
+      *)
+        tool_error[$tool]="failed: bench_peers.py exited with status $rc and no result"
+        log "$tool on $name: ${tool_error[$tool]}"
+        ;;
     esac
-  done < <("$py" "$scripts/bench_zipnn.py" "$src" --runs "$runs" --threads "${threads[@]}")
-  for tool in zipnn-tensor zipnn-file; do
-    if [[ -z ${got[$tool]:-} ]]; then
-      add_row "$name" "$tool" "failed: ${got[error]:-no output}" "-" "-" "-" "-" "-"
-    elif [[ -n ${got[$tool.bad]:-} ]]; then
-      add_row "$name" "$tool" "ROUND TRIP FAILED" "-" "-" "-" "-" "-"
-    else
-      add_row "$name" "$tool" "${got[$tool.size]}" "$(ratio "${got[$tool.orig]}" "${got[$tool.size]}")" \
-        "${got[$tool.p1]}" "${got[$tool.u1]}" "${got[$tool.p${threads[-1]}]}" "${got[$tool.u${threads[-1]}]}"
+  done
+}
+
+# table_row NAME SRC TOOL: the first table's row of a measured tool
+table_row() {
+  local name=$1 src=$2 tool=$3 orig size t
+  orig=$(fsize "$src")
+  if [[ -n ${tool_error[$tool]:-} ]]; then
+    add_row "$name" "$tool" "${tool_error[$tool]%%:*}" "-" "-" "-" "-" "-"
+    [[ ${tool_error[$tool]} == failed* ]] && notes+=("$tool on $name: ${tool_error[$tool]}")
+    return
+  fi
+  size=${packed_size[$tool|1]}
+  # Archives are the same for any thread count for every tool here; say so if not.
+  for t in "${threads_list[@]}"; do
+    [[ ${packed_size[$tool|$t]} == "$size" ]] || size="$size (${t}T: ${packed_size[$tool|$t]})"
+  done
+  local -a cells=()
+  for t in 1 "$N"; do
+    # shellcheck disable=SC2086
+    cells+=("$(mbps "$orig" "$(median ${pack_s[$tool|$t]})")" "$(mbps "$orig" "$(median ${unpack_s[$tool|$t]})")")
+  done
+  add_row "$name" "$tool" "$size" "$(ratio "$orig" "${size%% *}")" "${cells[@]}"
+}
+
+# bench_main NAME SRC: the first table for one file, BENCH_RUNS interleaved rounds
+bench_main() {
+  local name=$1 src=$2 r t peer tool
+  pack_s=() unpack_s=() packed_size=() tool_error=()
+  for peer in $all_peers; do
+    if [[ ${peer_status[$peer]} != ok ]]; then
+      for tool in $(peer_tools "$peer"); do tool_error[$tool]=${peer_status[$peer]}; done
     fi
+  done
+  for ((r = 1; r <= runs; r++)); do
+    log "$name: round $r of $runs"
+    for t in "${threads_list[@]}"; do cli_round "$name" "$src" brevis brevis_pack brevis_unpack "$t"; done
+    for peer in $all_peers; do
+      [[ ${peer_status[$peer]} == ok ]] || continue
+      for t in "${threads_list[@]}"; do peer_round "$name" "$src" "$peer" "$t"; done
+    done
+    for t in "${threads_list[@]}"; do
+      cli_round "$name" "$src" "zstd -3" zstd3_pack zstd_unpack "$t"
+      cli_round "$name" "$src" "zstd -9" zstd9_pack zstd_unpack "$t"
+    done
+  done
+  table_row "$name" "$src" brevis
+  for peer in $all_peers; do
+    # a peer left out of BENCH_PEERS gets no row; one that failed to install does
+    [[ " $peers " == *" $peer "* ]] || continue
+    for tool in $(peer_tools "$peer"); do table_row "$name" "$src" "$tool"; done
+  done
+  table_row "$name" "$src" "zstd -3"
+  table_row "$name" "$src" "zstd -9"
+}
+
+# bench_levels NAME SRC: brevis pack -j1 --level N for each level of BENCH_LEVEL_LIST,
+# BENCH_RUNS rounds interleaving the levels; each level's archive is unpacked -j1 (timed
+# too) and checked with cmp every round.
+level_rows=()
+bench_levels() {
+  local name=$1 src=$2 orig r lvl p u
+  orig=$(fsize "$src")
+  local -A lp=() lu=() ls=()
+  for ((r = 1; r <= runs; r++)); do
+    for lvl in $level_list; do
+      rm -f "$work/level.brv" "$work/level.out"
+      p=$(elapsed "$brevis" pack -j1 -q --level "$lvl" "$src" "$work/level.brv") || die "brevis pack --level $lvl failed on $name"
+      u=$(elapsed "$brevis" unpack -j1 -q "$work/level.brv" "$work/level.out") || die "brevis unpack failed on $name (level $lvl)"
+      cmp -s "$src" "$work/level.out" || die "brevis --level $lvl ROUND TRIP DIFFERS on $name"
+      [[ -z ${ls[$lvl]:-} || ${ls[$lvl]} == $(fsize "$work/level.brv") ]] || die "brevis --level $lvl made archives of two sizes on $name"
+      lp[$lvl]+=" $p" lu[$lvl]+=" $u" ls[$lvl]=$(fsize "$work/level.brv")
+    done
+  done
+  rm -f "$work/level.brv" "$work/level.out"
+  local base=${ls[5]:-}
+  for lvl in $level_list; do
+    local vs=-
+    [[ -n $base ]] && vs=$(awk -v a="${ls[$lvl]}" -v b="$base" 'BEGIN { printf "%+.4f%%", 100 * (a - b) / b }')
+    # shellcheck disable=SC2086
+    level_rows+=("$(printf '%s\t' "$name" "$lvl" "${ls[$lvl]}" "$(ratio "$orig" "${ls[$lvl]}")" "$vs" \
+      "$(mbps "$orig" "$(median ${lp[$lvl]})")" "$(mbps "$orig" "$(median ${lu[$lvl]})")")")
+  done
+}
+
+# bench_rss NAME SRC: peak resident memory of brevis pack and unpack (/usr/bin/time -f %M),
+# the median of BENCH_RUNS rounds
+rss_rows=()
+bench_rss() {
+  local name=$1 src=$2 r i kib
+  local -a labels=("pack -j1" "pack -j$N" "pack -j1 --chunk-size 4194304" "unpack -j1" "unpack -j$N")
+  local -A got=()
+  rm -f "$work/rss.brv"
+  "$brevis" pack -q "$src" "$work/rss.brv" >&2 || die "brevis pack failed on $name"
+  for ((r = 1; r <= runs; r++)); do
+    for i in "${!labels[@]}"; do
+      local -a args
+      read -r -a args <<<"${labels[$i]}"
+      rm -f "$work/rss.out" "$work/rss.time"
+      if [[ ${args[0]} == pack ]]; then
+        /usr/bin/time -f %M -o "$work/rss.time" "$brevis" "${args[@]}" -q "$src" "$work/rss.out" >&2 || die "brevis ${labels[$i]} failed on $name"
+      else
+        /usr/bin/time -f %M -o "$work/rss.time" "$brevis" "${args[@]}" -q "$work/rss.brv" "$work/rss.out" >&2 || die "brevis ${labels[$i]} failed on $name"
+        cmp -s "$src" "$work/rss.out" || die "brevis ${labels[$i]} ROUND TRIP DIFFERS on $name"
+      fi
+      kib=$(tail -n 1 "$work/rss.time")
+      got[$i]+=" $kib"
+    done
+  done
+  rm -f "$work/rss.brv" "$work/rss.out" "$work/rss.time"
+  for i in "${!labels[@]}"; do
+    # shellcheck disable=SC2086
+    rss_rows+=("$(printf '%s\t' "$name" "brevis ${labels[$i]}" "$(awk -v k="$(median ${got[$i]})" 'BEGIN { printf "%.1f", k * 1024 / 1e6 }')" \
+      "$(awk -v k="$(median ${got[$i]})" -v n="$(fsize "$src")" 'BEGIN { printf "%.2f", k * 1024 / n }')")")
   done
 }
 
@@ -435,23 +578,35 @@ print_table() {
 start=$(now)
 for name in $names; do
   src=$corpus/$name/model.safetensors
-  log "$name ($(fsize "$src") bytes): brevis"
-  bench_cli "$name" "$src" brevis brevis_pack brevis_unpack
-  log "$name: zstd -3"
-  bench_cli "$name" "$src" "zstd -3" zstd3_pack zstd_unpack
-  log "$name: zstd -9"
-  bench_cli "$name" "$src" "zstd -9" zstd9_pack zstd_unpack
-  if [[ $zipnn_status == ok ]]; then log "$name: zipnn"; fi
-  bench_zipnn "$name" "$src"
+  log "$name ($(fsize "$src") bytes): brevis, ${peers:-no peers}, zstd -3, zstd -9"
+  bench_main "$name" "$src"
+  if [[ ${BENCH_LEVELS:-1} != 0 ]]; then log "$name: effort levels"; bench_levels "$name" "$src"; fi
   if [[ ${BENCH_SEARCH:-1} != 0 ]]; then log "$name: search settings"; bench_search "$name" "$src"; fi
   if [[ ${BENCH_REFIT:-1} != 0 ]]; then log "$name: re-fit"; bench_refit "$name" "$src"; fi
   if [[ ${BENCH_MOUNT:-1} != 0 ]]; then log "$name: reads through brevis-mount"; bench_mount "$name" "$src"; fi
 done
+if [[ ${BENCH_RSS:-1} != 0 && -x /usr/bin/time ]]; then
+  # minilm-f32 when selected, else the largest selected file
+  rss_name=
+  for name in $names; do
+    if [[ -z $rss_name ]] || (( $(fsize "$corpus/$name/model.safetensors") > $(fsize "$corpus/$rss_name/model.safetensors") )); then
+      rss_name=$name
+    fi
+  done
+  [[ " $names " == *" minilm-f32 "* ]] && rss_name=minilm-f32
+  log "$rss_name: peak memory"
+  bench_rss "$rss_name" "$corpus/$rss_name/model.safetensors"
+fi
 total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
 
-# ---------------------------------------------------------------- 5. table
-N=$all_threads
+# ---------------------------------------------------------------- 5. tables
 print_table "$(printf 'file\ttool\tsize (B)\tratio\tpack MB/s 1T\tunpack MB/s 1T\tpack MB/s %sT\tunpack MB/s %sT\t' "$N" "$N")" "${rows[@]}"
+if (( ${#level_rows[@]} )); then
+  echo
+  echo "Effort levels (brevis pack -j1 --level N, unpack -j1; $runs rounds interleaving the levels, medians; 'vs level 5' = size change against the default level):"
+  echo
+  print_table "$(printf 'file\tlevel\tsize (B)\tratio\tvs level 5\tpack MB/s 1T\tunpack MB/s 1T\t')" "${level_rows[@]}"
+fi
 if (( ${#search_rows[@]} )); then
   echo
   echo "Search settings (brevis pack, $N threads; 'vs root' = pack throughput relative to budget 0):"
@@ -464,6 +619,12 @@ if (( ${#refit_rows[@]} )); then
   echo
   print_table "$(printf 'file\tsize re-fit (B)\tsize searched (B)\tsize change\tpack MB/s re-fit\tpack MB/s searched\tspeed-up\t')" "${refit_rows[@]}"
 fi
+if (( ${#rss_rows[@]} )); then
+  echo
+  echo "Peak resident memory (/usr/bin/time -f %M, median of $runs runs; MB = 1e6 bytes; x file = peak RSS / original file size):"
+  echo
+  print_table "$(printf 'file\tcommand\tpeak RSS MB\tx file\t')" "${rss_rows[@]}"
+fi
 if (( ${#mount_rows[@]} )); then
   echo
   echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, serving = the same on a fresh mount after it read another file, disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache, tmpfs = the original copied to /dev/shm and read from there (page cache in pages of $(shm_pages)). Reads are 128 KiB, timed inside the reader from the open to the end of the file. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache and mount warm: median of 5 loads after an untimed one; mount cold: one load through a fresh mount):"
@@ -471,13 +632,18 @@ if (( ${#mount_rows[@]} )); then
   print_table "$(printf 'file\tratio\tcold MB/s\tserving MB/s\tdisk MB/s\twarm MB/s\toriginal MB/s\ttmpfs MB/s\tload original ms\tload cold ms\tcold/original\tload warm ms\twarm/original\t')" "${mount_rows[@]}"
 fi
 echo
-zipnn_version=n/a
-if [[ $zipnn_status == ok ]]; then
-  zipnn_version=$("$py" -c 'import importlib.metadata as m; print(m.version("zipnn"))' 2>/dev/null || echo "?")
-fi
-echo "Median of $runs run(s); ${N}T = $N threads (nproc). MB = 1e6 bytes of the original file. Total ${total} s."
-echo "brevis: $("$brevis" --version 2>/dev/null) ($brevis_src); zstd $(zstd -V 2>&1 | grep -o 'v[0-9][0-9.]*' | head -n 1); zipnn: $zipnn_version; CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || uname -m)"
-echo "brevis and zstd: CLI, file to file in $( [[ -n ${BENCH_TMP:-} ]] && echo "$work" || echo "${TMPDIR:-/tmp}" ), output fsync'd (zstd: 'sync FILE' inside the timing, as brevis fsyncs); zstd -T1 / -T0."
-echo "zipnn-tensor: per-tensor HUFFMAN with each tensor's dtype (ZipNN's safetensors recipe); zipnn-file: whole file in one call, dtype of most bytes."
-echo "ZipNN times are in-memory compress()/decompress() calls only (no file read/write), which favours ZipNN."
-[[ $zipnn_status == ok ]] || echo "ZipNN: $zipnn_status"
+peer_versions=
+for peer in $all_peers; do
+  if [[ ${peer_status[$peer]} == ok ]]; then
+    peer_versions+="; $peer $("$py" -c "import importlib.metadata as m; print(m.version('$peer'))" 2>/dev/null || echo "?")"
+  fi
+done
+echo "Median of $runs interleaved round(s); ${N}T = $N threads (nproc). MB = 1e6 bytes of the original file. Total ${total} s. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "brevis: $("$brevis" --version 2>/dev/null) ($brevis_src); zstd $(zstd -V 2>&1 | grep -o 'v[0-9][0-9.]*' | head -n 1)$peer_versions; Python $("$py" -c 'import platform; print(platform.python_version())'); CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || uname -m)"
+echo "brevis and zstd: CLI, file to file in $( [[ -n ${BENCH_TMP:-} ]] && echo "$work" || echo "${TMPDIR:-/tmp}" ), output fsync'd (zstd: 'sync FILE' inside the timing, as brevis fsyncs); brevis -j T; zstd -T1 / -T0."
+echo "Peers: Python API, only the compress/decompress calls timed, default levels. zipnn-tensor: per-tensor HUFFMAN with each tensor's dtype (ZipNN's safetensors recipe); zipnn-file: whole file in one call, dtype of most bytes; z4ai: z4ai.safetensors.compress_bytes (per tensor); glyd: glyd.compress, whole file, level \"max\". These three in memory (no file read/write), which favours them; lmzip: lmz.compress/decompress file to file, outputs fsync'd."
+echo "Peers' 1T: thread argument 1 (ZipNN threads, lmz workers, z4ai workers and threads, glyd threads), OMP/MKL/OPENBLAS_NUM_THREADS=1$( [[ ${BENCH_PIN:-1} == 0 ]] && echo ", not pinned" || echo ", process pinned to one CPU" ); ${N}T: thread argument $N, not pinned."
+for peer in $all_peers; do
+  case ${peer_status[$peer]} in ok | skipped*) ;; *) echo "$peer: ${peer_status[$peer]}" ;; esac
+done
+if (( ${#notes[@]} )); then printf '%s\n' "${notes[@]}"; fi
