@@ -448,3 +448,49 @@ fn a_base_that_is_a_fifo_is_refused_without_blocking() {
     };
     assert!(err.to_string().contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn dedup_finds_tensors_saved_under_other_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, _) = base_and_tuned();
+    let base_brv = packed_base(root, &base);
+    // The base's tensors under new names (as a model whose layers were
+    // renamed, or whose tied weights were saved twice), and one new tensor.
+    let mut renamed = safetensors_tensors(&base);
+    for t in &mut renamed {
+        t.name = format!("model.{}", t.name);
+    }
+    renamed.push(tensor("fresh", "F32", &[2048], noise(30, 8192)));
+    let src = write_temp(
+        root,
+        "renamed.safetensors",
+        &build(&renamed, &Extras::default()),
+    );
+    let (by_name, by_content) = (root.join("base/by-name.brv"), root.join("base/dedup.brv"));
+    ok(&["pack", "-q", "--base", s(&base_brv), s(&src), s(&by_name)]);
+    ok(&[
+        "pack",
+        "-q",
+        "--base",
+        s(&base_brv),
+        "--dedup",
+        s(&src),
+        s(&by_content),
+    ]);
+    assert_eq!(
+        std::fs::read(&by_name).unwrap()[7],
+        1,
+        "no name matches: packed alone"
+    );
+    assert!(
+        len(&by_content) * 4 < len(&by_name),
+        "deduplicated {} bytes, alone {}",
+        len(&by_content),
+        len(&by_name)
+    );
+    ok(&["verify", "-q", s(&by_content), "--against", s(&src)]);
+    // --dedup is about bases: without one it is a usage error.
+    let out = brevis(&["pack", "--dedup", s(&src), s(&root.join("x.brv"))]);
+    assert_eq!(out.status.code(), Some(2));
+}

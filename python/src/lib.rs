@@ -271,15 +271,17 @@ mod whole {
 
 /// Packs `src` (a .safetensors file, or a folder: other files are copied)
 /// into `dst` at effort `level` (1-9), against the archive or folder of
-/// archives `base` if given. Returns the bytes written.
+/// archives `base` if given (matching tensors by content too with `dedup`).
+/// Returns the bytes written.
 #[pyfunction]
-#[pyo3(signature = (src, dst, *, level = archive::DEFAULT_LEVEL, base = None, force = false))]
+#[pyo3(signature = (src, dst, *, level = archive::DEFAULT_LEVEL, base = None, dedup = false, force = false))]
 fn pack(
     py: Python<'_>,
     src: PathBuf,
     dst: PathBuf,
     level: u8,
     base: Option<PathBuf>,
+    dedup: bool,
     force: bool,
 ) -> PyResult<u64> {
     if !archive::LEVELS.contains(&level) {
@@ -294,6 +296,7 @@ fn pack(
         };
         let opts = PackOptions {
             bases,
+            dedup,
             ..PackOptions::at_level(level)
         };
         transform(&src, &dst, ("safetensors", "brv"), force, |job| {

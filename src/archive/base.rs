@@ -22,31 +22,49 @@ pub struct Bases {
     /// Each tensor name, with the first archive (in the given order) that
     /// has it.
     tensors: HashMap<String, (u32, TensorInfo)>,
+    /// With deduplication, each base tensor by its content: dtype, bytes and
+    /// their XXH3-64, with the first archive that has it and where.
+    contents: HashMap<Content, (u32, u64)>,
 }
+
+/// What identifies a tensor's content (a hint: a match is coded as an XOR
+/// like any other, so a hash collision costs size, never correctness).
+type Content = (String, u64, u64);
 
 impl Bases {
     /// Opens the archives `paths` as bases of the archive to be written at
     /// `dst`, which will name each by its path relative to `dst`'s folder.
-    /// Where several have a tensor of one name, the first is its base.
-    pub fn open(paths: &[PathBuf], dst: &Path) -> Result<Bases> {
+    /// Where several have a tensor of one name, the first is its base. With
+    /// `dedup`, every base tensor is decoded once to index it by content.
+    pub fn open(paths: &[PathBuf], dst: &Path, dedup: bool) -> Result<Bases> {
         let folder = dst.parent().filter(|f| !f.as_os_str().is_empty());
         let folder = folder.unwrap_or(Path::new("."));
-        let mut archives = Vec::new();
-        let mut tensors = HashMap::new();
+        let mut bases = Bases {
+            archives: Vec::new(),
+            tensors: HashMap::new(),
+            contents: HashMap::new(),
+        };
         for path in paths {
             let archive = Archive::open(path)?;
+            let which = bases.archives.len() as u32;
             for t in source_tensors(&archive)? {
-                let which = archives.len() as u32;
-                tensors.entry(t.name.clone()).or_insert((which, t));
+                if dedup {
+                    let hash = content_hash(t.end - t.start, |at, out| {
+                        archive.read_at(t.start + at, out).map(drop)
+                    })?;
+                    let key = (t.dtype.clone(), t.end - t.start, hash);
+                    bases.contents.entry(key).or_insert((which, t.start));
+                }
+                bases.tensors.entry(t.name.clone()).or_insert((which, t));
             }
             let entry = BaseEntry {
                 sha256: archive.sha256(),
                 source_len: archive.len(),
                 path: relative_path(folder, path)?,
             };
-            archives.push((archive, entry));
+            bases.archives.push((archive, entry));
         }
-        Ok(Bases { archives, tensors })
+        Ok(bases)
     }
 
     /// How the archive being written names base `which`.
@@ -54,12 +72,25 @@ impl Bases {
         &self.archives[which as usize].1
     }
 
-    /// Which base has a tensor of `t`'s name, dtype and shape, and where its
-    /// bytes start in that base's source.
-    pub fn offset_of(&self, t: &TensorInfo) -> Option<(u32, u64)> {
-        let (which, b) = self.tensors.get(&t.name)?;
-        (b.dtype == t.dtype && b.shape == t.shape && b.end - b.start == t.end - t.start)
-            .then_some((*which, b.start))
+    /// Which base has a tensor of `t`'s name, dtype and shape, or else (with
+    /// deduplication) of its dtype and content, and where its bytes start in
+    /// that base's source. `hash` gives the XXH3-64 of `t`'s bytes.
+    pub fn offset_of(
+        &self,
+        t: &TensorInfo,
+        hash: impl FnOnce() -> Result<u64>,
+    ) -> Result<Option<(u32, u64)>> {
+        if let Some((which, b)) = self.tensors.get(&t.name) {
+            let same = b.dtype == t.dtype && b.shape == t.shape;
+            if same && b.end - b.start == t.end - t.start {
+                return Ok(Some((*which, b.start)));
+            }
+        }
+        if self.contents.is_empty() || t.start == t.end {
+            return Ok(None);
+        }
+        let key = (t.dtype.clone(), t.end - t.start, hash()?);
+        Ok(self.contents.get(&key).copied())
     }
 
     /// Base `which`'s source bytes from `offset`, each chunk checked.
@@ -67,6 +98,22 @@ impl Bases {
         let archive = &self.archives[which as usize].0;
         archive.read_at(offset, out).map(|_| ())
     }
+}
+
+/// The XXH3-64 of `len` bytes that `read(offset, buffer)` gives, read a
+/// few MiB at a time.
+pub fn content_hash(len: u64, mut read: impl FnMut(u64, &mut [u8]) -> Result<()>) -> Result<u64> {
+    use std::hash::Hasher;
+    let mut hasher = twox_hash::XxHash3_64::default();
+    let mut buf = vec![0u8; len.min(4 << 20) as usize];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(buf.len() as u64) as usize;
+        read(at, &mut buf[..n])?;
+        hasher.write(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hasher.finish())
 }
 
 /// The tensors of an archive's source, from its archived header.

@@ -40,6 +40,9 @@ pub struct PackOptions {
     /// `archive::base`); where several have a tensor of one name, the first
     /// is its base. The archive will need those it references to be read.
     pub bases: Vec<PathBuf>,
+    /// Also match tensors to the bases' by content (dtype and bytes), not
+    /// only by name: every base tensor is decoded once to index it.
+    pub dedup: bool,
 }
 
 impl Default for PackOptions {
@@ -80,6 +83,7 @@ impl PackOptions {
             },
             learn_prior,
             bases: Vec::new(),
+            dedup: false,
         }
     }
 }
@@ -245,7 +249,10 @@ fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &Bases) -> Result
     for t in &layout.tensors {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
         let element = Element::of_dtype(&t.dtype);
-        let base = bases.offset_of(t);
+        let base = bases.offset_of(t, || {
+            let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
+            base::content_hash(t.end - t.start, read)
+        })?;
         // Chunks coded against a base are a class apart: their XORs with
         // the base look nothing like the values.
         let next = classes.len();
@@ -267,7 +274,7 @@ pub fn pack_file(
     opts: &PackOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
-    let bases = Bases::open(&opts.bases, dst)?;
+    let bases = Bases::open(&opts.bases, dst, opts.dedup)?;
     let source = Source::open(src, opts.chunk_size, bases)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
@@ -701,6 +708,6 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
-    let source = Source::open(src, chunk_size, Bases::open(&[], src)?)?;
+    let source = Source::open(src, chunk_size, Bases::open(&[], src, false)?)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
 }

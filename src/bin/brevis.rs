@@ -63,6 +63,12 @@ enum Command {
         /// checked by its SHA-256, to be read.
         #[arg(long, value_name = "BASE")]
         base: Option<PathBuf>,
+        /// With --base, also match tensors by content (dtype and bytes), not
+        /// only by name: a tensor saved under another name (tied or repeated
+        /// weights, renamed layers) becomes a reference to the base's copy.
+        /// Every base tensor is decoded once to index it.
+        #[arg(long, requires = "base")]
+        dedup: bool,
         /// Pack only shard I of N (0-based) of a directory's files, as one of
         /// N machines of a cluster job: every shard computes the same
         /// size-balanced split, and their outputs together are what one
@@ -331,6 +337,7 @@ fn run(cli: &Cli) -> Result<()> {
             outputs,
             chunk_size,
             base,
+            dedup,
             shard,
             search,
         } => {
@@ -363,6 +370,7 @@ fn run(cli: &Cli) -> Result<()> {
                             Some(base) => bases_of(dst, base, &found, &job.dst),
                             None => Vec::new(),
                         },
+                        dedup: *dedup,
                         ..opts.clone()
                     };
                     let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
