@@ -549,3 +549,51 @@ fn shards_packed_at_once_write_what_one_pack_writes_and_resume() {
     let err = String::from_utf8_lossy(&k8s.stderr);
     assert!(err.contains("shard 7 of 3 does not exist"), "{err}");
 }
+
+/// Runs `brevis args` to success and returns its peak resident memory, KiB.
+// The child is reaped by `wait4`, which also gives its resource usage.
+#[allow(clippy::zombie_processes)]
+fn peak_rss_kib(args: &[&str]) -> u64 {
+    let child = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `rusage` holds integers only, so all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals; `pid` is our unreaped child.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{args:?}"
+    );
+    usage.ru_maxrss as u64
+}
+
+#[test]
+fn a_header_of_many_tensors_packs_in_bounded_memory() {
+    // 200,000 one-byte tensors: a 15.7 MB header. Holding it all as JSON
+    // values, and every chunk's record at once, took 297 MB.
+    let n = 200_000u64;
+    let entries: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "\"layer.{i}.weight\":{{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[{i},{}]}}",
+                i + 1
+            )
+        })
+        .collect();
+    let mut header = format!("{{{}}}", entries.join(",")).into_bytes();
+    header.resize(header.len().div_ceil(8) * 8, b' ');
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend((0..n).map(|i| (i % 251) as u8));
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_temp(dir.path(), "many.safetensors", &file);
+    let dst = dir.path().join("many.brv");
+    let peak = peak_rss_kib(&["pack", "-q", s(&src), s(&dst)]);
+    assert!(peak < 200 << 10, "peak RSS {peak} KiB");
+    ok(&["verify", "-q", s(&dst), "--against", s(&src)]);
+}
