@@ -291,7 +291,7 @@ fn pack(
     }
     py.allow_threads(|| {
         let bases = match &base {
-            Some(b) => tree::find(b, "brv")?,
+            Some(b) => archive::base_archives(b)?,
             None => Vec::new(),
         };
         let opts = PackOptions {

@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 
 use super::format::{valid_base_path, BaseEntry};
-use super::reader::Archive;
+use super::reader::{Archive, MAX_OPENED_BASES};
 use super::{pack_file, unpack_file, PackOptions, PackSummary};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::TensorInfo;
@@ -98,6 +98,21 @@ impl Bases {
         let archive = &self.archives[which as usize].0;
         archive.read_at(offset, out).map(|_| ())
     }
+}
+
+/// The archives under a base folder (or the base archive itself): at most
+/// as many as a reader opens for one archive.
+pub fn base_archives(base: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::metadata(base).at(base)?;
+    let found = crate::tree::find(base, "brv")?;
+    if found.len() > MAX_OPENED_BASES {
+        let reason = format!(
+            "holds {} archives; at most {MAX_OPENED_BASES} can be bases (give a folder of fewer)",
+            found.len()
+        );
+        return Err(Error::invalid(base, reason));
+    }
+    Ok(found)
 }
 
 /// The XXH3-64 of `len` bytes that `read(offset, buffer)` gives, read a

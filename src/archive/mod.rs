@@ -9,7 +9,7 @@ mod reader;
 mod unpack;
 mod writer;
 
-pub use base::detach;
+pub use base::{base_archives, detach};
 pub use decode::decode_record;
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{

@@ -279,22 +279,6 @@ fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<Vec<Job>> {
     Ok(todo)
 }
 
-/// The archives under a base folder (or the base archive itself): at most
-/// as many as a reader opens for one archive.
-fn base_archives(base: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::metadata(base).at(base)?;
-    let found = tree::find(base, "brv")?;
-    if found.len() > archive::MAX_OPENED_BASES {
-        let reason = format!(
-            "holds {} archives; at most {} can be bases (give a folder of fewer)",
-            found.len(),
-            archive::MAX_OPENED_BASES
-        );
-        return Err(Error::invalid(base, reason));
-    }
-    Ok(found)
-}
-
 fn read_prior(path: &Path) -> Result<Prior> {
     let text = std::fs::read_to_string(path).at(path)?;
     let json = serde_json::from_str(&text)
@@ -343,7 +327,7 @@ fn run(cli: &Cli) -> Result<()> {
         } => {
             let opts = search.options(*chunk_size)?;
             let found = match base {
-                Some(base) => base_archives(base)?,
+                Some(base) => archive::base_archives(base)?,
                 None => Vec::new(),
             };
             let jobs = match shard {
