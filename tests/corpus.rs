@@ -38,3 +38,36 @@ fn corpus_checkpoints_round_trip() {
         std::fs::remove_file(out).unwrap();
     }
 }
+
+/// The default search never writes a larger archive than the root-only search
+/// (`--budget 0`, no learned prior) on a real checkpoint; chunk by chunk, it
+/// is larger only where a chunk was re-fit to a tensor's template instead of
+/// searched, by little.
+#[test]
+fn default_search_is_no_larger_than_the_root_only_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut root_only = PackOptions::default();
+    root_only.synth.budget = 0;
+    root_only.learn_prior = false;
+    for src in common::corpus_files() {
+        let packed = |opts: &PackOptions, name: &str| {
+            let brv = dir.path().join(name);
+            archive::pack_file(&src, &brv, opts, &|_| {}).unwrap();
+            Archive::open(&brv).unwrap()
+        };
+        let default = packed(&PackOptions::default(), "default.brv");
+        let root = packed(&root_only, "root.brv");
+        let (d, r) = (default.archive_len(), root.archive_len());
+        let larger: Vec<i64> = (default.chunks().iter().zip(root.chunks()))
+            .map(|(a, b)| a.rec_len as i64 - b.rec_len as i64)
+            .filter(|&extra| extra > 0)
+            .collect();
+        eprintln!(
+            "{}: default {d}, root-only {r} bytes; {} chunks larger, by {} bytes in all",
+            src.display(),
+            larger.len(),
+            larger.iter().sum::<i64>()
+        );
+        assert!(d <= r, "{}: default {d} > root-only {r}", src.display());
+    }
+}

@@ -218,6 +218,35 @@ fn brute_force(
     best
 }
 
+/// Kinds of tensor [`generated`] makes.
+const KINDS: usize = 6;
+
+/// A stream of one of several kinds of tensor: f32 weights, BF16 values
+/// stored as f32, an f32 range, position ids, weights with zeroed regions,
+/// bf16 weights.
+fn generated(kind: usize, n: usize, seed: u64) -> (Vec<u32>, u32, Hint) {
+    let w = weights(seed, n);
+    let bf16 = Hint {
+        float: Some(brevis::dsl::FloatFormat::Bf16),
+    };
+    match kind {
+        0 => (w, 32, F32),
+        1 => (w.iter().map(|x| x & 0xffff_0000).collect(), 32, F32),
+        2 => (
+            (0..n).map(|i| (i as f32 * 0.5).to_bits()).collect(),
+            32,
+            F32,
+        ),
+        3 => ((0..n as u32).map(|i| i % 77).collect(), 32, INT),
+        4 => {
+            let mut z = w;
+            z[n / 3..n / 2].fill(0);
+            (z, 32, F32)
+        }
+        _ => (w.iter().map(|x| x >> 16).collect(), 16, bf16),
+    }
+}
+
 fn small_stream() -> impl Strategy<Value = (u32, Vec<u32>)> {
     (1u32..=32).prop_flat_map(|width| {
         let word = prop_oneof![
@@ -256,6 +285,24 @@ proptest! {
         let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]) };
         let found = synth::synthesize(&t, width, hint, &opts(0));
         prop_assert_eq!(size(&found), root_only(&t, width, hint));
+    }
+
+    /// A prior may order the search but never make it worse than the root's
+    /// best: the default search under a prior learned from another stream
+    /// (which may rank this stream's best production as unlikely) is never
+    /// larger than the root-only search.
+    #[test]
+    fn a_learned_prior_never_loses_to_the_root_only_search(
+        (kind, other, n, seed) in (0usize..KINDS, 0usize..KINDS, 64usize..3000, any::<u64>()),
+        budget in 0usize..12,
+    ) {
+        let (t, width, hint) = generated(kind, n, seed);
+        let sample = [generated(other, 2048, seed ^ 1)];
+        let prior = Arc::new(synth::learn_prior(&sample, brevis::archive::CALIBRATION_BUDGET));
+        let found = synth::search(&t, width, hint, &SynthOptions { budget, prior, ..opts(0) });
+        let root = synth::search(&t, width, hint, &opts(0));
+        prop_assert!(size(&found.program) <= size(&root.program),
+            "{} > {} (kind {kind}, prior from kind {other})", size(&found.program), size(&root.program));
     }
 
     #[test]

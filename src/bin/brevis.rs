@@ -214,7 +214,9 @@ impl SearchArgs {
         if self.no_refit {
             synth.refit_slack = None;
         }
-        opts.learn_prior &= !self.no_prior && self.prior.is_none();
+        // At budget 0 a prior could only order the root's shapes, which are
+        // all considered: learning one would be wasted time.
+        opts.learn_prior &= !self.no_prior && self.prior.is_none() && opts.synth.budget > 0;
         Ok(opts)
     }
 }

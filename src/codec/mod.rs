@@ -90,6 +90,25 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
     Some(1 + payload)
 }
 
+/// A size no encoding of `words` is below: Raw and BitPack exactly, and the
+/// order-0 entropy of the words for Huffman and rANS (a prefix code, or a rANS
+/// stream with its states, never codes below it), less 1/64 to absorb the
+/// floating-point sum. Costs no encoding and no sizing: the search uses it to
+/// skip candidates that cannot win.
+pub fn size_lower_bound(words: &[u32], width: u32, stats: &Stats) -> usize {
+    check_width(width);
+    let plain = raw::size(words.len(), width).min(bitpack::size(words.len(), stats.max()));
+    let entropy = stats.alphabet().map_or(usize::MAX, |a| {
+        let n = words.len() as f64;
+        let bits: f64 = (a.totals().into_iter())
+            .filter(|&c| c > 0)
+            .map(|c| c as f64 * (n / c as f64).log2())
+            .sum();
+        (bits / 8.0 * (1.0 - 1.0 / 64.0)) as usize
+    });
+    1 + plain.min(entropy)
+}
+
 /// The codec with the smallest exact encoding and that size (ties broken by the order of Codec::ALL).
 pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
     best_of(Codec::ALL, words, width, stats)

@@ -89,6 +89,16 @@ pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) 
     (Program { ty, op }, stats.distinct())
 }
 
+/// A length no leaf of `words` (see [`leaf`]) encodes below, found without
+/// sizing any codec: 2 bytes for a constant, else a literal's tag and size
+/// byte plus [`codec::size_lower_bound`].
+pub fn leaf_lower_bound(words: &[u32], width: u32) -> usize {
+    if words.iter().all(|w| *w == words[0]) {
+        return 2;
+    }
+    2 + codec::size_lower_bound(words, width, &Stats::new(words, width))
+}
+
 /// Searches for the smallest program yielding `words`.
 pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Found {
     let setup = Setup {

@@ -14,8 +14,15 @@
 //! materialized state has an exact cost, `est`: the encoded length of its program
 //! with open holes completed by leaves, plus the decode penalty of its full-pass
 //! nodes (see [`super::decode_penalty`]); the cheapest is the incumbent. A byte lower bound prunes states that
-//! cannot beat it. The root's own expansion is always materialized in full: with
-//! budget 0 the search is the root-only search.
+//! cannot beat it.
+//!
+//! The root's own expansion is materialized in full before the budget is
+//! spent, except for the shapes the prior makes unlikely: those are set
+//! aside, and after the search each is materialized unless a lower bound of
+//! its children's leaves shows it cannot beat the incumbent. So a learned
+//! prior orders the search but never makes its result larger than the
+//! root-only search's, which is the search at budget 0 under the uniform
+//! prior.
 
 use super::context::{Context, Position};
 use super::expand::{shapes, Shape};
@@ -198,7 +205,9 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     });
     s.best = start.clone();
     let start = Rc::new(start);
-    for shape in 0..s.shapes(root).len() {
+    let (likely, unlikely): (Vec<usize>, Vec<usize>) =
+        (0..s.shapes(root).len()).partition(|&shape| s.is_likely(root, shape));
+    for shape in likely {
         if let Some(state) = s.materialize(&start, root, shape) {
             s.consider(state);
         }
@@ -224,6 +233,13 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
                 }
             }
             _ => {}
+        }
+    }
+    for shape in unlikely {
+        if s.root_bound(root, shape) < s.best.est {
+            if let Some(state) = s.materialize(&start, root, shape) {
+                s.consider(state);
+            }
         }
     }
     s.finish(target)
@@ -266,27 +282,59 @@ impl Search<'_> {
             .get_or_init(|| Context::new(&h.stream, h.ty.width, h.distinct, h.pos, self.setup.hint))
     }
 
-    /// Candidate shapes of `hole`: those the prior gives at least `min_q`, and
-    /// Repeat and Concat whenever the target has the structure they need (they
-    /// are rare, decisive and cheap to detect, so a sample may never show them).
+    /// Candidate shapes of `hole`: below the root, those of the likely
+    /// productions (see [`Self::likely`]); at the root, all of them.
     fn shapes(&self, hole: usize) -> &[Shape] {
         let h = &self.holes[hole];
         h.shapes.get_or_init(|| {
             if h.pos.depth >= self.setup.limits.max_depth {
                 return Vec::new();
             }
-            let likely = |p: Production| {
-                matches!(p, Production::Repeat | Production::Concat)
-                    || (-h.costs[p.index()]).exp2() >= self.setup.min_q
-            };
+            let root = h.pos.depth == 0;
+            let allowed = |p: Production| root || self.likely(hole, p);
             shapes(
                 &h.stream,
                 h.ty.width,
                 self.setup.hint,
                 h.pos.parent,
-                &likely,
+                &allowed,
             )
         })
+    }
+
+    /// Whether the prior gives `p` at least `min_q` at `hole`; Repeat and
+    /// Concat always are, whenever the target has the structure they need
+    /// (they are rare, decisive and cheap to detect, so a sample may never
+    /// show them).
+    fn likely(&self, hole: usize, p: Production) -> bool {
+        matches!(p, Production::Repeat | Production::Concat)
+            || (-self.holes[hole].costs[p.index()]).exp2() >= self.setup.min_q
+    }
+
+    fn is_likely(&self, hole: usize, shape: usize) -> bool {
+        self.likely(hole, self.shapes(hole)[shape].production())
+    }
+
+    /// A cost no completion of `shape` at the root by leaves is below: its
+    /// node's bytes and decode penalty plus its children's leaf lower bounds.
+    /// Deriving the children's streams and counting their words is all it
+    /// costs: no codec is sized.
+    fn root_bound(&self, root: usize, shape: usize) -> usize {
+        let h = &self.holes[root];
+        let sh = &self.shapes(root)[shape];
+        let children = sh.children(&h.stream, h.ty.width);
+        let consts: Vec<Program<Literal>> = (children.iter())
+            .map(|(ty, _)| Program {
+                ty: *ty,
+                op: crate::dsl::Op::Const(0),
+            })
+            .collect();
+        let consts_len: usize = consts.iter().map(encoded_len).sum();
+        let node = encoded_len(&sh.build(h.ty, consts)) - consts_len;
+        let leaves: usize = (children.iter())
+            .map(|(ty, s)| super::leaf_lower_bound(s, ty.width))
+            .sum();
+        node + decode_penalty(sh.production(), h.ty) + leaves
     }
 
     /// The branch of `shape` at `hole`, deriving its children's holes once; None
