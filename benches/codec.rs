@@ -138,7 +138,13 @@ fn decode_record(bencher: Bencher, dtype: &str) {
     let mut out = vec![0u8; bytes.len()];
     let elements = bytes.len() / layout.element_bytes();
     bencher.counter(ItemsCount::new(elements)).bench_local(|| {
-        archive::decode_record(black_box(&record), layout, &mut out).unwrap();
+        archive::decode_record(
+            black_box(&record),
+            layout,
+            archive::FORMAT_VERSION,
+            &mut out,
+        )
+        .unwrap();
     });
     assert!(out == bytes);
 }

@@ -15,11 +15,12 @@ use divan::counter::BytesCount;
 use divan::Bencher;
 use std::path::PathBuf;
 
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 6] = [
     "minilm-f32",
     "minilm-bf16",
     "minilm-fp8",
     "minilm-upcast",
+    "minilm-dequant4",
     "wordllama-f16",
 ];
 

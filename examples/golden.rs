@@ -53,8 +53,52 @@ fn main() {
             handmade(dir);
         }
         2 => based(dir),
-        _ => panic!("{usage}: VERSION is 1 or 2"),
+        3 => dequantized(dir),
+        _ => panic!("{usage}: VERSION is 1, 2 or 3"),
     }
+}
+
+/// Version 3: checkpoints quantized to a few levels per group of a row and
+/// stored back in wide dtypes (BF16, F16, F32), which the packer stores as
+/// Palettes; and one that is also coded against a base.
+fn dequantized(dir: &Path) {
+    let plain = Extras::default();
+    // Weights rounded to `levels` multiples of a per-group scale.
+    let quantized = |seed, groups: usize, group: usize, levels: f32| -> Vec<f32> {
+        let w = f32s(groups * group, seed, 0.02);
+        w.chunks(group)
+            .flat_map(|g| {
+                let scale = g.iter().fold(0f32, |m, x| m.max(x.abs())) / levels;
+                g.iter().map(move |x| (x / scale).round() * scale)
+            })
+            .collect()
+    };
+    let w4 = quantized(31, 256, 64, 7.0);
+    let w3 = quantized(32, 64, 128, 3.0);
+    let tensors = vec![
+        tensor(
+            "q4.bf16",
+            "BF16",
+            &[128, 128],
+            bytes16(w4.iter().map(|&x| bf16(x))),
+        ),
+        tensor(
+            "q4.f16",
+            "F16",
+            &[128, 128],
+            bytes16(w4.iter().map(|&x| f16(x))),
+        ),
+        tensor(
+            "q3.f32",
+            "F32",
+            &[64, 128],
+            bytes32(w3.iter().map(|x| x.to_bits())),
+        ),
+    ];
+    let src = dir.join("dequantized.safetensors");
+    std::fs::write(&src, build(&tensors, &plain)).unwrap();
+    let a = pack(&src, 16 * 1024, None);
+    assert_eq!(a.version(), 3, "palettes make a version 3 archive");
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and
@@ -461,7 +505,7 @@ fn handmade(dir: &Path) {
         let range = packed.chunk_range(i);
         let want = &bytes[range.start as usize..range.end as usize];
         let mut got = vec![0u8; want.len()];
-        decode_record(&record, chunks[i].layout, &mut got).unwrap();
+        decode_record(&record, chunks[i].layout, 1, &mut got).unwrap();
         assert!(got == want, "handmade record {k} decodes to its tensor");
         chunks[i].rec_len = record.len() as u64;
         records[i] = record;
@@ -470,7 +514,7 @@ fn handmade(dir: &Path) {
         chunks,
         ..packed.index().clone()
     };
-    let out = brevis::archive::assemble(records.iter().map(Vec::as_slice), &index);
+    let out = brevis::archive::assemble(records.iter().map(Vec::as_slice), &index, index.version());
     std::fs::write(src.with_extension("brv"), out).unwrap();
 }
 

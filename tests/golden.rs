@@ -6,7 +6,7 @@
 
 use brevis::archive::{self, Archive};
 use brevis::codec::{peek_codec, Codec};
-use brevis::dsl::{decode_program, EncodedLit, Limits, Op, Program, Type};
+use brevis::dsl::{decode_program, EncodedLit, Op, Program, Type};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 2] = [(1, 10), (2, 3)];
+const VERSIONS: [(u8, usize); 3] = [(1, 10), (2, 3), (3, 1)];
 
 #[test]
 fn golden_archives_decode_to_their_originals() {
@@ -108,6 +108,7 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
         Op::Merge { fields, .. } => {
             format!("merge {}", fields.to_string().split(' ').next().unwrap())
         }
+        Op::Palette { .. } => "palette".into(),
     };
     out.insert(feature);
     p.children().for_each(|c| features(c, out));
@@ -127,7 +128,8 @@ fn coverage(version: u8) -> BTreeSet<String> {
             };
             let mut pos = 0;
             for _ in 0..chunk.layout.lanes() {
-                let (p, used) = decode_program(&record[pos..], ty, Limits::default()).unwrap();
+                let (p, used) =
+                    decode_program(&record[pos..], ty, archive::program_limits(version)).unwrap();
                 features(&p, &mut seen);
                 pos += used;
             }
@@ -193,6 +195,31 @@ fn golden_archives_cover_the_whole_format() {
         missing.is_empty(),
         "not covered: {missing:?}\nseen: {seen:?}"
     );
+}
+
+#[test]
+fn version_3_golden_archives_use_palettes_and_earlier_versions_refuse_them() {
+    assert!(coverage(3).contains("palette"));
+    for brv in archives(3) {
+        let mut bytes = std::fs::read(&brv).unwrap();
+        assert_eq!(bytes[7], 3);
+        // The same bytes labelled version 2 must not decode: a Palette is not
+        // an operator of version 2.
+        bytes[7] = 2;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relabelled.brv");
+        std::fs::write(&path, bytes).unwrap();
+        let err = match Archive::open(&path) {
+            // A version 3 index without bases lists none, which version 2 forbids.
+            Err(e) => e.to_string(),
+            Ok(a) => archive::verify(&a, None, &|_| {}).unwrap_err().to_string(),
+        };
+        assert!(err.contains("relabelled.brv"), "{err}");
+        assert!(
+            err.contains("unknown operator") || err.contains("lists no base"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

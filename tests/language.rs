@@ -4,7 +4,7 @@
 
 use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
-use brevis::synth::{expansions, synthesize, Hint, SynthOptions};
+use brevis::synth::{expansions, palette_streams, synthesize, Hint, SynthOptions};
 use brevis::wire::WireError;
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -128,6 +128,26 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
             out.push(Program {
                 ty,
                 op: Op::Concat(parts),
+            });
+        }
+    }
+    // Palettes of every group length and index width that hold the stream.
+    for group in [2, 5, t.len()]
+        .into_iter()
+        .filter(|&g| g >= 2 && t.len() >= 2)
+    {
+        for index_width in (1..=MAX_PALETTE_INDEX_WIDTH).filter(|&w| w < width) {
+            let Some((values, indices)) = palette_streams(t, group, index_width) else {
+                continue;
+            };
+            out.push(Program {
+                ty,
+                op: Op::Palette {
+                    group,
+                    index_width,
+                    values: Box::new(leaf(values.into(), width)),
+                    indices: Box::new(leaf(indices.into(), index_width)),
+                },
             });
         }
     }

@@ -271,7 +271,7 @@ fn unpack_refuses_consistently_swapped_chunks() {
         .map(|k| a.record(k).unwrap().into_owned())
         .collect();
     records.swap(i, j);
-    let bytes = archive::assemble(records.iter().map(Vec::as_slice), &index);
+    let bytes = archive::assemble(records.iter().map(Vec::as_slice), &index, index.version());
     let swapped = write_temp(dir.path(), "swapped.brv", &bytes);
     let swapped = Archive::open(&swapped).unwrap();
     let out = dir.path().join("out.safetensors");
@@ -386,7 +386,11 @@ fn unpack_checks_the_declared_size_against_free_space() {
         chunks: vec![entry; count as usize],
     };
     let const_zero: &[u8] = &[1, 0];
-    let bytes = archive::assemble(std::iter::repeat_n(const_zero, count as usize), &index);
+    let bytes = archive::assemble(
+        std::iter::repeat_n(const_zero, count as usize),
+        &index,
+        index.version(),
+    );
     assert!(bytes.len() < 3 << 20);
     let bomb = write_temp(dir.path(), "bomb.brv", &bytes);
     let a = Archive::open(&bomb).unwrap();

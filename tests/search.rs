@@ -349,3 +349,44 @@ fn long_streams_are_searched_on_their_start_and_re_fit() {
         "weights re-fit no larger than a literal"
     );
 }
+
+/// Weights quantized to 15 levels per group of 64 and stored back as f32 (a
+/// dequantized checkpoint): the search finds a Palette, far smaller than the
+/// best it finds without one, and the re-fit of its template to another such
+/// chunk keeps it.
+#[test]
+fn dequantized_weights_become_a_palette() {
+    let dequantized = |seed| -> Vec<u32> {
+        weights(seed, 16384)
+            .chunks(64)
+            .flat_map(|g| {
+                let g: Vec<f32> = g.iter().map(|&b| f32::from_bits(b)).collect();
+                let scale = g.iter().fold(0f32, |m, x| m.max(x.abs())) / 7.0;
+                g.into_iter()
+                    .map(move |x| ((x / scale).round() * scale).to_bits())
+            })
+            .collect()
+    };
+    let t = dequantized(3);
+    let case = Case {
+        name: "dequantized",
+        words: t.clone(),
+        width: 32,
+        hint: F32,
+        at_most: 1.0,
+    };
+    let p = packed(&case, synth::DEFAULT_BUDGET);
+    assert!(runs_to(&p, &t));
+    assert!(matches!(p.op, brevis::dsl::Op::Palette { .. }), "{p}");
+    let without = synth::synthesize(&weights(3, 16384), 32, F32, &opts(synth::DEFAULT_BUDGET));
+    assert!(
+        size(&p) * 2 < size(&without),
+        "palette {} bytes, plain weights {}",
+        size(&p),
+        size(&without)
+    );
+    let other = dequantized(4);
+    let refit = synth::Template::of(&p).apply(&other).expect("re-fits");
+    assert!(runs_to(&refit, &other));
+    assert!(matches!(refit.op, brevis::dsl::Op::Palette { .. }));
+}

@@ -397,7 +397,7 @@ fn referencing(
         }],
     };
     let const_zero: &[u8] = &[1, 0];
-    write_temp(dir, name, &assemble([const_zero], &index))
+    write_temp(dir, name, &assemble([const_zero], &index, index.version()))
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::format::PALETTE_VERSION;
 use crate::codec::Word;
 use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
 use crate::safetensors::Layout;
@@ -17,18 +18,62 @@ fn from_lane<T: Word>(words: &[T], lane: usize, layout: Layout, out: &mut [u8]) 
     }
 }
 
-/// Decodes a record into `out` (the chunk's source bytes). Offsets in errors are
-/// relative to the record's start. The caller verifies the checksum.
-pub fn decode_record(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(), WireError> {
+/// Decodes a record of a format `version` archive into `out` (the chunk's
+/// source bytes). Offsets in errors are relative to the record's start. The
+/// caller verifies the checksum.
+pub fn decode_record(
+    record: &[u8],
+    layout: Layout,
+    version: u8,
+    out: &mut [u8],
+) -> Result<(), WireError> {
+    let limits = program_limits(version);
     match layout {
-        Layout::Bytes => decode_lanes::<u8>(record, layout, out),
-        Layout::Half => decode_lanes::<u16>(record, layout, out),
-        Layout::Word | Layout::Double => decode_lanes::<u32>(record, layout, out),
+        Layout::Bytes => decode_lanes::<u8>(record, layout, limits, out),
+        Layout::Half => decode_lanes::<u16>(record, layout, limits, out),
+        Layout::Word | Layout::Double => decode_lanes::<u32>(record, layout, limits, out),
     }
 }
 
+/// What a format `version` archive's programs may be: the Palette operator
+/// only from [`PALETTE_VERSION`] on.
+pub fn program_limits(version: u8) -> Limits {
+    Limits {
+        palette: version >= PALETTE_VERSION,
+        ..Limits::default()
+    }
+}
+
+/// The oldest format version that can hold `record` (a record the packer
+/// made, which decodes): [`PALETTE_VERSION`] if a program uses a Palette, else 1.
+pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
+    fn has_palette<L>(p: &dsl::Program<L>) -> bool {
+        matches!(p.op, dsl::Op::Palette { .. }) || p.children().any(has_palette)
+    }
+    let ty = Type {
+        width: layout.lane_width(),
+        len: src_len / layout.element_bytes(),
+    };
+    let mut pos = 0;
+    for _ in 0..layout.lanes() {
+        let Ok((program, used)) = decode_program(&record[pos..], ty, Limits::default()) else {
+            break;
+        };
+        if has_palette(&program) {
+            return PALETTE_VERSION;
+        }
+        pos += used;
+    }
+    1
+}
+
 /// `decode_record` with lane words held as `T`, whose width is the lane width.
-fn decode_lanes<T: Word>(record: &[u8], layout: Layout, out: &mut [u8]) -> Result<(), WireError> {
+fn decode_lanes<T: Word>(
+    record: &[u8],
+    layout: Layout,
+    limits: Limits,
+    out: &mut [u8],
+) -> Result<(), WireError> {
     let ty = Type {
         width: layout.lane_width(),
         len: out.len() / layout.element_bytes(),
@@ -41,7 +86,7 @@ fn decode_lanes<T: Word>(record: &[u8], layout: Layout, out: &mut [u8]) -> Resul
         cfg!(target_endian = "little"),
         bytemuck::try_cast_slice_mut::<u8, T>(out),
     ) {
-        let (program, used) = decode_program(record, ty, Limits::default())?;
+        let (program, used) = decode_program(record, ty, limits)?;
         dsl::execute(&program, words)?;
         return finish(record, used);
     }
@@ -52,8 +97,7 @@ fn decode_lanes<T: Word>(record: &[u8], layout: Layout, out: &mut [u8]) -> Resul
                 at: pos + e.at,
                 reason: e.reason,
             };
-            let (program, used) =
-                decode_program(&record[pos..], ty, Limits::default()).map_err(at)?;
+            let (program, used) = decode_program(&record[pos..], ty, limits).map_err(at)?;
             dsl::execute(&program, words).map_err(at)?;
             from_lane(words, lane, layout, out);
             pos += used;

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 use super::decode::decode_record;
+use super::format::FORMAT_VERSION;
 use crate::dsl::encode_program;
 use crate::safetensors::Layout;
 use crate::synth::{self, Hint, SynthOptions, Template};
@@ -81,7 +82,7 @@ pub fn encode_record_like(
         templates.push(Template::of(&program));
     }
     let mut check = vec![0u8; bytes.len()];
-    if decode_record(&record, layout, &mut check).is_ok() && check == bytes {
+    if decode_record(&record, layout, FORMAT_VERSION, &mut check).is_ok() && check == bytes {
         return Some(Encoded { record, templates });
     }
     // A bug in the search or the coders: never write it, and make it count.
@@ -137,7 +138,7 @@ mod tests {
                 for start in [0, 1] {
                     let out = &mut buf[start..start + bytes.len()];
                     out.fill(0);
-                    decode_record(&record, layout, out).unwrap();
+                    decode_record(&record, layout, crate::archive::FORMAT_VERSION, out).unwrap();
                     assert!(out == bytes, "{layout:?} {float:?} at offset {start}");
                 }
             }

@@ -8,8 +8,12 @@ use crate::wire::{put_varint, Reader, WireError};
 /// The newest format version this build writes and reads; it reads every
 /// version from 1 up (docs/FORMAT.md: any change to what a reader accepts is a
 /// new version). An archive is written in the oldest version that can hold it:
-/// version 2 only for an archive that references a base.
-pub const FORMAT_VERSION: u8 = 2;
+/// version 2 for an archive that references a base, version 3 for one whose
+/// programs use a Palette.
+pub const FORMAT_VERSION: u8 = 3;
+
+/// The first version whose programs may use the Palette operator.
+pub const PALETTE_VERSION: u8 = 3;
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 
@@ -129,7 +133,8 @@ fn layout_code(layout: Layout) -> u8 {
 }
 
 impl Index {
-    /// The format version of an archive with this index: 2 if it has bases.
+    /// The oldest format version this index can be written in: 2 if it has
+    /// bases (its records may need a later one).
     pub fn version(&self) -> u8 {
         if self.bases.is_empty() {
             1
@@ -138,12 +143,19 @@ impl Index {
         }
     }
 
+    /// The index as its oldest version writes it.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(self.version())
+    }
+
+    /// The index as format `version` (at least [`Self::version`]) writes it.
+    pub fn encode_as(&self, version: u8) -> Vec<u8> {
+        debug_assert!(version >= self.version());
         let mut out = Vec::with_capacity(48 + self.chunks.len() * 16);
         put_varint(&mut out, self.source_len);
         out.extend_from_slice(&self.sha256);
         put_varint(&mut out, self.chunk_size);
-        if self.version() >= 2 {
+        if version >= 2 {
             put_varint(&mut out, self.bases.len() as u64);
             for b in &self.bases {
                 out.extend_from_slice(&b.sha256);
@@ -176,7 +188,7 @@ impl Index {
         let sha256 = r.bytes(32)?.try_into().expect("32 bytes");
         let chunk_size = r.varint()?;
         let bases = if version >= 2 {
-            bases(&mut r)?
+            bases(&mut r, version)?
         } else {
             Vec::new()
         };
@@ -209,11 +221,12 @@ impl Index {
     }
 }
 
-/// A version 2 index's table of bases: at least one.
-fn bases(r: &mut Reader) -> Result<Vec<BaseEntry>, WireError> {
+/// The table of bases of a version 2 index (at least one) or of a later
+/// version's (maybe none).
+fn bases(r: &mut Reader, version: u8) -> Result<Vec<BaseEntry>, WireError> {
     let max_count = (r.remaining() / MIN_BASE_LEN) as u64;
     let count = r.varint_max(max_count, "base count exceeds index size")?;
-    if count == 0 {
+    if count == 0 && version == 2 {
         return Err(r.error("a version 2 index lists no base"));
     }
     (0..count)
@@ -308,11 +321,15 @@ pub fn encode_trailer(index_offset: u64, index: &[u8]) -> [u8; TRAILER_LEN] {
 /// A whole archive in memory: the head, `records` in order, then `index`
 /// (which must describe them) and the trailer. For tools and tests that build
 /// archives by hand; the packer writes the same layout as it goes.
-pub fn assemble<'a>(records: impl IntoIterator<Item = &'a [u8]>, index: &Index) -> Vec<u8> {
-    let mut out = head(index.version()).to_vec();
+pub fn assemble<'a>(
+    records: impl IntoIterator<Item = &'a [u8]>,
+    index: &Index,
+    version: u8,
+) -> Vec<u8> {
+    let mut out = head(version).to_vec();
     records.into_iter().for_each(|r| out.extend_from_slice(r));
     let index_offset = out.len() as u64;
-    let encoded = index.encode();
+    let encoded = index.encode_as(version);
     out.extend_from_slice(&encoded);
     out.extend_from_slice(&encode_trailer(index_offset, &encoded));
     out
@@ -376,10 +393,11 @@ mod tests {
     fn heads_of_other_files_and_versions_are_refused_by_name() {
         assert_eq!(check_head(&HEAD_MAGIC), Ok(1));
         assert_eq!(check_head(&head(2)), Ok(2));
-        assert_eq!(check_head(&head(3)), Err(HeadError::UnknownVersion(3)));
+        assert_eq!(check_head(&head(3)), Ok(3));
+        assert_eq!(check_head(&head(4)), Err(HeadError::UnknownVersion(4)));
         assert_eq!(check_head(&head(0)), Err(HeadError::UnknownVersion(0)));
-        let message = HeadError::UnknownVersion(3).to_string();
-        assert!(message.contains("version 3 is not supported"), "{message}");
+        let message = HeadError::UnknownVersion(4).to_string();
+        assert!(message.contains("version 4 is not supported"), "{message}");
         assert_eq!(check_head(b"BREVIS\x00"), Err(HeadError::NotAnArchive));
         assert_eq!(check_head(b"{\"a\": 1}   "), Err(HeadError::NotAnArchive));
     }

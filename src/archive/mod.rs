@@ -10,11 +10,11 @@ mod unpack;
 mod writer;
 
 pub use base::{base_archives, detach};
-pub use decode::decode_record;
+pub use decode::{decode_record, program_limits, record_version};
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{
     assemble, BaseEntry, BaseSpan, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, MAX_CHUNK_BYTES,
-    TRAILER_LEN,
+    PALETTE_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use unpack::{for_each_chunk, unpack_file, verify};

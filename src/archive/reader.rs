@@ -18,6 +18,8 @@ pub struct Archive {
     path: PathBuf,
     bytes: Backing,
     index: Index,
+    /// The format version of its head.
+    version: u8,
     /// Source offset where each chunk starts, plus the source length at the end.
     src_starts: Vec<u64>,
     /// Archive offset where each chunk's record starts, plus the index offset.
@@ -151,7 +153,7 @@ impl Archive {
     }
 
     fn with_backing(path: &Path, bytes: Backing) -> Result<Archive> {
-        let index = parse_framing(&bytes).map_err(|(offset, reason)| match reason {
+        let (index, version) = parse_framing(&bytes).map_err(|(offset, reason)| match reason {
             Framing::Io(e) => Error::io(path, e),
             Framing::Corrupt(reason) => Error::corrupt(path, offset, reason),
             Framing::Unsupported(reason) => Error::invalid(path, reason),
@@ -174,6 +176,7 @@ impl Archive {
             path: path.to_path_buf(),
             bytes,
             index,
+            version,
             src_starts,
             rec_starts,
             bases: Vec::new(),
@@ -222,6 +225,11 @@ impl Archive {
     /// The archive's index, as checked when it was opened.
     pub fn index(&self) -> &Index {
         &self.index
+    }
+
+    /// The format version of the archive's head.
+    pub fn version(&self) -> u8 {
+        self.version
     }
 
     pub fn chunks(&self) -> &[ChunkEntry] {
@@ -274,7 +282,9 @@ impl Archive {
         let base = self.rec_starts[i];
         let len = (self.rec_starts[i + 1] - base) as usize;
         self.bytes
-            .with(base, len, |record| decode_record(record, seg.layout, out))
+            .with(base, len, |record| {
+                decode_record(record, seg.layout, self.version, out)
+            })
             .map_err(|e| {
                 // Most often the file was truncated after it was opened.
                 let reason = format!("cannot read the record at byte {base} ({len} bytes): {e}");
@@ -398,7 +408,7 @@ fn open_bases(
 
 /// Checks magic numbers and trailer, then parses the index. Errors carry the
 /// archive offset they concern.
-fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> {
+fn parse_framing(bytes: &Backing) -> std::result::Result<(Index, u8), (u64, Framing)> {
     let corrupt = |offset: u64, reason: &str| (offset, Framing::Corrupt(reason.to_string()));
     let read = |offset: u64, len: usize| {
         bytes
@@ -430,10 +440,11 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<Index, (u64, Framing)> 
     if checksum(&index_bytes) != index_checksum {
         return Err(corrupt(index_offset, "index checksum mismatch"));
     }
-    Index::decode(
+    let index = Index::decode(
         &index_bytes,
         index_offset - HEAD_MAGIC.len() as u64,
         version,
     )
-    .map_err(|e| corrupt(index_offset + e.at as u64, e.reason))
+    .map_err(|e| corrupt(index_offset + e.at as u64, e.reason))?;
+    Ok((index, version))
 }

@@ -301,6 +301,7 @@ fn write_archive(
         path: tmp,
         chunks: Vec::with_capacity(plan.len()),
         records_len: 0,
+        version: 1,
     };
     out.writer.write_all(&HEAD_MAGIC).at(tmp)?;
     let mut sha = Sha256::new();
@@ -341,6 +342,7 @@ fn write_archive(
         mut writer,
         mut chunks,
         records_len,
+        version,
         ..
     } = out;
     let bases = referenced_bases(&source.bases, &mut chunks);
@@ -351,8 +353,8 @@ fn write_archive(
         bases,
         chunks,
     };
-    let version = index.version();
-    let index = index.encode();
+    let version = index.version().max(version);
+    let index = index.encode_as(version);
     let index_offset = HEAD_MAGIC.len() as u64 + records_len;
     writer.write_all(&index).at(tmp)?;
     writer
@@ -393,11 +395,17 @@ struct Output<'a> {
     path: &'a Path,
     chunks: Vec<ChunkEntry>,
     records_len: u64,
+    /// The oldest format version that holds the records written so far.
+    version: u8,
 }
 
 impl Output<'_> {
     fn write(&mut self, records: Vec<(ChunkEntry, Vec<u8>)>) -> Result<()> {
         for (chunk, record) in records {
+            if self.version < super::PALETTE_VERSION {
+                let needs = super::record_version(&record, chunk.layout, chunk.src_len as usize);
+                self.version = self.version.max(needs);
+            }
             self.writer.write_all(&record).at(self.path)?;
             self.records_len += record.len() as u64;
             self.chunks.push(chunk);

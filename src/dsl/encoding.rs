@@ -18,6 +18,7 @@ const TAG_REPEAT: u8 = 3;
 const TAG_MAP: u8 = 4;
 const TAG_SCAN: u8 = 5;
 const TAG_MERGE: u8 = 6;
+const TAG_PALETTE: u8 = 7;
 
 /// Bounds on the shape of a decoded program; anything larger is rejected.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +31,8 @@ pub struct Limits {
     /// stays below 72 (48 words of streams per output word, plus Repeat
     /// bodies of at most half their node).
     pub max_work_factor: usize,
+    /// Whether the Palette operator is accepted (format version 3 and later).
+    pub palette: bool,
 }
 
 impl Default for Limits {
@@ -38,6 +41,7 @@ impl Default for Limits {
             max_depth: 32,
             max_nodes: 1 << 16,
             max_work_factor: 128,
+            palette: true,
         }
     }
 }
@@ -167,6 +171,18 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             put_coded(out, fields_code(*fields));
             parts.iter().for_each(|q| encode_program(q, out));
         }
+        Op::Palette {
+            group,
+            index_width,
+            values,
+            indices,
+        } => {
+            out.push(TAG_PALETTE);
+            put_varint(out, *group as u64 - 2);
+            out.push(*index_width as u8);
+            encode_program(values, out);
+            encode_program(indices, out);
+        }
     }
 }
 
@@ -188,6 +204,7 @@ pub fn encoded_len(p: &Program<Literal>) -> usize {
             Op::Map { op, .. } => coded_len(map_code(*op)),
             Op::Scan { init, .. } => 1 + varint_len(*init as u64),
             Op::Merge { fields, .. } => coded_len(fields_code(*fields)),
+            Op::Palette { group, .. } => varint_len(*group as u64 - 2) + 1,
         }
 }
 
@@ -282,6 +299,7 @@ impl<'a> Decoder<'a> {
                 }
             }
             TAG_MERGE => self.merge(ty, depth)?,
+            TAG_PALETTE if self.limits.palette => self.palette(ty, depth)?,
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })
@@ -410,4 +428,44 @@ impl<'a> Decoder<'a> {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Op::Merge { fields, parts })
     }
+
+    fn palette(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        if ty.len < 2 {
+            return self.fail(at, "palette of fewer than two words");
+        }
+        let group = self
+            .r
+            .varint_max(ty.len as u64 - 2, "palette group longer than its program")?
+            as usize
+            + 2;
+        let index_width = self.r.u8()? as u32;
+        if !(1..=MAX_PALETTE_INDEX_WIDTH).contains(&index_width) || index_width >= ty.width {
+            return self.fail(
+                at,
+                "palette index width not in 1..=8 or not below the width",
+            );
+        }
+        // The work bound (checked as each child is entered) bounds the
+        // tables' length: a group must be long for its table to be large.
+        let values = Type {
+            width: ty.width,
+            len: super::palette_values_len(ty.len, group, index_width),
+        };
+        let values = Box::new(self.node(values, depth + 1)?);
+        let indices = Type {
+            width: index_width,
+            len: ty.len,
+        };
+        let indices = Box::new(self.node(indices, depth + 1)?);
+        Ok(Op::Palette {
+            group,
+            index_width,
+            values,
+            indices,
+        })
+    }
 }
+
+/// Widest index a Palette takes: tables of at most 256 words.
+pub const MAX_PALETTE_INDEX_WIDTH: u32 = 8;

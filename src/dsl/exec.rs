@@ -133,6 +133,23 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
                 pending = 0;
             }
         }
+        Op::Palette {
+            group,
+            index_width,
+            values,
+            indices,
+        } => with_scratch(values.ty.len, |tables: &mut [T]| {
+            execute(values, tables)?;
+            execute(indices, out)?;
+            let table = super::palette_table_len(*index_width);
+            for (words, tables) in out.chunks_mut(*group).zip(tables.chunks_exact(table)) {
+                // An index has `index_width` bits: always inside its table.
+                words
+                    .iter_mut()
+                    .for_each(|w| *w = tables[w.to_u32() as usize]);
+            }
+            Ok(())
+        })?,
     }
     Ok(())
 }

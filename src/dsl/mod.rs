@@ -10,7 +10,9 @@ mod encoding;
 mod exec;
 mod ops;
 
-pub use encoding::{decode_program, encode_program, encoded_len, EncodedLit, Limits};
+pub use encoding::{
+    decode_program, encode_program, encoded_len, EncodedLit, Limits, MAX_PALETTE_INDEX_WIDTH,
+};
 pub use exec::{execute, with_scratch, LiteralSource, KEEP_SCRATCH_BYTES};
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
 
@@ -59,6 +61,15 @@ pub enum Op<L> {
         fields: Fields,
         parts: Vec<Program<L>>,
     },
+    /// Few distinct words per group (format version 3): word `i` is entry
+    /// `indices[i]` of the table of its group of `group` words, the tables
+    /// being `values` cut into runs of `2^index_width` words.
+    Palette {
+        group: usize,
+        index_width: u32,
+        values: Box<Program<L>>,
+        indices: Box<Program<L>>,
+    },
 }
 
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
@@ -86,14 +97,32 @@ impl<L> Program<L> {
     }
 
     pub fn children(&self) -> impl Iterator<Item = &Program<L>> {
-        let (slice, single): (&[Program<L>], Option<&Program<L>>) = match &self.op {
-            Op::Lit(_) | Op::Const(_) => (&[], None),
-            Op::Concat(parts) | Op::Merge { parts, .. } => (parts, None),
-            Op::Repeat { body, .. } | Op::Map { body, .. } => (&[], Some(body)),
-            Op::Scan { updates, .. } => (&[], Some(updates)),
+        type Kids<'a, L> = (
+            &'a [Program<L>],
+            Option<&'a Program<L>>,
+            Option<&'a Program<L>>,
+        );
+        let (slice, first, second): Kids<'_, L> = match &self.op {
+            Op::Lit(_) | Op::Const(_) => (&[], None, None),
+            Op::Concat(parts) | Op::Merge { parts, .. } => (parts, None, None),
+            Op::Repeat { body, .. } | Op::Map { body, .. } => (&[], Some(body), None),
+            Op::Scan { updates, .. } => (&[], Some(updates), None),
+            Op::Palette {
+                values, indices, ..
+            } => (&[], Some(values), Some(indices)),
         };
-        slice.iter().chain(single)
+        slice.iter().chain(first).chain(second)
     }
+}
+
+/// Entries of each table of a Palette whose indices are `index_width` bits.
+pub fn palette_table_len(index_width: u32) -> usize {
+    1 << index_width
+}
+
+/// Words of the `values` of a Palette of `len` words in groups of `group`.
+pub fn palette_values_len(len: usize, group: usize, index_width: u32) -> usize {
+    len.div_ceil(group) * palette_table_len(index_width)
 }
 
 /// A readable one-line form, e.g. `merge[bf16](lit:huffman 8[4096], lit:raw 8[4096])`.
@@ -110,6 +139,12 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
         Op::Map { op, body } => format!("map {op}({})", inner(body)),
         Op::Scan { op, init, updates } => format!("scan {op} from {init:#x}({})", inner(updates)),
         Op::Merge { fields, parts } => format!("merge[{fields}]({})", list(parts)),
+        Op::Palette {
+            group,
+            values,
+            indices,
+            ..
+        } => format!("palette /{group}({}, {})", inner(values), inner(indices)),
     }
 }
 

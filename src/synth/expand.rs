@@ -4,7 +4,9 @@
 
 use super::production::Production;
 use super::Hint;
-use crate::dsl::{mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type};
+use crate::dsl::{
+    mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type, MAX_PALETTE_INDEX_WIDTH,
+};
 use std::sync::Arc;
 
 /// An operator applied at a hole, with the streams its children must yield.
@@ -28,6 +30,11 @@ pub enum Shape {
         init: u32,
     },
     Merge(Fields),
+    /// Tables of at most `2^index_width` words per group of `group` words.
+    Palette {
+        group: usize,
+        index_width: u32,
+    },
 }
 
 /// Longest period a Repeat looks for.
@@ -43,6 +50,7 @@ impl Shape {
             Shape::Map(op) => Production::of_map(*op),
             Shape::Scan { op, .. } => Production::of_scan(*op),
             Shape::Merge(fields) => Production::of_fields(*fields),
+            Shape::Palette { .. } => Production::Palette,
         }
     }
 
@@ -51,6 +59,7 @@ impl Shape {
         match self {
             Shape::Concat(ends) => ends.len(),
             Shape::Merge(fields) => fields.widths(width).len(),
+            Shape::Palette { .. } => 2,
             _ => 1,
         }
     }
@@ -89,6 +98,14 @@ impl Shape {
                 .zip(fields.shifts(width))
                 .map(|(w, shift)| child(w, t.iter().map(|x| (x >> shift) & mask(w)).collect()))
                 .collect(),
+            Shape::Palette { group, index_width } => {
+                let (values, indices) = palette_streams(t, *group, *index_width)
+                    .expect("a Palette shape is proposed only where its tables fit");
+                vec![
+                    child(width, values.into()),
+                    child(*index_width, indices.into()),
+                ]
+            }
         }
     }
 
@@ -114,6 +131,15 @@ impl Shape {
                 fields: *fields,
                 parts: kids,
             },
+            Shape::Palette { group, index_width } => {
+                let indices = Box::new(kids.pop().expect("two children"));
+                Op::Palette {
+                    group: *group,
+                    index_width: *index_width,
+                    values: Box::new(kids.pop().expect("two children")),
+                    indices,
+                }
+            }
         };
         Program { ty, op }
     }
@@ -141,6 +167,74 @@ impl Expansion {
     }
 }
 
+/// Group lengths a Palette is tried at.
+const PALETTE_GROUPS: [usize; 5] = [16, 32, 64, 128, 256];
+
+/// Palette shapes that fit `t`: for each group length, the narrowest index
+/// that holds every group's distinct words, where the tables take at most
+/// half the words (fewer would not pay for themselves). A group's first
+/// words decide cheaply for most streams, which have too many distinct words.
+fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
+    let mut out = Vec::new();
+    for group in PALETTE_GROUPS.into_iter().filter(|&g| 2 * g <= t.len()) {
+        let most = (group / 2).min(1 << MAX_PALETTE_INDEX_WIDTH);
+        let fits = |words: &[u32]| distinct_at_most(words, most);
+        let Some(first) = fits(&t[..group]) else {
+            continue;
+        };
+        let Some(distinct) =
+            (t.chunks(group).skip(1)).try_fold(first, |d, g| Some(d.max(fits(g)?)))
+        else {
+            continue;
+        };
+        let index_width = usize::BITS - (distinct.max(2) - 1).leading_zeros();
+        if index_width < width && (1 << index_width) <= group / 2 {
+            out.push(Shape::Palette { group, index_width });
+        }
+    }
+    out
+}
+
+/// The number of distinct words of `words`, if at most `most`.
+fn distinct_at_most(words: &[u32], most: usize) -> Option<usize> {
+    let mut sorted = words.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    (sorted.len() <= most).then_some(sorted.len())
+}
+
+/// A Palette's children for `t`: each group's distinct words in increasing
+/// order, padded to `2^index_width` by repeating the largest (values), and
+/// each word's place in its group's table (indices); None if a group has
+/// more distinct words than a table holds.
+pub fn palette_streams(t: &[u32], group: usize, index_width: u32) -> Option<(Vec<u32>, Vec<u32>)> {
+    let table = crate::dsl::palette_table_len(index_width);
+    let mut values =
+        Vec::with_capacity(crate::dsl::palette_values_len(t.len(), group, index_width));
+    let mut indices = Vec::with_capacity(t.len());
+    for words in t.chunks(group) {
+        let start = values.len();
+        values.extend_from_slice(words);
+        values[start..].sort_unstable();
+        let mut kept = start;
+        for i in start..values.len() {
+            if i == start || values[i] != values[kept - 1] {
+                values[kept] = values[i];
+                kept += 1;
+            }
+        }
+        if kept - start > table {
+            return None;
+        }
+        values.truncate(kept);
+        let tab = &values[start..];
+        indices.extend(words.iter().map(|w| tab.partition_point(|v| v < w) as u32));
+        let last = values[kept - 1];
+        values.resize(start + table, last);
+    }
+    Some((values, indices))
+}
+
 /// Every canonical shape for a hole whose target is `t` (of `width`-bit words)
 /// under a parent made by `parent`, with parameters derived from `t`, among the
 /// productions `allowed` accepts (the others are not even scanned for). A uniform
@@ -159,7 +253,11 @@ pub fn shapes(
     // Not canonical: a Concat in a Concat, a Repeat in a Repeat, a Map in a Map
     // of the same kind.
     let repeats_parent = |p: Production| {
-        parent == Some(p) && (matches!(p, Production::Concat | Production::Repeat) || p.is_map())
+        parent == Some(p)
+            && (matches!(
+                p,
+                Production::Concat | Production::Repeat | Production::Palette
+            ) || p.is_map())
     };
     let wanted = |p: Production| allowed(p) && !repeats_parent(p);
     // Most often useful first: searches that cannot rank shapes before deriving
@@ -170,6 +268,9 @@ pub fn shapes(
     }
     if wanted(Production::Repeat) {
         out.extend(period(t).map(|p| Shape::Repeat { times: t.len() / p }));
+    }
+    if wanted(Production::Palette) {
+        out.extend(palettes(t, width));
     }
     out.extend(
         merge_fields(width, hint.float)

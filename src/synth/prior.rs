@@ -20,7 +20,9 @@ pub struct Prior {
 const BETA: f64 = 2.0;
 
 impl Prior {
-    /// What every production costs under the uniform prior: log2(16) = 4 bits.
+    /// What every production costs under the uniform prior: 4 bits (about
+    /// log2 of the number of productions; a learned prior's unseen contexts
+    /// cost exactly that).
     pub const UNIFORM_COSTS: [f64; N] = [4.0; N];
 
     /// No observations: every production costs `UNIFORM_COSTS` everywhere.
@@ -127,7 +129,11 @@ mod tests {
     #[test]
     fn observed_productions_get_cheaper_and_none_becomes_impossible() {
         let mut prior = Prior::uniform();
-        assert!(prior.costs(ctx(0)).iter().all(|c| (c - 4.0).abs() < 1e-9));
+        let uniform = (N as f64).log2();
+        assert!(prior
+            .costs(ctx(0))
+            .iter()
+            .all(|c| (c - uniform).abs() < 1e-9));
         for _ in 0..50 {
             prior.observe(ctx(0), Production::MergeFloat);
         }

@@ -22,10 +22,11 @@ pub enum Production {
     MergeSplit,
     MergeBitPlanes,
     MergeBytePlanes,
+    Palette,
 }
 
 impl Production {
-    pub const ALL: [Production; 16] = [
+    pub const ALL: [Production; 17] = [
         Production::Lit,
         Production::Const,
         Production::Concat,
@@ -42,6 +43,7 @@ impl Production {
         Production::MergeSplit,
         Production::MergeBitPlanes,
         Production::MergeBytePlanes,
+        Production::Palette,
     ];
 
     pub fn index(self) -> usize {
@@ -85,6 +87,7 @@ impl Production {
             Op::Map { op, .. } => Production::of_map(*op),
             Op::Scan { op, .. } => Production::of_scan(*op),
             Op::Merge { fields, .. } => Production::of_fields(*fields),
+            Op::Palette { .. } => Production::Palette,
         }
     }
 
@@ -102,9 +105,14 @@ impl Production {
     }
 
     /// Whether nodes of this production cost a full pass over their words when
-    /// decoding, without changing how many there are (Maps and Scans).
+    /// decoding, without changing how many there are (Maps, Scans, and a
+    /// Palette's table lookups).
     pub fn is_full_pass(self) -> bool {
-        self.is_map() || matches!(self, Production::ScanXor | Production::ScanAdd)
+        self.is_map()
+            || matches!(
+                self,
+                Production::ScanXor | Production::ScanAdd | Production::Palette
+            )
     }
 
     pub fn name(self) -> &'static str {
@@ -125,6 +133,7 @@ impl Production {
             Production::MergeSplit => "merge-split",
             Production::MergeBitPlanes => "merge-bits",
             Production::MergeBytePlanes => "merge-bytes",
+            Production::Palette => "palette",
         }
     }
 

@@ -6,7 +6,7 @@
 //! costs noticeably more per word than the search's program did, or much
 //! less (different data, which another shape may suit better).
 
-use super::expand::Shape;
+use super::expand::{palette_streams, Shape};
 use super::{cost, leaf};
 use crate::codec::{self, Codec, Stats};
 use crate::dsl::{Literal, Op, Program, Type};
@@ -106,6 +106,17 @@ fn strip(p: &Program<Literal>) -> Program<Codec> {
             fields: *fields,
             parts: kids(),
         },
+        Op::Palette {
+            group,
+            index_width,
+            values,
+            indices,
+        } => Op::Palette {
+            group: *group,
+            index_width: *index_width,
+            values: Box::new(strip(values)),
+            indices: Box::new(strip(indices)),
+        },
     };
     Program { ty: p.ty, op }
 }
@@ -152,6 +163,15 @@ fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>>
             init: *init,
         },
         Op::Merge { fields, .. } => Shape::Merge(*fields),
+        Op::Palette {
+            group, index_width, ..
+        } => {
+            palette_streams(&target, *group, *index_width)?;
+            Shape::Palette {
+                group: *group,
+                index_width: *index_width,
+            }
+        }
     };
     let kids: Vec<Program<Literal>> = node
         .children(&target, width)
