@@ -60,7 +60,7 @@ fn main() {
 
 /// Version 3: checkpoints quantized to a few levels per group of a row and
 /// stored back in wide dtypes (BF16, F16, F32), which the packer stores as
-/// Palettes; and one that is also coded against a base.
+/// Scaled nodes, and per-group codebooks, which it stores as Palettes.
 fn dequantized(dir: &Path) {
     let plain = Extras::default();
     // Weights rounded to `levels` multiples of a per-group scale.
@@ -75,18 +75,29 @@ fn dequantized(dir: &Path) {
     };
     let w4 = quantized(31, 256, 64, 7.0);
     let w3 = quantized(32, 64, 128, 3.0);
+    // Each group of 128 drawn from 8 values of its own.
+    let w = f32s(128 * 128 + 8 * 128, 33, 0.02);
+    let books = (0..128 * 128).map(|i| {
+        let book = &w[128 * 128 + (i / 128) * 8..][..8];
+        bf16(book[(w[i].to_bits() as usize >> 7) % 8])
+    });
     let tensors = vec![
+        tensor("books.bf16", "BF16", &[128, 128], bytes16(books)),
         tensor(
             "q4.bf16",
             "BF16",
             &[128, 128],
             bytes16(w4.iter().map(|&x| bf16(x))),
         ),
+        // Rounded to nearest, as numpy and torch convert.
         tensor(
             "q4.f16",
             "F16",
             &[128, 128],
-            bytes16(w4.iter().map(|&x| f16(x))),
+            bytes16(
+                w4.iter()
+                    .map(|&x| dsl::round_to(FloatFormat::F16, x) as u16),
+            ),
         ),
         tensor(
             "q3.f32",

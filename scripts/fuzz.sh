@@ -48,6 +48,9 @@ PY
 fi
 # A format version 2 archive (its index names a base) among the seeds.
 [ -e "$seeds/seed-v2.brv" ] || cp tests/golden/v2/tuned-again.brv "$seeds/seed-v2.brv"
+# A format version 3 archive (Palette and Scaled programs) among the seeds, and
+# its records among the record target's.
+[ -e "$seeds/seed-v3.brv" ] || cp tests/golden/v3/dequantized.brv "$seeds/seed-v3.brv"
 
 for target in "${targets[@]}"; do
   echo "== fuzz $target for ${seconds}s"

@@ -6,7 +6,7 @@
 
 use brevis::archive::{self, Archive};
 use brevis::codec::{peek_codec, Codec};
-use brevis::dsl::{decode_program, EncodedLit, Op, Program, Type};
+use brevis::dsl::{decode_program, EncodedLit, Fields, Op, Program, Type};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -109,6 +109,7 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
             format!("merge {}", fields.to_string().split(' ').next().unwrap())
         }
         Op::Palette { .. } => "palette".into(),
+        Op::Scaled { format, .. } => format!("scaled {}", Fields::Float(*format)),
     };
     out.insert(feature);
     p.children().for_each(|c| features(c, out));
@@ -198,8 +199,11 @@ fn golden_archives_cover_the_whole_format() {
 }
 
 #[test]
-fn version_3_golden_archives_use_palettes_and_earlier_versions_refuse_them() {
-    assert!(coverage(3).contains("palette"));
+fn version_3_golden_archives_use_its_operators_and_earlier_versions_refuse_them() {
+    let seen = coverage(3);
+    for feature in ["palette", "scaled f32", "scaled bf16", "scaled f16"] {
+        assert!(seen.contains(feature), "{feature} not covered: {seen:?}");
+    }
     for brv in archives(3) {
         let mut bytes = std::fs::read(&brv).unwrap();
         assert_eq!(bytes[7], 3);

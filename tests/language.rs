@@ -4,7 +4,7 @@
 
 use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
-use brevis::synth::{expansions, palette_streams, synthesize, Hint, SynthOptions};
+use brevis::synth::{expansions, palette_streams, scaled_streams, synthesize, Hint, SynthOptions};
 use brevis::wire::WireError;
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
     let (decoded, used) = decode_program(&bytes, p.ty, Limits::default())
         .unwrap_or_else(|e| panic!("decoder rejects {p}: {e}"));
     assert_eq!(used, bytes.len());
-    execute_all(&decoded).unwrap()
+    execute_all(&decoded).unwrap_or_else(|e| panic!("{p} fails: {e}"))
 }
 
 fn map_ops(width: u32, t: &[u32]) -> Vec<MapOp> {
@@ -134,7 +134,7 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
     // Palettes of every group length and index width that hold the stream.
     for group in [2, 5, t.len()]
         .into_iter()
-        .filter(|&g| g >= 2 && t.len() >= 2)
+        .filter(|&g| g >= 2 && g <= t.len())
     {
         for index_width in (1..=MAX_PALETTE_INDEX_WIDTH).filter(|&w| w < width) {
             let Some((values, indices)) = palette_streams(t, group, index_width) else {
@@ -159,8 +159,60 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
     out
 }
 
+/// Scales times small integers, rounded to `format`: what a quantized
+/// checkpoint stored back in a wide dtype holds. As a max-abs quantizer
+/// makes them, each group's integer of largest magnitude is 7 or -7.
+fn quantized() -> impl Strategy<Value = (FloatFormat, usize, Vec<u32>)> {
+    let format = prop::sample::select(SCALED_FORMATS.to_vec());
+    (format, 1usize..40, 1usize..6).prop_flat_map(|(format, group, groups)| {
+        let n = group * groups;
+        let ints = prop::collection::vec(-6i32..=6, n);
+        let tops = prop::collection::vec((0..group, any::<bool>()), groups);
+        // Scales whose products stay normal and finite in every format.
+        let scales = prop::collection::vec(0x3900u32..0x4500, groups);
+        (Just(format), Just(group), ints, tops, scales).prop_map(
+            |(format, group, mut ints, tops, scales)| {
+                for (k, (at, negative)) in tops.into_iter().enumerate() {
+                    ints[k * group + at] = if negative { -7 } else { 7 };
+                }
+                let words = ints
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &q)| {
+                        // A BF16 scale (as a binary32), times the integer.
+                        let scale = f32::from_bits(scales[i / group] << 16);
+                        round_to(format, scale * q as f32)
+                    })
+                    .collect();
+                (format, group, words)
+            },
+        )
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Where the packer finds scales for a quantized stream, the Scaled node
+    /// over them yields the stream through bytes, in every word type.
+    #[test]
+    fn scaled_integers_yield_their_target((format, group, t) in quantized()) {
+        let width = format.width();
+        let found = scaled_streams(&t, group, format, 4);
+        prop_assert!(found.is_some(), "no scales found for {:x?}", t);
+        let (scales, ints) = found.unwrap();
+        let p = Program {
+            ty: Type { width, len: t.len() },
+            op: Op::Scaled {
+                group,
+                format,
+                int_width: 4,
+                scales: Box::new(leaf(scales.into(), 32)),
+                ints: Box::new(leaf(ints.into(), 4)),
+            },
+        };
+        prop_assert_eq!(through_bytes(&p), t);
+    }
 
     #[test]
     fn every_operator_yields_its_target((width, t) in stream()) {

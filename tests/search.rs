@@ -5,7 +5,7 @@
 
 mod common;
 
-use brevis::dsl::{encoded_len, mask, Literal, Program};
+use brevis::dsl::{encoded_len, mask, Literal, Op, Program};
 use brevis::synth::{self, runs_to, shapes, Hint, Limits, Order, Production, SynthOptions};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -351,11 +351,12 @@ fn long_streams_are_searched_on_their_start_and_re_fit() {
 }
 
 /// Weights quantized to 15 levels per group of 64 and stored back as f32 (a
-/// dequantized checkpoint): the search finds a Palette, far smaller than the
-/// best it finds without one, and the re-fit of its template to another such
-/// chunk keeps it.
+/// dequantized checkpoint): the search finds them as a scale per group times
+/// small integers, far smaller than the best it finds for the weights
+/// before quantization, and the re-fit of its template to another such chunk
+/// keeps the shape.
 #[test]
-fn dequantized_weights_become_a_palette() {
+fn dequantized_weights_become_scaled_integers() {
     let dequantized = |seed| -> Vec<u32> {
         weights(seed, 16384)
             .chunks(64)
@@ -368,25 +369,45 @@ fn dequantized_weights_become_a_palette() {
             .collect()
     };
     let t = dequantized(3);
-    let case = Case {
-        name: "dequantized",
-        words: t.clone(),
-        width: 32,
-        hint: F32,
-        at_most: 1.0,
-    };
-    let p = packed(&case, synth::DEFAULT_BUDGET);
+    let p = packed(&case_of("dequantized", &t), synth::DEFAULT_BUDGET);
     assert!(runs_to(&p, &t));
-    assert!(matches!(p.op, brevis::dsl::Op::Palette { .. }), "{p}");
+    assert!(matches!(p.op, Op::Scaled { group: 64, .. }), "{p}");
     let without = synth::synthesize(&weights(3, 16384), 32, F32, &opts(synth::DEFAULT_BUDGET));
     assert!(
-        size(&p) * 2 < size(&without),
-        "palette {} bytes, plain weights {}",
+        size(&p) * 5 < size(&without),
+        "scaled {} bytes, plain weights {}",
         size(&p),
         size(&without)
     );
     let other = dequantized(4);
     let refit = synth::Template::of(&p).apply(&other).expect("re-fits");
     assert!(runs_to(&refit, &other));
-    assert!(matches!(refit.op, brevis::dsl::Op::Palette { .. }));
+    assert!(matches!(refit.op, Op::Scaled { .. }));
+}
+
+/// Each group of 128 words drawn from 8 values of its own (a per-group
+/// codebook, not multiples of one scale): the search finds a Palette.
+#[test]
+fn per_group_codebooks_become_a_palette() {
+    let w = weights(7, 16384 + 8 * 128);
+    let t: Vec<u32> = (0..16384)
+        .map(|i| {
+            let book = &w[16384 + (i / 128) * 8..][..8];
+            book[(w[i] as usize >> 7) % 8]
+        })
+        .collect();
+    let p = packed(&case_of("codebooks", &t), synth::DEFAULT_BUDGET);
+    assert!(runs_to(&p, &t));
+    assert!(matches!(p.op, Op::Palette { .. }), "{p}");
+    assert!(size(&p) * 4 < t.len() * 4, "{} bytes", size(&p));
+}
+
+fn case_of(name: &'static str, t: &[u32]) -> Case {
+    Case {
+        name,
+        words: t.to_vec(),
+        width: 32,
+        hint: F32,
+        at_most: 1.0,
+    }
 }

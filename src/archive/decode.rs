@@ -48,7 +48,8 @@ pub fn program_limits(version: u8) -> Limits {
 /// made, which decodes): [`PALETTE_VERSION`] if a program uses a Palette, else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
     fn has_palette<L>(p: &dsl::Program<L>) -> bool {
-        matches!(p.op, dsl::Op::Palette { .. }) || p.children().any(has_palette)
+        matches!(p.op, dsl::Op::Palette { .. } | dsl::Op::Scaled { .. })
+            || p.children().any(has_palette)
     }
     let ty = Type {
         width: layout.lane_width(),

@@ -7,6 +7,7 @@
 
 use super::exec::LiteralSource;
 use super::ops::{Fields, FloatFormat, MapOp, ScanOp};
+use super::scaled::{MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
 use super::{mask, Literal, Op, Program, Type};
 use crate::codec::{self, OrIn, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
@@ -19,6 +20,7 @@ const TAG_MAP: u8 = 4;
 const TAG_SCAN: u8 = 5;
 const TAG_MERGE: u8 = 6;
 const TAG_PALETTE: u8 = 7;
+const TAG_SCALED: u8 = 8;
 
 /// Bounds on the shape of a decoded program; anything larger is rejected.
 #[derive(Clone, Copy, Debug)]
@@ -31,7 +33,8 @@ pub struct Limits {
     /// stays below 72 (48 words of streams per output word, plus Repeat
     /// bodies of at most half their node).
     pub max_work_factor: usize,
-    /// Whether the Palette operator is accepted (format version 3 and later).
+    /// Whether the Palette and Scaled operators are accepted (format version 3
+    /// and later).
     pub palette: bool,
 }
 
@@ -183,7 +186,28 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             encode_program(values, out);
             encode_program(indices, out);
         }
+        Op::Scaled {
+            group,
+            format,
+            int_width,
+            scales,
+            ints,
+        } => {
+            out.push(TAG_SCALED);
+            put_varint(out, *group as u64 - 1);
+            out.push(scaled_format_code(*format));
+            out.push(*int_width as u8);
+            encode_program(scales, out);
+            encode_program(ints, out);
+        }
     }
+}
+
+fn scaled_format_code(format: FloatFormat) -> u8 {
+    SCALED_FORMATS
+        .iter()
+        .position(|f| *f == format)
+        .expect("a Scaled format") as u8
 }
 
 /// Exact length of `encode_program`'s output, without encoding any literal.
@@ -205,6 +229,7 @@ pub fn encoded_len(p: &Program<Literal>) -> usize {
             Op::Scan { init, .. } => 1 + varint_len(*init as u64),
             Op::Merge { fields, .. } => coded_len(fields_code(*fields)),
             Op::Palette { group, .. } => varint_len(*group as u64 - 2) + 1,
+            Op::Scaled { group, .. } => varint_len(*group as u64 - 1) + 2,
         }
 }
 
@@ -300,6 +325,7 @@ impl<'a> Decoder<'a> {
             }
             TAG_MERGE => self.merge(ty, depth)?,
             TAG_PALETTE if self.limits.palette => self.palette(ty, depth)?,
+            TAG_SCALED if self.limits.palette => self.scaled(ty, depth)?,
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })
@@ -463,6 +489,42 @@ impl<'a> Decoder<'a> {
             index_width,
             values,
             indices,
+        })
+    }
+}
+
+impl<'a> Decoder<'a> {
+    fn scaled(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        let group = self
+            .r
+            .varint_max(ty.len as u64 - 1, "scaled group longer than its program")?
+            as usize
+            + 1;
+        let format = match SCALED_FORMATS.get(self.r.u8()? as usize) {
+            Some(f) if f.width() == ty.width => *f,
+            _ => return self.fail(at, "scaled format unknown or not of the width"),
+        };
+        let int_width = self.r.u8()? as u32;
+        if !(1..=MAX_SCALED_INT_WIDTH).contains(&int_width) {
+            return self.fail(at, "scaled integer width not in 1..=16");
+        }
+        let scales = Type {
+            width: 32,
+            len: ty.len.div_ceil(group),
+        };
+        let scales = Box::new(self.node(scales, depth + 1)?);
+        let ints = Type {
+            width: int_width,
+            len: ty.len,
+        };
+        let ints = Box::new(self.node(ints, depth + 1)?);
+        Ok(Op::Scaled {
+            group,
+            format,
+            int_width,
+            scales,
+            ints,
         })
     }
 }

@@ -9,12 +9,14 @@
 mod encoding;
 mod exec;
 mod ops;
+mod scaled;
 
 pub use encoding::{
     decode_program, encode_program, encoded_len, EncodedLit, Limits, MAX_PALETTE_INDEX_WIDTH,
 };
 pub use exec::{execute, with_scratch, LiteralSource, KEEP_SCRATCH_BYTES};
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
+pub use scaled::{round_to, scaled_word, to_f32, MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
 
 use crate::codec::Codec;
 use std::fmt;
@@ -70,6 +72,17 @@ pub enum Op<L> {
         values: Box<Program<L>>,
         indices: Box<Program<L>>,
     },
+    /// Floats made from integers and a scale per group (format version 3):
+    /// word `i` is `scales[i / group] * ints[i]` rounded to `format` (see
+    /// [`scaled_word`]), as a quantized checkpoint stored back in a wide
+    /// dtype is.
+    Scaled {
+        group: usize,
+        format: FloatFormat,
+        int_width: u32,
+        scales: Box<Program<L>>,
+        ints: Box<Program<L>>,
+    },
 }
 
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
@@ -110,6 +123,7 @@ impl<L> Program<L> {
             Op::Palette {
                 values, indices, ..
             } => (&[], Some(values), Some(indices)),
+            Op::Scaled { scales, ints, .. } => (&[], Some(scales), Some(ints)),
         };
         slice.iter().chain(first).chain(second)
     }
@@ -145,6 +159,18 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
             indices,
             ..
         } => format!("palette /{group}({}, {})", inner(values), inner(indices)),
+        Op::Scaled {
+            group,
+            format,
+            scales,
+            ints,
+            ..
+        } => format!(
+            "scaled[{}] /{group}({}, {})",
+            Fields::Float(*format),
+            inner(scales),
+            inner(ints)
+        ),
     }
 }
 

@@ -5,7 +5,8 @@
 use super::production::Production;
 use super::Hint;
 use crate::dsl::{
-    mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type, MAX_PALETTE_INDEX_WIDTH,
+    mask, scaled_word, to_f32, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type,
+    MAX_PALETTE_INDEX_WIDTH, SCALED_FORMATS,
 };
 use std::sync::Arc;
 
@@ -35,6 +36,13 @@ pub enum Shape {
         group: usize,
         index_width: u32,
     },
+    /// Floats of `format` made from a scale per group of `group` words and
+    /// integers of `int_width` bits.
+    Scaled {
+        group: usize,
+        format: FloatFormat,
+        int_width: u32,
+    },
 }
 
 /// Longest period a Repeat looks for.
@@ -51,6 +59,7 @@ impl Shape {
             Shape::Scan { op, .. } => Production::of_scan(*op),
             Shape::Merge(fields) => Production::of_fields(*fields),
             Shape::Palette { .. } => Production::Palette,
+            Shape::Scaled { .. } => Production::Scaled,
         }
     }
 
@@ -59,7 +68,7 @@ impl Shape {
         match self {
             Shape::Concat(ends) => ends.len(),
             Shape::Merge(fields) => fields.widths(width).len(),
-            Shape::Palette { .. } => 2,
+            Shape::Palette { .. } | Shape::Scaled { .. } => 2,
             _ => 1,
         }
     }
@@ -106,6 +115,15 @@ impl Shape {
                     child(*index_width, indices.into()),
                 ]
             }
+            Shape::Scaled {
+                group,
+                format,
+                int_width,
+            } => {
+                let (scales, ints) = scaled_streams(t, *group, *format, *int_width)
+                    .expect("a Scaled shape is proposed only where it yields the words");
+                vec![child(32, scales.into()), child(*int_width, ints.into())]
+            }
         }
     }
 
@@ -140,6 +158,20 @@ impl Shape {
                     indices,
                 }
             }
+            Shape::Scaled {
+                group,
+                format,
+                int_width,
+            } => {
+                let ints = Box::new(kids.pop().expect("two children"));
+                Op::Scaled {
+                    group: *group,
+                    format: *format,
+                    int_width: *int_width,
+                    scales: Box::new(kids.pop().expect("two children")),
+                    ints,
+                }
+            }
         };
         Program { ty, op }
     }
@@ -157,10 +189,13 @@ impl Expansion {
         let len = match self.shape {
             Shape::Concat(_) => self.children.iter().map(|(t, _)| t.len).sum(),
             Shape::Repeat { times } => self.children[0].0.len * times,
+            // One index or integer per word (the first child is per group).
+            Shape::Palette { .. } | Shape::Scaled { .. } => self.children[1].0.len,
             _ => self.children[0].0.len,
         };
         let width = match self.shape {
             Shape::Merge(_) => self.children.iter().map(|(t, _)| t.width).sum(),
+            Shape::Scaled { format, .. } => format.width(),
             _ => self.children[0].0.width,
         };
         self.shape.build(Type { width, len }, kids)
@@ -172,7 +207,8 @@ const PALETTE_GROUPS: [usize; 5] = [16, 32, 64, 128, 256];
 
 /// Palette shapes that fit `t`: for each group length, the narrowest index
 /// that holds every group's distinct words, where the tables take at most
-/// half the words (fewer would not pay for themselves). A group's first
+/// half the words and the stream has [`PALETTE_SPREAD`] times as many
+/// distinct words as a table (else they would not pay for themselves). A group's first
 /// words decide cheaply for most streams, which have too many distinct words.
 fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
     let mut out = Vec::new();
@@ -188,11 +224,26 @@ fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
             continue;
         };
         let index_width = usize::BITS - (distinct.max(2) - 1).leading_zeros();
-        if index_width < width && (1 << index_width) <= group / 2 {
+        let table = 1 << index_width;
+        if index_width < width && table <= group / 2 && has_distinct(t, PALETTE_SPREAD * table) {
             out.push(Shape::Palette { group, index_width });
         }
     }
     out
+}
+
+/// A Palette pays where the whole stream has many more distinct words than
+/// each group (a literal codes a small alphabet as well): at least this many
+/// times its tables' length.
+const PALETTE_SPREAD: usize = 4;
+
+/// Whether `words` has more than `most` distinct words.
+fn has_distinct(words: &[u32], most: usize) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(most + 1);
+    words.iter().any(|w| {
+        seen.insert(*w);
+        seen.len() > most
+    })
 }
 
 /// The number of distinct words of `words`, if at most `most`.
@@ -235,6 +286,165 @@ pub fn palette_streams(t: &[u32], group: usize, index_width: u32) -> Option<(Vec
     Some((values, indices))
 }
 
+/// Group lengths a Scaled node is tried at, largest first: those of common
+/// quantizers.
+const SCALED_GROUPS: [usize; 4] = [256, 128, 64, 32];
+
+/// Largest integer magnitude the search looks for (8-bit quantization).
+const SCALED_MAX_INT: u32 = 127;
+
+/// The Scaled shape that yields `t` (floats of the hint's format) with the
+/// longest group, if one does: the first group decides cheaply for most
+/// streams, whose words are not few multiples of one scale.
+fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
+    let format = hint
+        .float
+        .filter(|f| SCALED_FORMATS.contains(f) && f.width() == width)?;
+    for group in SCALED_GROUPS.into_iter().filter(|&g| 2 * g <= t.len()) {
+        if group_scale(&t[..group], format).is_none() {
+            continue;
+        }
+        let Some(most) = (t.chunks(group)).try_fold(0u32, |most, g| {
+            let (_, ints) = group_scale(g, format)?;
+            Some(ints.iter().fold(most, |m, &q| m.max(q & SIGNED_MAGNITUDE)))
+        }) else {
+            continue;
+        };
+        // A sign bit, then the magnitude's bits.
+        let int_width = 1 + (32 - most.leading_zeros()).max(1);
+        return Some(Shape::Scaled {
+            group,
+            format,
+            int_width,
+        });
+    }
+    None
+}
+
+/// Integers as [`group_scale`] gives them: sign and magnitude in 16 bits.
+const SIGNED_MAGNITUDE: u32 = 0x7fff;
+
+/// A scale and integers (sign and magnitude in 16 bits) whose products,
+/// rounded to `format`, are `words`, with integers of at most
+/// [`SCALED_MAX_INT`]. A few rough guesses of the scale (the smallest
+/// magnitude over 1 to 4, the largest over the top level of common
+/// quantizers) each give integers; the scales that round every integer's
+/// product to its word form an interval, from which a few are tried. This finds
+/// scales kept in the checkpoint's dtype and wider ones alike (a quantizer
+/// that computes in binary32 and stores BF16).
+fn group_scale(words: &[u32], format: FloatFormat) -> Option<(f32, Vec<u32>)> {
+    let sign = 1u32 << (format.width() - 1);
+    let magnitude = |w: u32| to_f32(format, w & !sign);
+    let (mut smallest, mut largest) = (f32::INFINITY, 0f32);
+    for &w in words {
+        let m = magnitude(w);
+        if m > 0.0 {
+            smallest = smallest.min(m);
+            largest = largest.max(m);
+        }
+    }
+    if largest == 0.0 {
+        // Signed zeros only: any scale times 0.
+        let ints = words.iter().map(|&w| (w & sign != 0) as u32 * SIGN_BIT);
+        return Some((1.0, ints.collect()));
+    }
+    let divided = [1.0, 2.0, 3.0, 4.0].map(|d| smallest / d);
+    let tops = [7.0, 8.0, 15.0, 16.0, 127.0, 128.0].map(|q| largest / q);
+    divided.into_iter().chain(tops).find_map(|guess| {
+        let ints = integers(words, format, guess)?;
+        let interval = scale_interval(words, &ints, format)?;
+        let scale = scales_within(interval).find(|scale| {
+            (ints.iter().zip(words))
+                .all(|(&q, &w)| scaled_word(format, scale.to_bits(), q, 16) == w)
+        })?;
+        Some((scale, ints))
+    })
+}
+
+/// Sign bit of [`group_scale`]'s integers.
+const SIGN_BIT: u32 = 1 << 15;
+
+/// Each word over `scale`, rounded, as sign and magnitude in 16 bits; None
+/// if one exceeds [`SCALED_MAX_INT`] (the guess is wrong: give up early).
+fn integers(words: &[u32], format: FloatFormat, scale: f32) -> Option<Vec<u32>> {
+    if !scale.is_normal() {
+        return None;
+    }
+    let sign = 1u32 << (format.width() - 1);
+    words
+        .iter()
+        .map(|&w| {
+            let q = (to_f32(format, w & !sign) as f64 / scale as f64).round();
+            (q <= SCALED_MAX_INT as f64).then(|| ((w & sign != 0) as u32 * SIGN_BIT) | q as u32)
+        })
+        .collect()
+}
+
+/// The interval of scales whose products with `ints` round to `words` (each
+/// word's rounding interval over its integer), if not empty.
+fn scale_interval(words: &[u32], ints: &[u32], format: FloatFormat) -> Option<(f64, f64)> {
+    let sign = 1u32 << (format.width() - 1);
+    let (mut low, mut high) = (0f64, f64::INFINITY);
+    for (&w, &q) in words.iter().zip(ints) {
+        let q = (q & SIGNED_MAGNITUDE) as f64;
+        if q == 0.0 {
+            continue;
+        }
+        let m = w & !sign;
+        let value = to_f32(format, m) as f64;
+        let below = to_f32(format, m - 1) as f64;
+        let above = to_f32(format, m + 1) as f64;
+        let above = if above.is_finite() {
+            above
+        } else {
+            2.0 * value - below
+        };
+        low = low.max((value + below) / 2.0 / q);
+        high = high.min((value + above) / 2.0 / q);
+    }
+    (low <= high).then_some((low, high))
+}
+
+/// Scales in `[low, high]` to try, fewest mantissa bits first (as a
+/// quantizer's BF16 or F16 scale has, so that the scales code small), then
+/// the middle.
+fn scales_within((low, high): (f64, f64)) -> impl Iterator<Item = f32> {
+    let middle = ((low + high) / 2.0) as f32;
+    let short = [7, 10, 16].into_iter().filter_map(move |kept| {
+        let drop = 23 - kept;
+        let bits = (middle.to_bits() + (1 << (drop - 1))) & !((1 << drop) - 1);
+        let scale = f32::from_bits(bits);
+        (low <= scale as f64 && scale as f64 <= high).then_some(scale)
+    });
+    short.chain(std::iter::once(middle))
+}
+
+/// A Scaled node's children for `t`: one scale per group of `group` words
+/// and each word's integer in `int_width` bits; None if a group has no scale
+/// (of those [`group_scale`] guesses) or needs wider integers.
+pub fn scaled_streams(
+    t: &[u32],
+    group: usize,
+    format: FloatFormat,
+    int_width: u32,
+) -> Option<(Vec<u32>, Vec<u32>)> {
+    let top = int_width - 1;
+    let mut scales = Vec::with_capacity(t.len().div_ceil(group));
+    let mut ints = Vec::with_capacity(t.len());
+    for words in t.chunks(group) {
+        let (scale, qs) = group_scale(words, format)?;
+        if qs.iter().any(|&q| q & SIGNED_MAGNITUDE >= 1 << top) {
+            return None;
+        }
+        scales.push(scale.to_bits());
+        ints.extend(
+            qs.iter()
+                .map(|&q| ((q & SIGN_BIT != 0) as u32 * (1 << top)) | (q & SIGNED_MAGNITUDE)),
+        );
+    }
+    Some((scales, ints))
+}
+
 /// Every canonical shape for a hole whose target is `t` (of `width`-bit words)
 /// under a parent made by `parent`, with parameters derived from `t`, among the
 /// productions `allowed` accepts (the others are not even scanned for). A uniform
@@ -271,6 +481,9 @@ pub fn shapes(
     }
     if wanted(Production::Palette) {
         out.extend(palettes(t, width));
+    }
+    if wanted(Production::Scaled) {
+        out.extend(scaled(t, width, hint));
     }
     out.extend(
         merge_fields(width, hint.float)

@@ -17,7 +17,7 @@ mod refit;
 mod search;
 
 pub use context::{Context, Position};
-pub use expand::{expansions, palette_streams, shapes, Expansion, Shape};
+pub use expand::{expansions, palette_streams, scaled_streams, shapes, Expansion, Shape};
 pub use prior::Prior;
 pub use production::Production;
 pub use refit::{byte_planes_cost, Template};

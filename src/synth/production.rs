@@ -23,10 +23,11 @@ pub enum Production {
     MergeBitPlanes,
     MergeBytePlanes,
     Palette,
+    Scaled,
 }
 
 impl Production {
-    pub const ALL: [Production; 17] = [
+    pub const ALL: [Production; 18] = [
         Production::Lit,
         Production::Const,
         Production::Concat,
@@ -44,6 +45,7 @@ impl Production {
         Production::MergeBitPlanes,
         Production::MergeBytePlanes,
         Production::Palette,
+        Production::Scaled,
     ];
 
     pub fn index(self) -> usize {
@@ -88,6 +90,7 @@ impl Production {
             Op::Scan { op, .. } => Production::of_scan(*op),
             Op::Merge { fields, .. } => Production::of_fields(*fields),
             Op::Palette { .. } => Production::Palette,
+            Op::Scaled { .. } => Production::Scaled,
         }
     }
 
@@ -105,13 +108,16 @@ impl Production {
     }
 
     /// Whether nodes of this production cost a full pass over their words when
-    /// decoding, without changing how many there are (Maps, Scans, and a
-    /// Palette's table lookups).
+    /// decoding, without changing how many there are (Maps, Scans, a
+    /// Palette's table lookups, a Scaled node's products).
     pub fn is_full_pass(self) -> bool {
         self.is_map()
             || matches!(
                 self,
-                Production::ScanXor | Production::ScanAdd | Production::Palette
+                Production::ScanXor
+                    | Production::ScanAdd
+                    | Production::Palette
+                    | Production::Scaled
             )
     }
 
@@ -134,6 +140,7 @@ impl Production {
             Production::MergeBitPlanes => "merge-bits",
             Production::MergeBytePlanes => "merge-bytes",
             Production::Palette => "palette",
+            Production::Scaled => "scaled",
         }
     }
 

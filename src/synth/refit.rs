@@ -6,7 +6,7 @@
 //! costs noticeably more per word than the search's program did, or much
 //! less (different data, which another shape may suit better).
 
-use super::expand::{palette_streams, Shape};
+use super::expand::{palette_streams, scaled_streams, Shape};
 use super::{cost, leaf};
 use crate::codec::{self, Codec, Stats};
 use crate::dsl::{Literal, Op, Program, Type};
@@ -117,6 +117,19 @@ fn strip(p: &Program<Literal>) -> Program<Codec> {
             values: Box::new(strip(values)),
             indices: Box::new(strip(indices)),
         },
+        Op::Scaled {
+            group,
+            format,
+            int_width,
+            scales,
+            ints,
+        } => Op::Scaled {
+            group: *group,
+            format: *format,
+            int_width: *int_width,
+            scales: Box::new(strip(scales)),
+            ints: Box::new(strip(ints)),
+        },
     };
     Program { ty: p.ty, op }
 }
@@ -170,6 +183,19 @@ fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>>
             Shape::Palette {
                 group: *group,
                 index_width: *index_width,
+            }
+        }
+        Op::Scaled {
+            group,
+            format,
+            int_width,
+            ..
+        } => {
+            scaled_streams(&target, *group, *format, *int_width)?;
+            Shape::Scaled {
+                group: *group,
+                format: *format,
+                int_width: *int_width,
             }
         }
     };

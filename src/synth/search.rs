@@ -303,13 +303,13 @@ impl Search<'_> {
     }
 
     /// Whether the prior gives `p` at least `min_q` at `hole`; Repeat,
-    /// Concat and Palette always are, whenever the target has the structure they need
+    /// Concat, Palette and Scaled always are, whenever the target has the structure they need
     /// (they are rare, decisive and cheap to detect, so a sample may never
     /// show them).
     fn likely(&self, hole: usize, p: Production) -> bool {
         matches!(
             p,
-            Production::Repeat | Production::Concat | Production::Palette
+            Production::Repeat | Production::Concat | Production::Palette | Production::Scaled
         ) || (-self.holes[hole].costs[p.index()]).exp2() >= self.setup.min_q
     }
 
