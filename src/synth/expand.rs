@@ -202,6 +202,9 @@ impl Expansion {
     }
 }
 
+/// Narrowest words a Palette is tried for (16-bit floats and integers).
+const PALETTE_MIN_WIDTH: u32 = 16;
+
 /// Group lengths a Palette is tried at.
 const PALETTE_GROUPS: [usize; 5] = [16, 32, 64, 128, 256];
 
@@ -212,6 +215,10 @@ const PALETTE_GROUPS: [usize; 5] = [16, 32, 64, 128, 256];
 /// words decide cheaply for most streams, which have too many distinct words.
 fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
     let mut out = Vec::new();
+    // Narrower words have alphabets a literal's table codes well.
+    if width < PALETTE_MIN_WIDTH {
+        return out;
+    }
     for group in PALETTE_GROUPS.into_iter().filter(|&g| 2 * g <= t.len()) {
         let most = (group / 2).min(1 << MAX_PALETTE_INDEX_WIDTH);
         let fits = |words: &[u32]| distinct_at_most(words, most);
