@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::format::PALETTE_VERSION;
+use super::format::QUANTIZED_VERSION;
 use crate::codec::Word;
 use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
 use crate::safetensors::Layout;
@@ -35,21 +35,22 @@ pub fn decode_record(
     }
 }
 
-/// What a format `version` archive's programs may be: the Palette operator
-/// only from [`PALETTE_VERSION`] on.
+/// What a format `version` archive's programs may be: the operators for
+/// quantized weights only from [`QUANTIZED_VERSION`] on.
 pub fn program_limits(version: u8) -> Limits {
     Limits {
-        palette: version >= PALETTE_VERSION,
+        quantized: version >= QUANTIZED_VERSION,
         ..Limits::default()
     }
 }
 
 /// The oldest format version that can hold `record` (a record the packer
-/// made, which decodes): [`PALETTE_VERSION`] if a program uses a Palette, else 1.
+/// made, which decodes): [`QUANTIZED_VERSION`] if a program uses an operator
+/// for quantized weights, else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
-    fn has_palette<L>(p: &dsl::Program<L>) -> bool {
+    fn uses_quantized<L>(p: &dsl::Program<L>) -> bool {
         matches!(p.op, dsl::Op::Palette { .. } | dsl::Op::Scaled { .. })
-            || p.children().any(has_palette)
+            || p.children().any(uses_quantized)
     }
     let ty = Type {
         width: layout.lane_width(),
@@ -60,8 +61,8 @@ pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
         let Ok((program, used)) = decode_program(&record[pos..], ty, Limits::default()) else {
             break;
         };
-        if has_palette(&program) {
-            return PALETTE_VERSION;
+        if uses_quantized(&program) {
+            return QUANTIZED_VERSION;
         }
         pos += used;
     }

@@ -9,11 +9,12 @@ use crate::wire::{put_varint, Reader, WireError};
 /// version from 1 up (docs/FORMAT.md: any change to what a reader accepts is a
 /// new version). An archive is written in the oldest version that can hold it:
 /// version 2 for an archive that references a base, version 3 for one whose
-/// programs use a Palette.
+/// programs use an operator for quantized weights (Palette, Scaled).
 pub const FORMAT_VERSION: u8 = 3;
 
-/// The first version whose programs may use the Palette operator.
-pub const PALETTE_VERSION: u8 = 3;
+/// The first version whose programs may use the operators for quantized
+/// weights (Palette, Scaled).
+pub const QUANTIZED_VERSION: u8 = 3;
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 

@@ -14,7 +14,7 @@ pub use decode::{decode_record, program_limits, record_version};
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{
     assemble, BaseEntry, BaseSpan, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, MAX_CHUNK_BYTES,
-    PALETTE_VERSION, TRAILER_LEN,
+    QUANTIZED_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use unpack::{for_each_chunk, unpack_file, verify};

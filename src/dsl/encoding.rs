@@ -35,7 +35,7 @@ pub struct Limits {
     pub max_work_factor: usize,
     /// Whether the Palette and Scaled operators are accepted (format version 3
     /// and later).
-    pub palette: bool,
+    pub quantized: bool,
 }
 
 impl Default for Limits {
@@ -44,7 +44,7 @@ impl Default for Limits {
             max_depth: 32,
             max_nodes: 1 << 16,
             max_work_factor: 128,
-            palette: true,
+            quantized: true,
         }
     }
 }
@@ -324,8 +324,8 @@ impl<'a> Decoder<'a> {
                 }
             }
             TAG_MERGE => self.merge(ty, depth)?,
-            TAG_PALETTE if self.limits.palette => self.palette(ty, depth)?,
-            TAG_SCALED if self.limits.palette => self.scaled(ty, depth)?,
+            TAG_PALETTE if self.limits.quantized => self.palette(ty, depth)?,
+            TAG_SCALED if self.limits.quantized => self.scaled(ty, depth)?,
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })
@@ -491,9 +491,7 @@ impl<'a> Decoder<'a> {
             indices,
         })
     }
-}
 
-impl<'a> Decoder<'a> {
     fn scaled(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
         let at = self.r.pos();
         let group = self
