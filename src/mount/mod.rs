@@ -310,13 +310,16 @@ fn remote_nodes(archives: &Path, options: &RemoteMountOptions) -> Result<Nodes> 
         },
         false => (key.clone(), None),
     };
-    // Listing the root checks the bucket and credentials (an empty prefix
-    // shows as an empty folder).
-    store.list(&root).at(archives)?;
+    // Listing the root checks the bucket and credentials (a web server
+    // cannot list: one archive is checked by the HEAD above).
+    if !single {
+        store.list(&root).at(archives)?;
+    }
     // SAFETY: geteuid and getegid have no preconditions and cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let tree = remote::RemoteTree {
         remote: Remote::new(store, options.memory_bytes, disk),
+        root: root.clone(),
         uid,
         gid,
     };

@@ -223,10 +223,17 @@ impl Nodes {
         if dir.kind != Kind::Dir {
             return Err(LookupError::NotADirectory);
         }
-        let entries = self
-            .backend
-            .list(&dir.real)
-            .map_err(|_| LookupError::NotFound)?;
+        let entries = match (&self.only, ino) {
+            // One entry shown: asked for alone (a web server cannot list).
+            (Some(only), ROOT) => {
+                let meta = self.backend.stat(&dir.real.join(only));
+                meta.map(|m| vec![(only.clone(), m)]).unwrap_or_default()
+            }
+            _ => self
+                .backend
+                .list(&dir.real)
+                .map_err(|_| LookupError::NotFound)?,
+        };
         let mut shown: HashMap<OsString, (Kind, PathBuf, Meta)> = HashMap::new();
         for (real_name, meta) in entries.into_iter().filter(|e| self.shows(ino, &e.0)) {
             let Some(name) = presented_name(&real_name) else {

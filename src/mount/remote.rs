@@ -17,6 +17,8 @@ use std::time::SystemTime;
 /// A store's objects; paths are keys relative to the bucket.
 pub struct RemoteTree {
     pub remote: Arc<Remote>,
+    /// The key of the folder mounted, a folder whatever the store lists.
+    pub root: String,
     /// Owner of every file shown: the user serving the mount.
     pub uid: u32,
     pub gid: u32,
@@ -77,7 +79,7 @@ fn key(path: &Path) -> io::Result<String> {
 impl Backend for RemoteTree {
     fn stat(&self, path: &Path) -> Option<Meta> {
         let key = key(path).ok()?;
-        if key.is_empty() {
+        if key == self.root {
             return Some(self.dir_meta());
         }
         match self.remote.store.head(&key) {

@@ -173,23 +173,23 @@ fn checksum(data: &[u8]) -> u64 {
 mod tests {
     use super::*;
 
+    const KEY: &str = "s3://b/m.brv\0etag1\0+0+10";
+    const OTHER_ETAG: &str = "s3://b/m.brv\0etag2\0+0+10";
+
     #[test]
     fn entries_come_back_only_under_their_identity_and_intact() {
         let dir = tempfile::tempdir().unwrap();
         let cache = DiskCache::open(dir.path(), 1 << 20).unwrap();
-        cache.put("s3://b/m.brv\0etag1\00+10", b"0123456789");
-        assert_eq!(
-            cache.get("s3://b/m.brv\0etag1\00+10").as_deref(),
-            Some(&b"0123456789"[..])
-        );
-        assert_eq!(cache.get("s3://b/m.brv\0etag2\00+10"), None, "another ETag");
+        cache.put(KEY, b"0123456789");
+        assert_eq!(cache.get(KEY).as_deref(), Some(&b"0123456789"[..]));
+        assert_eq!(cache.get(OTHER_ETAG), None, "another ETag");
         // A damaged file is a miss, and removed.
-        let name = entry_name("s3://b/m.brv\0etag1\00+10");
+        let name = entry_name(KEY);
         let path = dir.path().join(&name);
         let mut bytes = std::fs::read(&path).unwrap();
         *bytes.last_mut().unwrap() ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        assert_eq!(cache.get("s3://b/m.brv\0etag1\00+10"), None);
+        assert_eq!(cache.get(KEY), None);
         assert!(!path.exists());
     }
 

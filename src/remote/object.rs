@@ -276,7 +276,7 @@ impl RemoteObject {
         sorted.sort_unstable();
         let mut to_fetch = Vec::new();
         for b in sorted {
-            match self.from_disk(b) {
+            match self.disk_block(b) {
                 Some(block) => self.remote.keep((self.id.clone(), b), block),
                 None => to_fetch.push(b),
             }
@@ -310,7 +310,7 @@ impl RemoteObject {
         }
     }
 
-    fn from_disk(&self, block: u64) -> Option<Block> {
+    fn disk_block(&self, block: u64) -> Option<Block> {
         let disk = self.remote.disk.as_ref()?;
         let bytes = disk.get(&self.disk_identity(block))?;
         // An entry of another length cannot be this block's.
