@@ -3,7 +3,8 @@
 # loopback (the tests' venv, scripts/pyenv.sh): per file, the archive's size,
 # a cold sequential read's MB/s (a fresh mount, nothing cached), the bytes it
 # fetched and its requests, then the same from a fresh mount whose disk cache
-# the first filled. Every read is compared with the original (cmp). Needs root
+# an earlier one filled; and, for scale, one plain GET of the whole archive
+# (curl). Every read is compared with the original (cmp). Needs root
 # (or fusermount3) and /dev/fuse.
 #
 #   scripts/bench_s3.sh [FILE ...]   # default: minilm-bf16 and minilm-f32
@@ -52,34 +53,50 @@ stat_of() {
 read_once() {
   local name=$1
   shift
-  target/release/brevis-mount "$@" "s3://bench/$name" "$mnt" --log "$work/log"
+  target/release/brevis-mount "$@" "s3://bench/$name.brv" "$mnt" --log "$work/log"
   local start end
   start=$(date +%s.%N)
   cat "$mnt/$name.safetensors" >/dev/null
   end=$(date +%s.%N)
   cmp "$mnt/$name.safetensors" "$work/$name.original"
   echo "$(echo "$end - $start" | bc) $(stat_of fetched_bytes) $(stat_of requests) $(stat_of disk_hit_bytes)"
+  # The last close reaches the server just after the reader exits.
+  for _ in $(seq 50); do umount "$mnt" 2>/dev/null && return; sleep 0.1; done
   umount "$mnt"
 }
 
-printf '| file | original | archive | cold MB/s (%s runs) | fetched bytes | fetched / archive | requests | from disk cache: MB/s, fetched, disk hits |\n' "$runs"
-printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+printf '| file | original | archive | one GET of the archive, MB/s | cold read MB/s (%s runs) | fetched bytes | fetched / archive | requests | from the disk cache: MB/s, fetched, disk hits | opening: fetched | 4 KiB read: fetched |\n' "$runs"
+printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
 for file in "$@"; do
   name=$(basename "$(dirname "$file")")
   cp "$file" "$work/$name.original"
   target/release/brevis pack -q "$file" "$work/$name.brv"
-  s3 "s3.upload_file(sys.argv[1], 'bench', sys.argv[2])" "$work/$name.brv" "$name.brv"
+  s3 "s3.upload_file(sys.argv[1], 'bench', sys.argv[2], ExtraArgs={'ACL': 'public-read'})" \
+    "$work/$name.brv" "$name.brv"
+  # What the server gives one plain GET of the whole object, for scale.
+  raw=$(curl -s -o /dev/null -w '%{speed_download}' "$AWS_ENDPOINT_URL/bench/$name.brv")
+  raw=$(echo "scale=1; $raw / 1000000" | bc)
   orig=$(stat -c %s "$file")
   size=$(stat -c %s "$work/$name.brv")
   speeds=()
   for _ in $(seq "$runs"); do
-    read -r secs fetched requests _ < <(read_once "$name")
+    out=$(read_once "$name")
+    read -r secs fetched requests _ <<<"$out"
     speeds+=("$(echo "scale=1; $orig / $secs / 1000000" | bc)")
   done
-  read -r _ _ _ _ < <(read_once "$name" --disk-cache "$work/cache")
-  read -r secs dfetched _ hits < <(read_once "$name" --disk-cache "$work/cache")
+  # One 4 KiB read in the middle of the file, on a fresh mount: what opening
+  # the archive fetched (its index), and then what the read fetched.
+  target/release/brevis-mount "s3://bench/$name.brv" "$mnt" --log "$work/log"
+  stat "$mnt/$name.safetensors" >/dev/null
+  opened=$(stat_of fetched_bytes)
+  dd if="$mnt/$name.safetensors" of=/dev/null bs=4096 count=1 skip=$((orig / 8192)) iflag=direct status=none
+  one=$(($(stat_of fetched_bytes) - opened))
+  for _ in $(seq 50); do umount "$mnt" 2>/dev/null && break; sleep 0.1; done
+  read_once "$name" --disk-cache "$work/cache" >/dev/null
+  out=$(read_once "$name" --disk-cache "$work/cache")
+  read -r secs dfetched _ hits <<<"$out"
   dspeed=$(echo "scale=1; $orig / $secs / 1000000" | bc)
   ratio=$(echo "scale=4; $fetched / $size" | bc)
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s, %s, %s |\n' "$name" "$orig" "$size" \
-    "$(IFS=/; echo "${speeds[*]}")" "$fetched" "$ratio" "$requests" "$dspeed" "$dfetched" "$hits"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s, %s, %s | %s | %s |\n' "$name" "$orig" "$size" "$raw" \
+    "$(IFS=/; echo "${speeds[*]}")" "$fetched" "$ratio" "$requests" "$dspeed" "$dfetched" "$hits" "$opened" "$one"
 done

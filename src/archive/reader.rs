@@ -73,7 +73,12 @@ impl Backing {
         match self {
             Backing::Mapped(map) => Ok(Cow::Borrowed(&map[offset as usize..][..len])),
             Backing::Source(source) => {
-                let mut buf = vec![0u8; len];
+                // The length comes from the archive's trailer, which for an
+                // object in a store may claim more than memory holds: an
+                // error then, not an abort.
+                let mut buf = Vec::new();
+                buf.try_reserve_exact(len).map_err(std::io::Error::other)?;
+                buf.resize(len, 0);
                 source.read_exact_at(&mut buf, offset)?;
                 Ok(Cow::Owned(buf))
             }

@@ -231,10 +231,11 @@ impl Store {
                     if_match: object.etag.then(|| object.version.clone()),
                     ..GetOptions::default()
                 };
-                let wanted = range.end - range.start;
+                let asked = range.clone();
                 self.spawn(async move {
                     let result = client.get_opts(&path, options).await?;
-                    read_body(result, wanted).await
+                    let sent = result.range.clone();
+                    read_body(asked, sent, result.into_stream()).await
                 })
             })
             .collect();
@@ -252,22 +253,29 @@ impl Store {
     }
 }
 
+type Body = futures_util::stream::BoxStream<'static, object_store::Result<bytes::Bytes>>;
+
 type Pending<T> =
     tokio::task::JoinHandle<Result<object_store::Result<T>, tokio::time::error::Elapsed>>;
 
-/// The body of a ranged GET, which must be exactly `wanted` bytes: a longer
-/// one is cut off as soon as it overflows rather than held.
-async fn read_body(result: object_store::GetResult, wanted: u64) -> object_store::Result<Vec<u8>> {
+/// The body of a GET of the range `asked`, which the store says is `sent`:
+/// both must agree, and the body must be exactly that long (a longer one is
+/// cut off as soon as it overflows rather than held).
+async fn read_body(
+    asked: Range<u64>,
+    sent: Range<u64>,
+    mut stream: Body,
+) -> object_store::Result<Vec<u8>> {
     use futures_util::StreamExt;
+    let wanted = asked.end - asked.start;
     let wrong = |got: String| object_store::Error::Generic {
         store: "brevis",
-        source: format!("asked for {wanted} bytes, the store sent {got}").into(),
+        source: format!("asked for bytes {asked:?} ({wanted} bytes), the store sent {got}").into(),
     };
-    if result.range.end - result.range.start != wanted {
-        return Err(wrong(format!("the range {:?}", result.range)));
+    if sent != asked {
+        return Err(wrong(format!("the range {sent:?}")));
     }
     let mut out = Vec::with_capacity(wanted as usize);
-    let mut stream = result.into_stream();
     while let Some(piece) = stream.next().await {
         let piece = piece?;
         if (out.len() + piece.len()) as u64 > wanted {
@@ -356,6 +364,33 @@ fn build_client(root: &str, options: &RemoteOptions) -> object_store::Result<Arc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn body(sent: Range<u64>, pieces: Vec<Vec<u8>>) -> Result<Vec<u8>, String> {
+        use futures_util::StreamExt;
+        let pieces = pieces.into_iter().map(|p| Ok(bytes::Bytes::from(p)));
+        let stream = futures_util::stream::iter(pieces).boxed();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(read_body(0..6, sent, stream))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bodies_of_another_length_or_range_are_errors() {
+        let whole = body(0..6, vec![vec![1, 2], vec![3, 4, 5, 6]]);
+        assert_eq!(whole, Ok(vec![1, 2, 3, 4, 5, 6]));
+        let short = body(0..6, vec![vec![1, 2, 3]]).unwrap_err();
+        assert!(short.contains("(6 bytes), the store sent 3"), "{short}");
+        let long = body(0..6, vec![vec![0; 4], vec![0; 4]]).unwrap_err();
+        assert!(long.contains("sent more"), "{long}");
+        // A body far longer than asked is cut off, not held.
+        let huge = body(0..6, vec![vec![0; 4], vec![0; 1 << 20]]).unwrap_err();
+        assert!(huge.contains("sent more"), "{huge}");
+        let shifted = body(2..8, vec![vec![0; 6]]).unwrap_err();
+        assert!(shifted.contains("the range 2..8"), "{shifted}");
+    }
 
     #[test]
     fn urls_split_into_store_and_key() {
