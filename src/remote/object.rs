@@ -448,6 +448,119 @@ pub fn key_of(root: &str, path: &Path) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remote::store::RemoteOptions;
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+    use std::sync::atomic::Ordering;
+
+    /// A store in memory holding `bytes` at `m.brv`, and the client to change it.
+    fn remote(bytes: &[u8]) -> (Arc<Remote>, Arc<InMemory>) {
+        let memory = Arc::new(InMemory::new());
+        let client: Arc<dyn ObjectStore> = memory.clone();
+        let store = Store::with_client(client, "mem://".into(), RemoteOptions::default()).unwrap();
+        let remote = Remote::new(store, 0, None);
+        put(&remote, &memory, bytes);
+        (remote, memory)
+    }
+
+    fn put(remote: &Remote, memory: &Arc<InMemory>, bytes: &[u8]) {
+        let payload = PutPayload::from(bytes.to_vec());
+        let path = object_store::path::Path::from("m.brv");
+        let memory = memory.clone();
+        let handle = remote.store.runtime();
+        handle
+            .block_on(async move { memory.put(&path, payload).await })
+            .unwrap();
+    }
+
+    fn counter(remote: &Remote) -> (u64, u64) {
+        let stats = &remote.store.stats;
+        let fetched = stats.fetched_bytes.load(Ordering::Relaxed);
+        (fetched, stats.requests.load(Ordering::Relaxed))
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len as u64)
+            .map(|i| ((i * 2654435761) >> 13) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn reads_anywhere_equal_the_object_and_fetch_their_blocks_only() {
+        let bytes = data(3 << 20);
+        let (remote, _) = remote(&bytes);
+        let object = remote.open("m.brv").unwrap();
+        let (_, head) = counter(&remote);
+        let mut buf = vec![0u8; 5000];
+        object.read_exact_at(&mut buf, 1_000_000).unwrap();
+        assert_eq!(buf, bytes[1_000_000..1_005_000]);
+        assert_eq!(
+            counter(&remote),
+            (BLOCK, head + 1),
+            "one block, one request"
+        );
+        // The same block again comes from memory.
+        object.read_exact_at(&mut buf[..10], 1_000_100).unwrap();
+        assert_eq!(counter(&remote).0, BLOCK);
+        let mut tail = vec![0u8; 7];
+        object
+            .read_exact_at(&mut tail, bytes.len() as u64 - 7)
+            .unwrap();
+        assert_eq!(tail, bytes[bytes.len() - 7..]);
+        let past = object.read_exact_at(&mut tail, bytes.len() as u64 - 3);
+        assert!(past.is_err());
+    }
+
+    #[test]
+    fn a_sequential_reader_fetches_each_byte_once_in_growing_requests() {
+        let bytes = data(20 << 20);
+        let (remote, _) = remote(&bytes);
+        let object = Arc::new(remote.open("m.brv").unwrap());
+        let (_, head) = counter(&remote);
+        // Four readers take turns over the same file, as the kernel's
+        // concurrent read-ahead requests do.
+        let mut out = vec![0u8; bytes.len()];
+        std::thread::scope(|scope| {
+            for (i, piece) in out.chunks_mut(128 << 10).enumerate() {
+                let object = object.clone();
+                let at = i as u64 * (128 << 10);
+                scope.spawn(move || object.read_exact_at(piece, at).unwrap());
+                if i % 4 == 3 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        assert!(out == bytes);
+        let (fetched, requests) = counter(&remote);
+        assert_eq!(fetched, bytes.len() as u64, "each byte fetched once");
+        assert!(requests - head < 40, "{} requests", requests - head);
+    }
+
+    #[test]
+    fn a_replaced_object_fails_reads_of_the_old_version_instead_of_mixing() {
+        let bytes = data(1 << 20);
+        let (remote, memory) = remote(&bytes);
+        let object = remote.open("m.brv").unwrap();
+        let mut buf = vec![0u8; 100];
+        object.read_exact_at(&mut buf, 0).unwrap();
+        put(
+            &remote,
+            &memory,
+            &data(1 << 20).iter().map(|b| !b).collect::<Vec<_>>(),
+        );
+        let err = object.read_exact_at(&mut buf, 900_000).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StaleNetworkFileHandle, "{err}");
+        assert!(
+            err.to_string().contains("changed since it was opened"),
+            "{err}"
+        );
+        // What was fetched before stays the old version's.
+        object.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(buf, bytes[..100]);
+        let fresh = remote.open("m.brv").unwrap();
+        fresh.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(buf[0], !bytes[0]);
+    }
 
     #[test]
     fn keys_resolve_relative_paths_inside_the_store() {

@@ -123,6 +123,15 @@ impl Store {
     pub fn connect(url: &str, options: RemoteOptions) -> io::Result<Store> {
         let (root, _) = split_url(url)?;
         let client = build_client(&root, &options).map_err(io::Error::other)?;
+        Store::with_client(client, root, options)
+    }
+
+    /// A store reached through `client`, whose paths are written under `root`.
+    pub fn with_client(
+        client: Arc<dyn ObjectStore>,
+        root: String,
+        options: RemoteOptions,
+    ) -> io::Result<Store> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("brevis-remote")
@@ -140,6 +149,12 @@ impl Store {
     /// `s3://bucket` or `https://host`.
     pub fn root(&self) -> &str {
         &self.root
+    }
+
+    /// The runtime the requests run on.
+    #[cfg(test)]
+    pub fn runtime(&self) -> &tokio::runtime::Runtime {
+        &self.runtime
     }
 
     /// The longest wait for one request, retries included.
