@@ -86,19 +86,19 @@ struct Cli {
     /// More log lines: -v for each mount and unmount, -vv for every request.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
-    /// Object storage: keep fetched (compressed) bytes in this folder too,
+    /// Keep fetched (compressed) bytes in this folder too,
     /// keyed by object, ETag and range, so that a later mount fetches them
     /// once only. May be shared by several mounts.
     #[arg(long, value_name = "DIR", help_heading = "Object storage")]
     disk_cache: Option<PathBuf>,
-    /// Object storage: most bytes the disk cache holds (least recently used
+    /// Most bytes the disk cache holds (least recently used
     /// evicted first).
     #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size, help_heading = "Object storage")]
     disk_cache_size: usize,
-    /// Object storage: memory for fetched (compressed) bytes (at least 64M).
+    /// Memory for fetched (compressed) bytes (at least 64M).
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size, help_heading = "Object storage")]
     fetch_cache_size: usize,
-    /// Object storage: longest wait for one request, retries included; then
+    /// Longest wait for one request, retries included; then
     /// the read that needed it fails with EIO.
     #[arg(
         long,
@@ -107,7 +107,7 @@ struct Cli {
         help_heading = "Object storage"
     )]
     remote_timeout: u64,
-    /// Object storage: retries of a failed request (server errors, timeouts,
+    /// Retries of a failed request (server errors, timeouts,
     /// dropped connections), with exponential backoff and jitter.
     #[arg(
         long,

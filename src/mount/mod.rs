@@ -322,6 +322,7 @@ fn remote_nodes(archives: &Path, options: &RemoteMountOptions) -> Result<Nodes> 
         root: root.clone(),
         uid,
         gid,
+        mounted: std::time::SystemTime::now(),
     };
     Nodes::new(Box::new(tree), Path::new(&root), only).at(archives)
 }

@@ -22,6 +22,8 @@ pub struct RemoteTree {
     /// Owner of every file shown: the user serving the mount.
     pub uid: u32,
     pub gid: u32,
+    /// Time shown for folders, which a store does not keep: the mount's start.
+    pub mounted: SystemTime,
 }
 
 impl RemoteTree {
@@ -45,9 +47,9 @@ impl RemoteTree {
             is_dir: true,
             len: 0,
             blocks: 0,
-            atime: SystemTime::UNIX_EPOCH,
-            mtime: SystemTime::UNIX_EPOCH,
-            ctime: SystemTime::UNIX_EPOCH,
+            atime: self.mounted,
+            mtime: self.mounted,
+            ctime: self.mounted,
             mode: 0o555,
             uid: self.uid,
             gid: self.gid,
@@ -74,6 +76,14 @@ fn key(path: &Path) -> io::Result<String> {
     path.to_str()
         .map(|k| k.trim_matches('/').to_string())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a key that is not UTF-8"))
+}
+
+/// The traffic of the mount, in its log when it ends.
+impl Drop for RemoteTree {
+    fn drop(&mut self) {
+        let root = self.remote.url(&self.root);
+        log::info!("{root}: {}", self.remote.store.stats.to_json());
+    }
 }
 
 impl Backend for RemoteTree {
