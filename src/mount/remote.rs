@@ -107,8 +107,9 @@ impl Backend for RemoteTree {
 
     fn list(&self, dir: &Path) -> io::Result<Vec<(OsString, Meta)>> {
         let (objects, folders) = self.remote.store.list(&key(dir)?)?;
+        // (Consoles store folders as empty objects named `dir/`: no name.)
         let files = objects.iter().filter_map(|info| {
-            let name = info.key.rsplit('/').next()?;
+            let name = info.key.rsplit('/').next().filter(|n| !n.is_empty())?;
             Some((OsString::from(name), self.file_meta(info)))
         });
         let dirs = folders

@@ -201,7 +201,7 @@ impl Store {
     /// The object at `key`, or None if there is none.
     pub fn head(&self, key: &str) -> io::Result<Option<ObjectInfo>> {
         let client = self.client.clone();
-        let path = Key::from(key);
+        let path = key_path(key);
         let found = self.block(|| format!("{}/{key}", self.root), async move {
             client.head(&path).await
         });
@@ -216,7 +216,7 @@ impl Store {
     /// root): (objects, folder names).
     pub fn list(&self, dir: &str) -> io::Result<(Vec<ObjectInfo>, Vec<String>)> {
         let client = self.client.clone();
-        let prefix = (!dir.is_empty()).then(|| Key::from(dir));
+        let prefix = (!dir.is_empty()).then(|| key_path(dir));
         let listed = self.block(|| format!("{}/{dir}", self.root), async move {
             client.list_with_delimiter(prefix.as_ref()).await
         })?;
@@ -240,7 +240,7 @@ impl Store {
             .iter()
             .map(|range| {
                 let client = self.client.clone();
-                let path = Key::from(object.key.as_str());
+                let path = key_path(&object.key);
                 let options = GetOptions {
                     range: Some(GetRange::Bounded(range.clone())),
                     if_match: object.etag.then(|| object.version.clone()),
@@ -302,6 +302,12 @@ async fn read_body(
         return Err(wrong(out.len().to_string()));
     }
     Ok(out)
+}
+
+/// The store path of `key` as written (a key from a listing is one
+/// already); escaped only where it is not a valid path as it is.
+fn key_path(key: &str) -> Key {
+    Key::parse(key).unwrap_or_else(|_| Key::from(key))
 }
 
 fn info(meta: &ObjectMeta) -> ObjectInfo {
