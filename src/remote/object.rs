@@ -183,7 +183,13 @@ impl RemoteObject {
             if !mine.is_empty() {
                 let fetched = self.fetch_claimed(&mine);
                 self.release(&mine);
-                fetched?;
+                // Taken as fetched, not from the cache, which may have
+                // evicted some already if the read is larger than it.
+                for (b, block) in fetched? {
+                    if wanted.contains(&b) {
+                        got[(b - wanted.start) as usize] = Some(block);
+                    }
+                }
             }
             if !theirs.is_empty() && !self.await_others(&theirs, deadline) {
                 let at = self.block_range(theirs[0]).start;
@@ -199,11 +205,18 @@ impl RemoteObject {
 
     /// Splits `missing` into blocks this reader fetches (now marked in
     /// flight, with the sequential window added) and blocks others fetch.
+    /// Blocks that others fetched since `missing` was made are in neither.
     fn claim(&self, missing: &[u64]) -> (Vec<u64>, Vec<u64>) {
         let mut inflight = self.remote.inflight();
-        let (mut mine, theirs): (Vec<u64>, Vec<u64>) = missing
+        // Fetched blocks enter the cache before they leave `inflight`, so
+        // under its lock a block is in flight, cached, or for us to fetch.
+        let (theirs, rest): (Vec<u64>, Vec<u64>) = missing
             .iter()
-            .partition(|&&b| !inflight.contains(&(self.id.clone(), b)));
+            .partition(|&&b| inflight.contains(&(self.id.clone(), b)));
+        let mut mine: Vec<u64> = rest
+            .into_iter()
+            .filter(|&b| self.remote.cached(&(self.id.clone(), b)).is_none())
+            .collect();
         if let Some(&last) = mine.last() {
             let extra = self.window_after(mine[0], last + 1);
             for b in extra {
@@ -224,7 +237,7 @@ impl RemoteObject {
     /// window that doubles while fetches follow each other.
     fn window_after(&self, start: u64, end: u64) -> Range<u64> {
         let mut seq = self.sequence.lock().unwrap_or_else(PoisonError::into_inner);
-        let sequential = seq.next <= start && start <= seq.next + seq.window / BLOCK;
+        let sequential = seq.next <= start && start <= seq.next.saturating_add(seq.window / BLOCK);
         seq.window = match sequential {
             true => (seq.window * 2).min(MAX_WINDOW),
             false => FIRST_WINDOW,
@@ -269,15 +282,16 @@ impl RemoteObject {
         }
     }
 
-    /// Gets `mine` (sorted) into the memory cache: from disk where it has
+    /// Blocks `mine`, also put in the memory cache: from disk where it has
     /// them, else fetched in one request per run of neighbours.
-    fn fetch_claimed(&self, mine: &[u64]) -> io::Result<()> {
+    fn fetch_claimed(&self, mine: &[u64]) -> io::Result<Vec<(u64, Block)>> {
         let mut sorted = mine.to_vec();
         sorted.sort_unstable();
+        let mut out = Vec::with_capacity(sorted.len());
         let mut to_fetch = Vec::new();
         for b in sorted {
             match self.disk_block(b) {
-                Some(block) => self.remote.keep((self.id.clone(), b), block),
+                Some(block) => out.push((b, block)),
                 None => to_fetch.push(b),
             }
         }
@@ -290,13 +304,17 @@ impl RemoteObject {
             .collect();
         let results = self.remote.store.get_ranges(&self.info, &ranges);
         let mut failure = None;
+        // (What did arrive is kept even if another part failed.)
         for (range, result) in ranges.iter().zip(results) {
             match result {
-                Ok(bytes) => self.keep_fetched(range.start, &bytes),
+                Ok(bytes) => out.extend(self.cut_fetched(range.start, &bytes)),
                 Err(e) => {
                     failure.get_or_insert(e);
                 }
             }
+        }
+        for (b, block) in &out {
+            self.remote.keep((self.id.clone(), *b), block.clone());
         }
         match failure {
             Some(e) => {
@@ -306,7 +324,7 @@ impl RemoteObject {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Err(e)
             }
-            None => Ok(()),
+            None => Ok(out),
         }
     }
 
@@ -322,17 +340,20 @@ impl RemoteObject {
         })
     }
 
-    /// Cuts `bytes`, fetched from `start` (a block boundary), into blocks.
-    fn keep_fetched(&self, start: u64, bytes: &[u8]) {
+    /// Cuts `bytes`, fetched from `start` (a block boundary), into blocks,
+    /// each also written to the disk cache.
+    fn cut_fetched(&self, start: u64, bytes: &[u8]) -> Vec<(u64, Block)> {
         let first = start / BLOCK;
-        for (i, piece) in bytes.chunks(BLOCK as usize).enumerate() {
-            let block = first + i as u64;
-            if let Some(disk) = &self.remote.disk {
-                disk.put(&self.disk_identity(block), piece);
-            }
-            self.remote
-                .keep((self.id.clone(), block), Arc::new(piece.to_vec()));
-        }
+        let blocks = bytes.chunks(BLOCK as usize).enumerate();
+        blocks
+            .map(|(i, piece)| {
+                let block = first + i as u64;
+                if let Some(disk) = &self.remote.disk {
+                    disk.put(&self.disk_identity(block), piece);
+                }
+                (block, Arc::new(piece.to_vec()))
+            })
+            .collect()
     }
 }
 
@@ -534,6 +555,17 @@ mod tests {
         let (fetched, requests) = counter(&remote);
         assert_eq!(fetched, bytes.len() as u64, "each byte fetched once");
         assert!(requests - head < 40, "{} requests", requests - head);
+    }
+
+    #[test]
+    fn a_read_larger_than_the_memory_cache_fetches_each_byte_once() {
+        let bytes = data(80 << 20);
+        let (remote, _) = remote(&bytes);
+        let object = remote.open("m.brv").unwrap();
+        let mut out = vec![0u8; bytes.len() - 1000];
+        object.read_exact_at(&mut out, 1000).unwrap();
+        assert!(out[..] == bytes[1000..]);
+        assert_eq!(counter(&remote).0, bytes.len() as u64);
     }
 
     #[test]
