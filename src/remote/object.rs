@@ -114,10 +114,7 @@ impl Remote {
     pub fn open(self: &Arc<Remote>, key: &str) -> io::Result<RemoteObject> {
         match self.store.head(key)? {
             Some(info) => Ok(self.object(info)),
-            None => Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{}/{key}: no such object", self.store.root()),
-            )),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
         }
     }
 

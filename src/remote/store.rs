@@ -175,7 +175,8 @@ impl Store {
             .spawn(async move { tokio::time::timeout(limit, request).await })
     }
 
-    /// Waits for a request started by `spawn`; `what` names it in errors.
+    /// Waits for a request started by `spawn`; `what` names it in errors
+    /// (which callers attach to the archive they concern).
     fn wait<T>(&self, what: impl FnOnce() -> String, pending: Pending<T>) -> io::Result<T> {
         match self.runtime.block_on(pending) {
             Ok(Ok(Ok(value))) => Ok(value),
@@ -202,9 +203,7 @@ impl Store {
     pub fn head(&self, key: &str) -> io::Result<Option<ObjectInfo>> {
         let client = self.client.clone();
         let path = key_path(key);
-        let found = self.block(|| format!("{}/{key}", self.root), async move {
-            client.head(&path).await
-        });
+        let found = self.block(|| "HEAD".into(), async move { client.head(&path).await });
         match found {
             Ok(meta) => Ok(Some(info(&meta))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -217,7 +216,7 @@ impl Store {
     pub fn list(&self, dir: &str) -> io::Result<(Vec<ObjectInfo>, Vec<String>)> {
         let client = self.client.clone();
         let prefix = (!dir.is_empty()).then(|| key_path(dir));
-        let listed = self.block(|| format!("{}/{dir}", self.root), async move {
+        let listed = self.block(|| "listing".into(), async move {
             client.list_with_delimiter(prefix.as_ref()).await
         })?;
         let folders = listed
@@ -258,7 +257,7 @@ impl Store {
             .iter()
             .zip(pending)
             .map(|(range, pending)| {
-                let what = || format!("{}/{} bytes {range:?}", self.root, object.key);
+                let what = || format!("bytes {range:?}");
                 let bytes = self.wait(what, pending)?;
                 let fetched = &self.stats.fetched_bytes;
                 fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
