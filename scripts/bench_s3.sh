@@ -65,8 +65,8 @@ read_once() {
   umount "$mnt"
 }
 
-printf '| file | original | archive | one GET of the archive, MB/s | cold read MB/s (%s runs) | fetched bytes | fetched / archive | requests | from the disk cache: MB/s, fetched, disk hits | opening: fetched | 4 KiB read: fetched |\n' "$runs"
-printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+printf '| file | original | archive | one GET of the archive, MB/s | cold read MB/s (%s runs) | fetched bytes | fetched / archive | requests | filling the disk cache: MB/s | from the disk cache: MB/s, fetched, disk hits | opening: fetched | 4 KiB read: fetched |\n' "$runs"
+printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
 for file in "$@"; do
   name=$(basename "$(dirname "$file")")
   cp "$file" "$work/$name.original"
@@ -92,11 +92,13 @@ for file in "$@"; do
   dd if="$mnt/$name.safetensors" of=/dev/null bs=4096 count=1 skip=$((orig / 8192)) iflag=direct status=none
   one=$(($(stat_of fetched_bytes) - opened))
   for _ in $(seq 50); do umount "$mnt" 2>/dev/null && break; sleep 0.1; done
-  read_once "$name" --disk-cache "$work/cache" >/dev/null
+  out=$(read_once "$name" --disk-cache "$work/cache")
+  read -r secs _ _ _ <<<"$out"
+  fill=$(echo "scale=1; $orig / $secs / 1000000" | bc)
   out=$(read_once "$name" --disk-cache "$work/cache")
   read -r secs dfetched _ hits <<<"$out"
   dspeed=$(echo "scale=1; $orig / $secs / 1000000" | bc)
   ratio=$(echo "scale=4; $fetched / $size" | bc)
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s, %s, %s | %s | %s |\n' "$name" "$orig" "$size" "$raw" \
-    "$(IFS=/; echo "${speeds[*]}")" "$fetched" "$ratio" "$requests" "$dspeed" "$dfetched" "$hits" "$opened" "$one"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s, %s, %s | %s | %s |\n' "$name" "$orig" "$size" "$raw" \
+    "$(IFS=/; echo "${speeds[*]}")" "$fetched" "$ratio" "$requests" "$fill" "$dspeed" "$dfetched" "$hits" "$opened" "$one"
 done
