@@ -399,7 +399,7 @@ fn network_faults_fail_reads_with_eio_in_bounded_time_never_wrong_bytes() {
     let log = m.log_text();
     assert!(
         log.contains(&format!("s3://{BUCKET}/f/m.brv"))
-            && log.contains("cannot read the record at byte"),
+            && log.contains("cannot read the records at bytes"),
         "{log}"
     );
     assert!(stats(&m)["errors"].as_u64().unwrap() >= 3);

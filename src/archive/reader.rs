@@ -273,10 +273,11 @@ impl Archive {
     /// the page faults of touching the mapping. Only a hint (and nothing to do
     /// for an unmapped archive); kernels before Linux 5.14 reject it, which is
     /// harmless. A remote source fetches the records, in as few requests as
-    /// it can, instead of one request per record as they are decoded.
-    pub fn prefetch(&self, chunks: Range<usize>) {
+    /// it can, instead of one request per record as they are decoded; an
+    /// error says it could not, so that a read can fail without trying again.
+    pub fn prefetch(&self, chunks: Range<usize>) -> Result<()> {
         if chunks.is_empty() {
-            return;
+            return Ok(());
         }
         let (start, end) = (self.rec_starts[chunks.start], self.rec_starts[chunks.end]);
         match &self.bytes {
@@ -287,8 +288,14 @@ impl Archive {
             }
             #[cfg(not(target_os = "linux"))]
             Backing::Mapped(_) => {}
-            Backing::Source(source) => source.prefetch(start..end),
+            Backing::Source(source) => {
+                return source.prefetch(start..end).map_err(|e| {
+                    let reason = format!("cannot read the records at bytes {start}..{end}: {e}");
+                    Error::invalid(&self.path, reason)
+                });
+            }
         }
+        Ok(())
     }
 
     /// Decodes chunk `i` into `out` (exactly its source length) and verifies its

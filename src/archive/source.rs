@@ -25,8 +25,11 @@ pub trait ByteSource: Send + Sync {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 
     /// A hint that `range` is about to be read: a remote source fetches it
-    /// now, in as few requests as it can, rather than record by record.
-    fn prefetch(&self, _range: Range<u64>) {}
+    /// now, in as few requests as it can, rather than record by record, and
+    /// says if it cannot (a local one has nothing to do).
+    fn prefetch(&self, _range: Range<u64>) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Opens the sources of archives by path: the archive asked for and the bases

@@ -73,7 +73,7 @@ impl ArchiveReader {
             return Ok(ReadReply { pieces: Vec::new() });
         }
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
-        self.prefetch(cache, span.clone());
+        self.prefetch(cache, span.clone())?;
         let chunks: Vec<Chunk> = span
             .clone()
             .into_par_iter()
@@ -130,8 +130,8 @@ impl ArchiveReader {
         let (cache, archive, id) = (cache.clone(), archive.clone(), self.id);
         let last = wanted[wanted.len() - 1];
         rayon::spawn(move || {
-            archive.prefetch(first..last + 1);
             // Errors are left for the read that needs the chunk to report.
+            let _ = archive.prefetch(first..last + 1);
             wanted.into_par_iter().for_each(|i| {
                 let _ = load(&cache, id, &archive, i);
             });
@@ -140,13 +140,18 @@ impl ArchiveReader {
 
     /// Asks the archive to fetch the records of the chunks of `span` that are
     /// not decoded yet in one go (a remote archive; nothing for a local one),
-    /// rather than one request per chunk as they are decoded.
-    fn prefetch(&self, cache: &ChunkCache, span: Range<usize>) {
+    /// rather than one request per chunk as they are decoded. If it cannot,
+    /// the read fails now (logged), rather than wait for each chunk's fetch
+    /// to fail again.
+    fn prefetch(&self, cache: &ChunkCache, span: Range<usize>) -> Result<(), ()> {
         let mut missing = span.filter(|&i| !cache.contains((self.id, i)));
-        if let Some(first) = missing.next() {
-            let last = missing.last().unwrap_or(first);
-            self.archive.prefetch(first..last + 1);
-        }
+        let Some(first) = missing.next() else {
+            return Ok(());
+        };
+        let last = missing.last().unwrap_or(first);
+        self.archive
+            .prefetch(first..last + 1)
+            .map_err(|e| log::error!("{e}"))
     }
 }
 

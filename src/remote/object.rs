@@ -409,12 +409,15 @@ impl ByteSource for RemoteObject {
         Ok(())
     }
 
-    fn prefetch(&self, range: Range<u64>) {
-        if range.is_empty() || range.end > self.info.len {
-            return;
+    fn prefetch(&self, range: Range<u64>) -> io::Result<()> {
+        if range.is_empty() {
+            return Ok(());
         }
-        // Errors are left for the reads that need the bytes to report.
-        let _ = self.blocks(range.start / BLOCK..(range.end - 1) / BLOCK + 1);
+        if range.end > self.info.len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"));
+        }
+        self.blocks(range.start / BLOCK..(range.end - 1) / BLOCK + 1)
+            .map(drop)
     }
 }
 
