@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test of Brevis on a fresh machine: installs what is missing (Rust
-# components, a Python venv with safetensors and numpy for the mount tests),
-# fetches the real corpus, checks formatting and lints, then runs the unit,
-# property, golden-archive, integration, mount and corpus tests (cargo features
-# corpus and fuse-tests), the Python package's tests, the portable decoders
-# under Miri, and each fuzz target
-# briefly (BREVIS_FUZZ_SECONDS, default 20). The mount tests
-# mount FUSE filesystems for real: run as root (or with fusermount3) where
-# /dev/fuse exists; as root they also mount as the user nobody, through
-# fusermount3.
+# components, a Python venv with safetensors and numpy for the mount tests and
+# moto's S3 server with boto3 for those of mounting from object storage, run on
+# loopback), fetches the real corpus, checks formatting and lints, then runs the
+# unit, property, golden-archive, integration, mount and corpus tests (cargo
+# features corpus and fuse-tests), the Python package's tests, the portable
+# decoders under Miri, and each fuzz target briefly (BREVIS_FUZZ_SECONDS,
+# default 20). The mount tests mount FUSE filesystems for real: run as root (or
+# with fusermount3) where /dev/fuse exists; as root they also mount as the user
+# nobody, through fusermount3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

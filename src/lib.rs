@@ -17,6 +17,8 @@ pub mod error;
 pub mod inspect;
 #[cfg(feature = "mount")]
 pub mod mount;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod safetensors;
 pub mod shard;
 pub mod space;

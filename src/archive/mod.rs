@@ -6,6 +6,7 @@ mod decode;
 mod encode;
 mod format;
 mod reader;
+mod source;
 mod unpack;
 mod writer;
 
@@ -17,6 +18,7 @@ pub use format::{
     QUANTIZED_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
+pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
     calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,

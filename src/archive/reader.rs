@@ -5,12 +5,12 @@ use super::format::{
     check_head, checksum, decode_trailer, BaseEntry, BaseSpan, ChunkEntry, HeadError, Index,
     HEAD_MAGIC, TRAILER_LEN,
 };
+use super::source::{open_regular, ByteSource, LocalFiles, SourceOpener};
 use crate::error::{Error, IoContext, Result};
 use memmap2::Mmap;
 use std::borrow::Cow;
 use std::fs::File;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// An open archive: its index in memory, its records read on demand.
@@ -38,26 +38,35 @@ pub const MAX_OPENED_BASES: usize = 64;
 /// Where an archive being opened sits among the bases of the one first
 /// opened.
 #[derive(Clone, Copy)]
-struct Chain {
-    mapped: bool,
+struct Chain<'a> {
+    how: How<'a>,
     depth: usize,
+}
+
+/// How the archives of a chain are opened.
+#[derive(Clone, Copy)]
+enum How<'a> {
+    /// Local files, memory-mapped.
+    Mapped,
+    /// Sources opened by path, read by range.
+    Sourced(&'a dyn SourceOpener),
 }
 
 /// Where record bytes come from.
 enum Backing {
     /// Memory-mapped: no copy, for short-lived readers such as `unpack`.
     Mapped(Mmap),
-    /// Positional reads: for long-lived readers (the mount), so that a file
+    /// Reads by range: for long-lived readers (the mount), so that a file
     /// truncated under them gives an error instead of SIGBUS, and their resident
-    /// memory holds only what they decoded.
-    Read { file: File, len: u64 },
+    /// memory holds only what they decoded; and for archives in object storage.
+    Source(Box<dyn ByteSource>),
 }
 
 impl Backing {
     fn len(&self) -> u64 {
         match self {
             Backing::Mapped(map) => map.len() as u64,
-            Backing::Read { len, .. } => *len,
+            Backing::Source(source) => source.len(),
         }
     }
 
@@ -65,9 +74,14 @@ impl Backing {
     fn read(&self, offset: u64, len: usize) -> std::io::Result<Cow<'_, [u8]>> {
         match self {
             Backing::Mapped(map) => Ok(Cow::Borrowed(&map[offset as usize..][..len])),
-            Backing::Read { file, .. } => {
-                let mut buf = vec![0u8; len];
-                file.read_exact_at(&mut buf, offset)?;
+            Backing::Source(source) => {
+                // The length comes from the archive's trailer, which for an
+                // object in a store may claim more than memory holds: an
+                // error then, not an abort.
+                let mut buf = Vec::new();
+                buf.try_reserve_exact(len).map_err(std::io::Error::other)?;
+                buf.resize(len, 0);
+                source.read_exact_at(&mut buf, offset)?;
                 Ok(Cow::Owned(buf))
             }
         }
@@ -82,8 +96,8 @@ impl Backing {
         }
         match self {
             Backing::Mapped(map) => Ok(f(&map[offset as usize..][..len])),
-            Backing::Read { file, .. } => with_buffer(&BUFFER, len, |buf| {
-                file.read_exact_at(buf, offset).map(|()| f(buf))
+            Backing::Source(source) => with_buffer(&BUFFER, len, |buf| {
+                source.read_exact_at(buf, offset).map(|()| f(buf))
             }),
         }
     }
@@ -112,7 +126,7 @@ impl Archive {
     /// opens its bases the same way. Records are checked as they are decoded.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
         let chain = Chain {
-            mapped: true,
+            how: How::Mapped,
             depth: 0,
         };
         Archive::open_at(path.as_ref(), chain, &mut 0)
@@ -121,8 +135,14 @@ impl Archive {
     /// Opens an archive that is read with positional reads instead of a map,
     /// and its bases the same way.
     pub fn open_unmapped(path: impl AsRef<Path>) -> Result<Archive> {
+        Archive::open_with(path, &LocalFiles)
+    }
+
+    /// Opens the archive that `opener` gives for `path`, and its bases through
+    /// the same opener (their paths resolved against `path`'s folder).
+    pub fn open_with(path: impl AsRef<Path>, opener: &dyn SourceOpener) -> Result<Archive> {
         let chain = Chain {
-            mapped: false,
+            how: How::Sourced(opener),
             depth: 0,
         };
         Archive::open_at(path.as_ref(), chain, &mut 0)
@@ -131,12 +151,9 @@ impl Archive {
     /// Opens the archive at `path` and its bases; `opened` counts the bases
     /// opened so far.
     fn open_at(path: &Path, chain: Chain, opened: &mut usize) -> Result<Archive> {
-        let file = File::open(path).at(path)?;
-        let backing = if chain.mapped {
-            Archive::map(path, &file)?
-        } else {
-            let len = file.metadata().at(path)?.len();
-            Backing::Read { file, len }
+        let backing = match chain.how {
+            How::Mapped => Archive::map(path, &open_regular(path).at(path)?)?,
+            How::Sourced(opener) => Backing::Source(opener.open(path).at(path)?),
         };
         let mut archive = Archive::with_backing(path, backing)?;
         archive.bases = open_bases(path, &archive.index.bases, chain, opened)?;
@@ -263,16 +280,30 @@ impl Archive {
     /// a sequential pass over the archive, one call per batch costs less than
     /// the page faults of touching the mapping. Only a hint (and nothing to do
     /// for an unmapped archive); kernels before Linux 5.14 reject it, which is
-    /// harmless.
-    pub fn prefetch(&self, chunks: Range<usize>) {
-        #[cfg(target_os = "linux")]
-        if let Backing::Mapped(map) = &self.bytes {
-            let start = self.rec_starts[chunks.start] as usize;
-            let end = self.rec_starts[chunks.end] as usize;
-            let _ = map.advise_range(memmap2::Advice::PopulateRead, start, end - start);
+    /// harmless. A remote source fetches the records, in as few requests as
+    /// it can, instead of one request per record as they are decoded; an
+    /// error says it could not, so that a read can fail without trying again.
+    pub fn prefetch(&self, chunks: Range<usize>) -> Result<()> {
+        if chunks.is_empty() {
+            return Ok(());
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = chunks;
+        let (start, end) = (self.rec_starts[chunks.start], self.rec_starts[chunks.end]);
+        match &self.bytes {
+            #[cfg(target_os = "linux")]
+            Backing::Mapped(map) => {
+                let (at, len) = (start as usize, (end - start) as usize);
+                let _ = map.advise_range(memmap2::Advice::PopulateRead, at, len);
+            }
+            #[cfg(not(target_os = "linux"))]
+            Backing::Mapped(_) => {}
+            Backing::Source(source) => {
+                return source.prefetch(start..end).map_err(|e| {
+                    let reason = format!("cannot read the records at bytes {start}..{end}: {e}");
+                    Error::invalid(&self.path, reason)
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Decodes chunk `i` into `out` (exactly its source length) and verifies its
@@ -390,12 +421,6 @@ fn open_bases(
                 depth: chain.depth + 1,
                 ..chain
             };
-            // Not a FIFO or device, where opening could block.
-            match std::fs::metadata(&base_path) {
-                Ok(meta) if !meta.is_file() => return Err(fail("not a regular file".into())),
-                Err(e) => return Err(fail(e.to_string())),
-                Ok(_) => {}
-            }
             let base =
                 Archive::open_at(&base_path, deeper, opened).map_err(|e| fail(e.to_string()))?;
             if base.sha256() != b.sha256 || base.len() != b.source_len {

@@ -34,7 +34,8 @@ pub fn for_each_chunk(
     let mut first = 0;
     while first < n {
         let last = batch_end(archive, first, target);
-        archive.prefetch(first..last);
+        // Only a hint: a record that cannot be read fails its decode below.
+        let _ = archive.prefetch(first..last);
         let start = archive.chunk_range(first).start;
         let end = archive.chunk_range(last - 1).end;
         buf.resize((end - start) as usize, 0);

@@ -28,6 +28,14 @@ use std::time::Duration;
 /// SIGINT/SIGTERM: the server unmounts and exits; if files are still open it
 /// detaches the mount and exits when they close.
 ///
+/// ARCHIVES may also be object storage: s3://BUCKET[/PREFIX] (or one archive
+/// in it), configured as AWS tools are (AWS_ACCESS_KEY_ID,
+/// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL), or an http(s):// URL
+/// of one archive on a web server that answers range requests. Each archive's
+/// index is fetched once, then only the byte ranges of the records that reads
+/// touch; every chunk is checked before use. A read the store cannot answer
+/// within --remote-timeout (after retries) fails with EIO.
+///
 /// As root this needs only /dev/fuse. As another user it needs the fusermount3
 /// helper (Debian: apt install fuse3) and read-write access to /dev/fuse, and
 /// --allow-other needs `user_allow_other` in /etc/fuse.conf.
@@ -35,7 +43,8 @@ use std::time::Duration;
 #[command(name = "brevis-mount", version, about, long_about)]
 struct Cli {
     /// Directory of archives (as written by `brevis pack DIR ARCHIVES`), or
-    /// one .brv archive, shown alone as its .safetensors.
+    /// one .brv archive, shown alone as its .safetensors; or the same in
+    /// object storage: s3://BUCKET[/PREFIX], https://HOST/PATH/X.brv.
     archives: PathBuf,
     /// Directory to mount on (what it holds is hidden while mounted).
     mountpoint: PathBuf,
@@ -77,6 +86,36 @@ struct Cli {
     /// More log lines: -v for each mount and unmount, -vv for every request.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Keep fetched (compressed) bytes in this folder too,
+    /// keyed by object, ETag and range, so that a later mount fetches them
+    /// once only. May be shared by several mounts.
+    #[arg(long, value_name = "DIR", help_heading = "Object storage")]
+    disk_cache: Option<PathBuf>,
+    /// Most bytes the disk cache holds (least recently used
+    /// evicted first).
+    #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size, help_heading = "Object storage")]
+    disk_cache_size: usize,
+    /// Memory for fetched (compressed) bytes (at least 64M).
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size, help_heading = "Object storage")]
+    fetch_cache_size: usize,
+    /// Longest wait for one request, retries included; then
+    /// the read that needed it fails with EIO.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 60,
+        help_heading = "Object storage"
+    )]
+    remote_timeout: u64,
+    /// Retries of a failed request (server errors, timeouts,
+    /// dropped connections), with exponential backoff and jitter.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 5,
+        help_heading = "Object storage"
+    )]
+    retries: usize,
 }
 
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -115,6 +154,15 @@ fn main() -> ExitCode {
         allow_other: cli.allow_other,
         threads: cli.threads,
         decode_threads: cli.jobs,
+        remote: mount::RemoteMountOptions {
+            store: brevis::remote::RemoteOptions {
+                timeout: Duration::from_secs(cli.remote_timeout.max(1)),
+                retries: cli.retries,
+            },
+            disk_cache: cli.disk_cache.clone(),
+            disk_cache_bytes: cli.disk_cache_size as u64,
+            memory_bytes: cli.fetch_cache_size,
+        },
     };
     let mut logger =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));

@@ -5,6 +5,7 @@ use super::cache::ChunkCache;
 use super::nodes::{Kind, LookupError, Node, Nodes};
 use super::read::ArchiveReader;
 use super::watch::Watcher;
+use crate::archive::ByteSource;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData,
@@ -13,11 +14,9 @@ use fuser::{
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// How the mount serves reads.
 #[derive(Clone, Debug)]
@@ -49,8 +48,12 @@ pub struct BrevisFs {
 /// An open file.
 enum Handle {
     Archive(ArchiveReader),
-    Plain(File),
+    Plain(Box<dyn ByteSource>),
 }
+
+/// The extended attribute that holds the backend's counters (bytes fetched
+/// from a store, requests, cache hits), as JSON.
+const STATS_XATTR: &str = "user.brevis.stats";
 
 impl BrevisFs {
     /// A view of `nodes`; `watcher` (if any) is told of every directory shown so
@@ -69,14 +72,6 @@ impl BrevisFs {
 
     fn attr(&self, ino: u64, node: &Node) -> FileAttr {
         let meta = &node.meta;
-        let time = |secs: i64, nanos: i64| {
-            let since = Duration::new(secs.unsigned_abs(), nanos as u32);
-            if secs >= 0 {
-                UNIX_EPOCH + since
-            } else {
-                UNIX_EPOCH - since
-            }
-        };
         let (kind, nlink) = match node.kind {
             Kind::Dir => (FileType::Directory, 2),
             Kind::Plain | Kind::Archive => (FileType::RegularFile, 1),
@@ -86,16 +81,16 @@ impl BrevisFs {
             size: node.size(),
             // Blocks of the real file: `du` through the mount shows the space
             // the archives take.
-            blocks: meta.blocks(),
-            atime: time(meta.atime(), meta.atime_nsec()),
-            mtime: time(meta.mtime(), meta.mtime_nsec()),
-            ctime: time(meta.ctime(), meta.ctime_nsec()),
+            blocks: meta.blocks,
+            atime: meta.atime,
+            mtime: meta.mtime,
+            ctime: meta.ctime,
             crtime: SystemTime::UNIX_EPOCH,
             kind,
-            perm: (meta.mode() & 0o555) as u16,
+            perm: (meta.mode & 0o555) as u16,
             nlink,
-            uid: meta.uid(),
-            gid: meta.gid(),
+            uid: meta.uid,
+            gid: meta.gid,
             rdev: 0,
             blksize: MAX_READ,
             flags: 0,
@@ -175,7 +170,7 @@ impl Filesystem for BrevisFs {
         };
         let handle = match (node.kind, node.archive) {
             (Kind::Archive, Some(archive)) => Handle::Archive(ArchiveReader::new(ino.0, archive)),
-            (Kind::Plain, _) => match File::open(&node.real) {
+            (Kind::Plain, _) => match self.nodes.backend().open_plain(&node.real, &node.meta) {
                 Ok(file) => Handle::Plain(file),
                 Err(e) => {
                     log::warn!("{}: {e}", node.real.display());
@@ -197,7 +192,7 @@ impl Filesystem for BrevisFs {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -218,10 +213,17 @@ impl Filesystem for BrevisFs {
                 }
             }
             Handle::Plain(file) => {
-                let mut buf = vec![0u8; size as usize];
-                match read_full(file, &mut buf, offset) {
-                    Ok(n) => reply.data(&buf[..n]),
-                    Err(e) => reply.error(Errno::from(e)),
+                let len = file.len().saturating_sub(offset).min(size as u64);
+                let mut buf = vec![0u8; len as usize];
+                match file.read_exact_at(&mut buf, offset) {
+                    Ok(()) => reply.data(&buf),
+                    Err(e) => {
+                        log::error!(
+                            "{}: reading {len} bytes at {offset}: {e}",
+                            node_name(&self.nodes, ino)
+                        );
+                        reply.error(Errno::EIO)
+                    }
                 }
             }
         }
@@ -254,37 +256,27 @@ impl Filesystem for BrevisFs {
         reply.ok();
     }
 
-    /// The space of the filesystem holding the archives, so `df` shows
-    /// something true; nothing can be written here.
+    /// The space of where the archives are, so `df` shows something true;
+    /// nothing can be written here.
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let root = self.nodes.get(super::nodes::ROOT).map(|n| n.real);
-        match root.map(|r| crate::space::statvfs(&r)) {
-            // The archives' filesystem, as read-only mounts report theirs:
-            // `df` shows its real use and free space, not a full disk.
-            Some(Ok(st)) => reply.statfs(
-                st.f_blocks,
-                st.f_bfree,
-                st.f_bavail,
-                st.f_files,
-                st.f_ffree,
-                st.f_bsize as u32,
-                st.f_namemax as u32,
-                st.f_frsize as u32,
+        match self.nodes.backend().space() {
+            Ok(st) => reply.statfs(
+                st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, st.namelen, st.frsize,
             ),
-            Some(Err(e)) => reply.error(Errno::from(e)),
-            None => reply.error(Errno::EIO),
+            Err(e) => reply.error(Errno::from(e)),
         }
     }
 
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
-        reply.error(Errno::ENODATA);
+    /// Only `user.brevis.stats`, on every inode of a mount whose backend
+    /// keeps counters.
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let stats = self.nodes.backend().stats();
+        match stats.filter(|_| name == STATS_XATTR) {
+            Some(text) if size == 0 => reply.size(text.len() as u32),
+            Some(text) if text.len() <= size as usize => reply.data(text.as_bytes()),
+            Some(_) => reply.error(Errno::ERANGE),
+            None => reply.error(Errno::ENODATA),
+        }
     }
 
     /// No ioctls: answered at once and quietly, as for a file without them
@@ -304,10 +296,15 @@ impl Filesystem for BrevisFs {
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
-        // No attributes: a size query gets 0, a read gets an empty list.
+        // A size query gets the list's length, a read the names, each NUL-ended.
+        let names = match self.nodes.backend().stats() {
+            Some(_) => format!("{STATS_XATTR}\0"),
+            None => String::new(),
+        };
         match size {
-            0 => reply.size(0),
-            _ => reply.data(&[]),
+            0 => reply.size(names.len() as u32),
+            n if names.len() <= n as usize => reply.data(names.as_bytes()),
+            _ => reply.error(Errno::ERANGE),
         }
     }
 
@@ -341,18 +338,12 @@ impl Filesystem for BrevisFs {
     }
 }
 
-/// Reads until `buf` is full or the file ends.
-fn read_full(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
+/// The real path of inode `ino`, for messages.
+fn node_name(nodes: &Nodes, ino: INodeNo) -> String {
+    nodes.get(ino.0).map_or_else(
+        || format!("inode {}", ino.0),
+        |n| n.real.display().to_string(),
+    )
 }
 
 fn watch_dir(watcher: &Watcher, node: &Node, ino: u64) {

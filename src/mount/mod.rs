@@ -5,12 +5,17 @@
 //! ([`fs`]); the archive's index names the chunks covering it; chunks missing
 //! from the shared [`cache`] are decoded (in parallel, once each, checksums
 //! verified) and the range is copied out of them. Names and inodes come from
-//! [`nodes`]; [`watch`] tells the kernel when the archives directory changes.
+//! [`nodes`], over a [`backend`]: a local directory, or a prefix of an object
+//! store ([`remote`], whose records are fetched by range); [`watch`] tells the
+//! kernel when a local archives directory changes.
 
+mod backend;
 mod cache;
 mod fs;
 mod nodes;
 mod read;
+#[cfg(feature = "remote")]
+mod remote;
 mod watch;
 
 pub use fs::{BrevisFs, ServeOptions};
@@ -33,11 +38,43 @@ pub struct MountOptions {
     pub threads: usize,
     /// Threads decoding chunks (default: one per core).
     pub decode_threads: Option<usize>,
+    /// How archives in object storage are fetched and cached.
+    #[cfg(feature = "remote")]
+    pub remote: RemoteMountOptions,
+}
+
+/// How a mount of object storage fetches and caches.
+#[cfg(feature = "remote")]
+#[derive(Clone, Debug, Default)]
+pub struct RemoteMountOptions {
+    pub store: crate::remote::RemoteOptions,
+    /// Folder of the disk cache of fetched bytes, if any.
+    pub disk_cache: Option<PathBuf>,
+    pub disk_cache_bytes: u64,
+    /// Bytes of fetched (compressed) blocks kept in memory.
+    pub memory_bytes: usize,
+}
+
+/// Whether `archives` names object storage (`s3://`, `http(s)://`).
+pub fn is_remote(archives: &Path) -> bool {
+    #[cfg(feature = "remote")]
+    return archives.to_str().is_some_and(crate::remote::is_remote);
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = archives;
+        false
+    }
 }
 
 /// Checks that `archives` is a directory and `mountpoint` a directory that is not
 /// already mounted on, with errors that say what to do.
+/// A store URL is checked when the mount starts serving (connecting needs
+/// threads, which must not exist before `serve`).
 pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf)> {
+    if is_remote(archives) {
+        let mount = check_mountpoint(mountpoint, None)?;
+        return Ok((archives.to_path_buf(), mount));
+    }
     let archives = archives.canonicalize().at(archives)?;
     let (folder, _) = shown_archives(&archives).ok_or_else(|| {
         Error::invalid(
@@ -45,6 +82,12 @@ pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathB
             "is neither a directory of archives nor a .brv archive",
         )
     })?;
+    Ok((archives, check_mountpoint(mountpoint, Some(&folder))?))
+}
+
+/// Checks `mountpoint` is a directory not mounted on and not inside `folder`
+/// (the archives folder, if local).
+fn check_mountpoint(mountpoint: &Path, folder: Option<&Path>) -> Result<PathBuf> {
     // A FUSE mount whose server died answers ENOTCONN to every access.
     let stale = |e: &std::io::Error| e.raw_os_error() == Some(libc::ENOTCONN);
     let stale_mount = || {
@@ -72,13 +115,13 @@ pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathB
             "something is already mounted here; unmount it first",
         ));
     }
-    if mount.starts_with(&folder) {
+    if folder.is_some_and(|folder| mount.starts_with(folder)) {
         return Err(Error::invalid(
             &mount,
             "the mountpoint lies inside the archives folder",
         ));
     }
-    Ok((archives, mount))
+    Ok(mount)
 }
 
 /// The folder a mount shows, and the one archive in it to show if `archives`
@@ -157,11 +200,14 @@ pub fn serve(
             .build_global()
             .map_err(|e| Error::invalid(mountpoint, format!("cannot start {n} threads: {e}")))?;
     }
-    let (folder, only) = shown_archives(archives)
-        .ok_or_else(|| Error::invalid(archives, "is neither a directory nor a .brv archive"))?;
-    let nodes = Nodes::new(&folder, only).at(archives)?;
+    let (nodes, watch) = match is_remote(archives) {
+        #[cfg(feature = "remote")]
+        true => (remote_nodes(archives, &options.remote)?, false),
+        _ => (local_nodes(archives)?, true),
+    };
     let watcher = match Watcher::new() {
-        Ok(watcher) => Some(Arc::new(watcher)),
+        Ok(watcher) if watch => Some(Arc::new(watcher)),
+        Ok(_) => None,
         Err(e) => {
             log::warn!("cannot watch for changes ({e}); they show after the attribute timeout");
             None
@@ -228,6 +274,57 @@ pub fn serve(
         }
     }
     Ok(())
+}
+
+/// The tree of a local folder of archives, or of one archive shown alone.
+fn local_nodes(archives: &Path) -> Result<Nodes> {
+    let (folder, only) = shown_archives(archives)
+        .ok_or_else(|| Error::invalid(archives, "is neither a directory nor a .brv archive"))?;
+    let backend = Box::new(backend::Local {
+        root: folder.clone(),
+    });
+    Nodes::new(backend, &folder, only).at(archives)
+}
+
+/// The tree of a store prefix (`s3://bucket/prefix`), or of one archive in
+/// it shown alone; the store is reached once here, so that a wrong bucket,
+/// endpoint or credentials fail the mount rather than its first read.
+#[cfg(feature = "remote")]
+fn remote_nodes(archives: &Path, options: &RemoteMountOptions) -> Result<Nodes> {
+    use crate::remote::{split_url, DiskCache, Remote, Store};
+    let url = archives.to_string_lossy();
+    let (_, key) = split_url(&url).at(archives)?;
+    let store = Store::connect(&url, options.store.clone()).at(archives)?;
+    let disk = match &options.disk_cache {
+        Some(dir) => Some(DiskCache::open(dir, options.disk_cache_bytes).at(dir)?),
+        None => None,
+    };
+    let single = key.ends_with(nodes::ARCHIVE_SUFFIX);
+    if single && store.head(&key).at(archives)?.is_none() {
+        return Err(Error::invalid(archives, "no such archive in the store"));
+    }
+    let (root, only) = match single {
+        true => match key.rsplit_once('/') {
+            Some((dir, name)) => (dir.to_string(), Some(OsString::from(name))),
+            None => (String::new(), Some(OsString::from(key.as_str()))),
+        },
+        false => (key.clone(), None),
+    };
+    // Listing the root checks the bucket and credentials (a web server
+    // cannot list: one archive is checked by the HEAD above).
+    if !single {
+        store.list(&root).at(archives)?;
+    }
+    // SAFETY: geteuid and getegid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let tree = remote::RemoteTree {
+        remote: Remote::new(store, options.memory_bytes, disk),
+        root: root.clone(),
+        uid,
+        gid,
+        mounted: std::time::SystemTime::now(),
+    };
+    Nodes::new(Box::new(tree), Path::new(&root), only).at(archives)
 }
 
 /// The outcome of a session that ended. When the last open file of a lazily

@@ -1,20 +1,20 @@
 //! The mounted tree: which real entries of the archives directory the mount
 //! shows, under which names, and the inode numbers it gives them.
 //!
-//! An inode stands for one version of one real file: its path plus the file's
-//! identity (device, inode, size, mtime). An archive replaced while mounted is a
+//! An inode stands for one version of one real file: its path plus the
+//! version its backend gives it (device, inode, size and mtime of a local
+//! file; the ETag of an object). An archive replaced while mounted is a
 //! new version and gets a new inode, so the kernel never mixes pages of the old
 //! and new archive in one file, and open handles keep reading the old one.
 
 #![forbid(unsafe_code)]
 
+use super::backend::{Backend, Meta};
 use crate::archive::Archive;
 use crate::atomic::is_temp_name;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -36,7 +36,7 @@ pub enum Kind {
 pub struct Node {
     pub real: PathBuf,
     pub kind: Kind,
-    pub meta: Metadata,
+    pub meta: Meta,
     /// Open for `Kind::Archive` nodes that were looked up.
     pub archive: Option<Arc<Archive>>,
 }
@@ -46,7 +46,7 @@ impl Node {
     pub fn size(&self) -> u64 {
         match &self.archive {
             Some(archive) => archive.len(),
-            None => self.meta.len(),
+            None => self.meta.len,
         }
     }
 }
@@ -87,36 +87,25 @@ fn real_candidates(presented: &OsStr) -> Vec<(OsString, Kind)> {
     candidates
 }
 
-/// Identity of one version of a real entry. Directories are identified without
-/// size and mtime, which change whenever their entries do.
+/// Identity of one version of a real entry.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     real: PathBuf,
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime_ns: i128,
+    version: String,
 }
 
 impl Key {
-    fn of(real: &Path, meta: &Metadata) -> Key {
-        let versioned = !meta.is_dir();
+    fn of(real: &Path, meta: &Meta) -> Key {
         Key {
             real: real.to_path_buf(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            len: if versioned { meta.len() } else { 0 },
-            mtime_ns: if versioned {
-                meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128
-            } else {
-                0
-            },
+            version: meta.version.clone(),
         }
     }
 }
 
 /// The inodes the kernel knows, found by number or by real entry.
 pub struct Nodes {
+    backend: Box<dyn Backend>,
     state: Mutex<State>,
     /// The one entry of the root directory to show (a single archive
     /// mounted alone), if not all.
@@ -146,10 +135,17 @@ pub enum LookupError {
 }
 
 impl Nodes {
-    /// The tree of `root`, which must be a directory; with `only`, its root
-    /// shows that entry alone.
-    pub fn new(root: &Path, only: Option<OsString>) -> std::io::Result<Nodes> {
-        let meta = std::fs::metadata(root)?;
+    /// The tree of `root` in `backend`, which must be a directory; with
+    /// `only`, its root shows that entry alone.
+    pub fn new(
+        backend: Box<dyn Backend>,
+        root: &Path,
+        only: Option<OsString>,
+    ) -> std::io::Result<Nodes> {
+        let meta = backend
+            .stat(root)
+            .filter(|m| m.is_dir)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"))?;
         let key = Key::of(root, &meta);
         let node = Node {
             real: root.to_path_buf(),
@@ -164,6 +160,7 @@ impl Nodes {
             lookups: 1,
         };
         Ok(Nodes {
+            backend,
             state: Mutex::new(State {
                 by_ino: HashMap::from([(ROOT, entry)]),
                 by_key: HashMap::from([(key, ROOT)]),
@@ -199,12 +196,13 @@ impl Nodes {
                 continue;
             }
             let real = dir.real.join(&real_name);
-            let Some((kind, meta)) = stat_as(&real, kind) else {
+            let Some((kind, meta)) = self.backend.stat(&real).and_then(|m| shown_as(m, kind))
+            else {
                 continue;
             };
             let key = Key::of(&real, &meta);
             let archive = match kind {
-                Kind::Archive => Some(self.open_archive(&key)?),
+                Kind::Archive => Some(self.open_archive(&key, &meta)?),
                 _ => None,
             };
             let node = Node {
@@ -225,26 +223,33 @@ impl Nodes {
         if dir.kind != Kind::Dir {
             return Err(LookupError::NotADirectory);
         }
-        let entries = std::fs::read_dir(&dir.real).map_err(|_| LookupError::NotFound)?;
-        let mut shown: HashMap<OsString, (Kind, PathBuf, Metadata)> = HashMap::new();
-        for entry in entries
-            .flatten()
-            .filter(|e| self.shows(ino, &e.file_name()))
-        {
-            let Some(name) = presented_name(&entry.file_name()) else {
+        let entries = match (&self.only, ino) {
+            // One entry shown: asked for alone (a web server cannot list).
+            (Some(only), ROOT) => {
+                let meta = self.backend.stat(&dir.real.join(only));
+                meta.map(|m| vec![(only.clone(), m)]).unwrap_or_default()
+            }
+            _ => self
+                .backend
+                .list(&dir.real)
+                .map_err(|_| LookupError::NotFound)?,
+        };
+        let mut shown: HashMap<OsString, (Kind, PathBuf, Meta)> = HashMap::new();
+        for (real_name, meta) in entries.into_iter().filter(|e| self.shows(ino, &e.0)) {
+            let Some(name) = presented_name(&real_name) else {
                 continue;
             };
-            let wanted = if name.as_bytes() == entry.file_name().as_bytes() {
+            let wanted = if name.as_bytes() == real_name.as_bytes() {
                 Kind::Plain
             } else {
                 Kind::Archive
             };
-            let Some((kind, meta)) = stat_as(&entry.path(), wanted) else {
+            let Some((kind, meta)) = shown_as(meta, wanted) else {
                 continue;
             };
             let archive_wins = shown.get(&name).is_some_and(|s| s.0 == Kind::Archive);
             if !archive_wins {
-                shown.insert(name, (kind, entry.path(), meta));
+                shown.insert(name, (kind, dir.real.join(&real_name), meta));
             }
         }
         let mut listed: Vec<_> = shown
@@ -289,8 +294,13 @@ impl Nodes {
         self.len() == 0
     }
 
+    /// The backend the tree is read from.
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
     /// The archive behind a known version of a file, or newly opened.
-    fn open_archive(&self, key: &Key) -> Result<Arc<Archive>, LookupError> {
+    fn open_archive(&self, key: &Key, meta: &Meta) -> Result<Arc<Archive>, LookupError> {
         let known = {
             let state = self.lock();
             let ino = state.by_key.get(key);
@@ -298,7 +308,7 @@ impl Nodes {
         };
         match known {
             Some(archive) => Ok(archive),
-            None => Archive::open_unmapped(&key.real)
+            None => (self.backend.open_archive(&key.real, meta))
                 .map(Arc::new)
                 .map_err(|e| LookupError::BadArchive(e.to_string())),
         }
@@ -329,15 +339,14 @@ impl Nodes {
     }
 }
 
-/// Stats `real` and says how it is shown if it is to be shown as `wanted`:
-/// archives must be regular files; plain entries are regular files or
-/// directories (symbolic links are followed).
-fn stat_as(real: &Path, wanted: Kind) -> Option<(Kind, Metadata)> {
-    let meta = std::fs::metadata(real).ok()?;
+/// How an entry of `meta` is shown if it is to be shown as `wanted`:
+/// archives must be files; plain entries are files or directories (the
+/// backend follows symbolic links and leaves out other kinds).
+fn shown_as(meta: Meta, wanted: Kind) -> Option<(Kind, Meta)> {
     let kind = match wanted {
-        Kind::Archive if meta.is_file() => Kind::Archive,
-        Kind::Plain if meta.is_file() => Kind::Plain,
-        Kind::Plain if meta.is_dir() => Kind::Dir,
+        Kind::Archive if !meta.is_dir => Kind::Archive,
+        Kind::Plain if !meta.is_dir => Kind::Plain,
+        Kind::Plain => Kind::Dir,
         _ => return None,
     };
     Some((kind, meta))
@@ -346,6 +355,12 @@ fn stat_as(real: &Path, wanted: Kind) -> Option<(Kind, Metadata)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn local(root: &Path) -> Box<dyn Backend> {
+        Box::new(super::super::backend::Local {
+            root: root.to_path_buf(),
+        })
+    }
 
     #[test]
     fn names_map_both_ways() {
@@ -373,7 +388,7 @@ mod tests {
     fn replaced_files_get_new_inodes_and_forgotten_ones_go() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.json"), b"one").unwrap();
-        let nodes = Nodes::new(dir.path(), None).unwrap();
+        let nodes = Nodes::new(local(dir.path()), dir.path(), None).unwrap();
         let (first, node) = nodes.lookup(ROOT, OsStr::new("a.json")).unwrap();
         assert_eq!((node.kind, node.size()), (Kind::Plain, 3));
         let (again, _) = nodes.lookup(ROOT, OsStr::new("a.json")).unwrap();
@@ -398,7 +413,7 @@ mod tests {
         std::fs::write(d.join("config.json"), b"{}").unwrap();
         std::fs::write(d.join("other.brv"), b"another archive").unwrap();
         std::fs::write(d.join("m.brv"), b"not really an archive").unwrap();
-        let nodes = Nodes::new(d, Some("m.brv".into())).unwrap();
+        let nodes = Nodes::new(local(d), d, Some("m.brv".into())).unwrap();
         let names: Vec<_> = nodes.list(ROOT).unwrap().into_iter().map(|e| e.2).collect();
         assert_eq!(names, ["m.safetensors"]);
         assert!(matches!(
@@ -420,7 +435,7 @@ mod tests {
         std::fs::write(d.join("m.brv"), b"not really an archive").unwrap();
         std::fs::write(d.join("m.safetensors"), b"x").unwrap();
         std::fs::create_dir(d.join("sub")).unwrap();
-        let nodes = Nodes::new(d, None).unwrap();
+        let nodes = Nodes::new(local(d), d, None).unwrap();
         let listed: Vec<_> = nodes
             .list(ROOT)
             .unwrap()

@@ -73,6 +73,7 @@ impl ArchiveReader {
             return Ok(ReadReply { pieces: Vec::new() });
         }
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
+        self.prefetch(cache, span.clone())?;
         let chunks: Vec<Chunk> = span
             .clone()
             .into_par_iter()
@@ -120,13 +121,37 @@ impl ArchiveReader {
             .ahead_until
             .fetch_max(stop, Ordering::Relaxed)
             .max(next);
-        for i in (start..stop).filter(|&i| !cache.contains((self.id, i))) {
-            let (cache, archive, id) = (cache.clone(), archive.clone(), self.id);
+        let wanted: Vec<usize> = (start..stop)
+            .filter(|&i| !cache.contains((self.id, i)))
+            .collect();
+        let Some(&first) = wanted.first() else {
+            return;
+        };
+        let (cache, archive, id) = (cache.clone(), archive.clone(), self.id);
+        let last = wanted[wanted.len() - 1];
+        rayon::spawn(move || {
             // Errors are left for the read that needs the chunk to report.
-            rayon::spawn(move || {
+            let _ = archive.prefetch(first..last + 1);
+            wanted.into_par_iter().for_each(|i| {
                 let _ = load(&cache, id, &archive, i);
             });
-        }
+        });
+    }
+
+    /// Asks the archive to fetch the records of the chunks of `span` that are
+    /// not decoded yet in one go (a remote archive; nothing for a local one),
+    /// rather than one request per chunk as they are decoded. If it cannot,
+    /// the read fails now (logged), rather than wait for each chunk's fetch
+    /// to fail again.
+    fn prefetch(&self, cache: &ChunkCache, span: Range<usize>) -> Result<(), ()> {
+        let mut missing = span.filter(|&i| !cache.contains((self.id, i)));
+        let Some(first) = missing.next() else {
+            return Ok(());
+        };
+        let last = missing.last().unwrap_or(first);
+        self.archive
+            .prefetch(first..last + 1)
+            .map_err(|e| log::error!("{e}"))
     }
 }
 

@@ -1,0 +1,617 @@
+//! Archives in a store read as byte sources: an object's bytes are fetched in
+//! blocks of [`BLOCK`] bytes, the blocks a read misses in one request per run
+//! of neighbours (parallel requests for long runs), and kept in a memory LRU
+//! and, if configured, on disk. A reader that goes on where the last fetch of
+//! the object ended gets a window that doubles up to [`MAX_WINDOW`], so that
+//! sequential reads become few large requests.
+//!
+//! Blocks are keyed by the object's version (ETag) and every GET is made
+//! conditional on it, so the bytes of one object never mix two versions: a
+//! replaced object makes the reads of the old one fail (EIO), never return
+//! other bytes. The reader above checks every chunk's checksum besides.
+
+#![forbid(unsafe_code)]
+
+use super::disk::DiskCache;
+use super::store::{ObjectInfo, Store};
+use crate::archive::{ByteSource, SourceOpener};
+use lru::LruCache;
+use std::collections::HashSet;
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Bytes per cached block: a random read fetches at most one block more on
+/// each side than it needs.
+pub const BLOCK: u64 = 64 << 10;
+/// The first window of a sequential reader, and the largest.
+const FIRST_WINDOW: u64 = 1 << 20;
+pub const MAX_WINDOW: u64 = 32 << 20;
+/// Longest single request: longer runs are split into parallel requests.
+const PART: u64 = 8 << 20;
+
+/// A store with its caches, shared by every object read from it.
+pub struct Remote {
+    pub store: Store,
+    memory: Mutex<Memory>,
+    disk: Option<DiskCache>,
+    /// Blocks being fetched, so that readers wanting one wait for it rather
+    /// than fetch it again.
+    inflight: Mutex<HashSet<BlockId>>,
+    landed: Condvar,
+}
+
+/// A block: the object's identity (key and version) and its index.
+type BlockId = (Arc<str>, u64);
+type Block = Arc<Vec<u8>>;
+
+struct Memory {
+    blocks: LruCache<BlockId, Block>,
+    bytes: usize,
+    capacity: usize,
+}
+
+impl Remote {
+    /// `store` with a memory cache of `memory` bytes (at least two windows'
+    /// worth are kept, so that a window is not evicted before it is read) and
+    /// an optional disk cache.
+    pub fn new(store: Store, memory: usize, disk: Option<DiskCache>) -> Arc<Remote> {
+        Arc::new(Remote {
+            store,
+            memory: Mutex::new(Memory {
+                blocks: LruCache::unbounded(),
+                bytes: 0,
+                capacity: memory.max(2 * MAX_WINDOW as usize),
+            }),
+            disk,
+            inflight: Mutex::new(HashSet::new()),
+            landed: Condvar::new(),
+        })
+    }
+
+    fn memory(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn inflight(&self) -> MutexGuard<'_, HashSet<BlockId>> {
+        self.inflight.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn cached(&self, id: &BlockId) -> Option<Block> {
+        self.memory().blocks.get(id).cloned()
+    }
+
+    fn keep(&self, id: BlockId, block: Block) {
+        let mut memory = self.memory();
+        memory.bytes += block.len();
+        if let Some(old) = memory.blocks.put(id, block) {
+            memory.bytes -= old.len();
+        }
+        while memory.bytes > memory.capacity {
+            let Some((_, old)) = memory.blocks.pop_lru() else {
+                break;
+            };
+            memory.bytes -= old.len();
+        }
+    }
+
+    /// The object as a byte source.
+    pub fn object(self: &Arc<Remote>, info: ObjectInfo) -> RemoteObject {
+        RemoteObject {
+            id: format!("{}/{}\0{}", self.store.root(), info.key, info.version).into(),
+            remote: self.clone(),
+            info,
+            sequence: Mutex::new(Sequence {
+                next: u64::MAX,
+                window: FIRST_WINDOW,
+            }),
+        }
+    }
+
+    /// The object at `key`, as it is now.
+    pub fn open(self: &Arc<Remote>, key: &str) -> io::Result<RemoteObject> {
+        match self.store.head(key)? {
+            Some(info) => Ok(self.object(info)),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
+        }
+    }
+
+    /// How an archive at `key` is named in messages, and how bases are found
+    /// relative to it.
+    pub fn url(&self, key: &str) -> String {
+        format!("{}/{key}", self.store.root())
+    }
+}
+
+/// Where the last fetch of an object ended and how far the next sequential
+/// one reaches.
+struct Sequence {
+    /// Block after the last fetched run.
+    next: u64,
+    window: u64,
+}
+
+/// One version of one object.
+pub struct RemoteObject {
+    remote: Arc<Remote>,
+    info: ObjectInfo,
+    /// `root/key\0version`: the key of its blocks in the caches.
+    id: Arc<str>,
+    sequence: Mutex<Sequence>,
+}
+
+impl RemoteObject {
+    pub fn info(&self) -> &ObjectInfo {
+        &self.info
+    }
+
+    fn block_range(&self, block: u64) -> Range<u64> {
+        let start = block * BLOCK;
+        start..(start + BLOCK).min(self.info.len)
+    }
+
+    fn disk_identity(&self, block: u64) -> String {
+        let range = self.block_range(block);
+        format!("{}\0{}+{}", self.id, range.start, range.end - range.start)
+    }
+
+    /// Blocks `wanted`, from the caches or fetched. Waits at most about two
+    /// timeouts of the store, whatever other readers do.
+    fn blocks(&self, wanted: Range<u64>) -> io::Result<Vec<Block>> {
+        let deadline = Instant::now() + 2 * self.remote.store.timeout();
+        let mut got: Vec<Option<Block>> = vec![None; (wanted.end - wanted.start) as usize];
+        loop {
+            let missing: Vec<u64> = wanted
+                .clone()
+                .filter(|&b| {
+                    let slot = &mut got[(b - wanted.start) as usize];
+                    if slot.is_none() {
+                        *slot = self.remote.cached(&(self.id.clone(), b));
+                    }
+                    slot.is_none()
+                })
+                .collect();
+            if missing.is_empty() {
+                return Ok(got.into_iter().flatten().collect());
+            }
+            let (mine, theirs) = self.claim(&missing);
+            if !mine.is_empty() {
+                let fetched = self.fetch_claimed(&mine);
+                self.release(&mine);
+                // Taken as fetched, not from the cache, which may have
+                // evicted some already if the read is larger than it.
+                for (b, block) in fetched? {
+                    if wanted.contains(&b) {
+                        got[(b - wanted.start) as usize] = Some(block);
+                    }
+                }
+            }
+            if !theirs.is_empty() && !self.await_others(&theirs, deadline) {
+                let at = self.block_range(theirs[0]).start;
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{}: waiting for byte {at}", self.remote.url(&self.info.key)),
+                ));
+            }
+            // Blocks fetched by others, or failed there: look again (a
+            // failed one is then claimed and fetched here).
+        }
+    }
+
+    /// Splits `missing` into blocks this reader fetches (now marked in
+    /// flight, with the sequential window added) and blocks others fetch.
+    /// Blocks that others fetched since `missing` was made are in neither.
+    fn claim(&self, missing: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        let mut inflight = self.remote.inflight();
+        // Fetched blocks enter the cache before they leave `inflight`, so
+        // under its lock a block is in flight, cached, or for us to fetch.
+        let (theirs, rest): (Vec<u64>, Vec<u64>) = missing
+            .iter()
+            .partition(|&&b| inflight.contains(&(self.id.clone(), b)));
+        let mut mine: Vec<u64> = rest
+            .into_iter()
+            .filter(|&b| self.remote.cached(&(self.id.clone(), b)).is_none())
+            .collect();
+        if let Some(&last) = mine.last() {
+            let extra = self.window_after(mine[0], last + 1);
+            for b in extra {
+                let id = (self.id.clone(), b);
+                if inflight.contains(&id) || self.remote.cached(&id).is_some() {
+                    break;
+                }
+                mine.push(b);
+            }
+        }
+        for &b in &mine {
+            inflight.insert((self.id.clone(), b));
+        }
+        (mine, theirs)
+    }
+
+    /// The blocks after `end` a fetch starting at `start` should add: a
+    /// window that doubles while fetches follow each other.
+    fn window_after(&self, start: u64, end: u64) -> Range<u64> {
+        let mut seq = self.sequence.lock().unwrap_or_else(PoisonError::into_inner);
+        let sequential = seq.next <= start && start <= seq.next.saturating_add(seq.window / BLOCK);
+        seq.window = match sequential {
+            true => (seq.window * 2).min(MAX_WINDOW),
+            false => FIRST_WINDOW,
+        };
+        let blocks = self.info.len.div_ceil(BLOCK);
+        let stop = match sequential {
+            true => (start + seq.window / BLOCK).clamp(end, blocks),
+            false => end,
+        };
+        seq.next = stop;
+        end..stop
+    }
+
+    fn release(&self, mine: &[u64]) {
+        let mut inflight = self.remote.inflight();
+        for &b in mine {
+            inflight.remove(&(self.id.clone(), b));
+        }
+        self.remote.landed.notify_all();
+    }
+
+    /// Waits until none of `theirs` is in flight; false at the deadline.
+    fn await_others(&self, theirs: &[u64], deadline: Instant) -> bool {
+        let mut inflight = self.remote.inflight();
+        loop {
+            if !theirs
+                .iter()
+                .any(|&b| inflight.contains(&(self.id.clone(), b)))
+            {
+                return true;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            let wait = left.min(Duration::from_millis(500));
+            inflight = self
+                .remote
+                .landed
+                .wait_timeout(inflight, wait)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Blocks `mine`, also put in the memory cache: from disk where it has
+    /// them, else fetched in one request per run of neighbours.
+    fn fetch_claimed(&self, mine: &[u64]) -> io::Result<Vec<(u64, Block)>> {
+        let mut sorted = mine.to_vec();
+        sorted.sort_unstable();
+        let mut out = Vec::with_capacity(sorted.len());
+        let mut to_fetch = Vec::new();
+        for b in sorted {
+            match self.disk_block(b) {
+                Some(block) => out.push((b, block)),
+                None => to_fetch.push(b),
+            }
+        }
+        let runs = runs(&to_fetch);
+        let ranges: Vec<Range<u64>> = runs
+            .iter()
+            .flat_map(|run| {
+                split(self.block_range(run.start).start..self.block_range(run.end - 1).end)
+            })
+            .collect();
+        let results = self.remote.store.get_ranges(&self.info, &ranges);
+        let mut failure = None;
+        // (What did arrive is kept even if another part failed.)
+        for (range, result) in ranges.iter().zip(results) {
+            match result {
+                Ok(bytes) => out.extend(self.cut_fetched(range.start, &bytes)),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        for (b, block) in &out {
+            self.remote.keep((self.id.clone(), *b), block.clone());
+        }
+        match failure {
+            Some(e) => {
+                let stats = &self.remote.store.stats;
+                stats
+                    .errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Err(e)
+            }
+            None => Ok(out),
+        }
+    }
+
+    fn disk_block(&self, block: u64) -> Option<Block> {
+        let disk = self.remote.disk.as_ref()?;
+        let bytes = disk.get(&self.disk_identity(block))?;
+        // An entry of another length cannot be this block's.
+        let range = self.block_range(block);
+        (bytes.len() as u64 == range.end - range.start).then(|| {
+            let hits = &self.remote.store.stats.disk_hit_bytes;
+            hits.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            Arc::new(bytes)
+        })
+    }
+
+    /// Cuts `bytes`, fetched from `start` (a block boundary), into blocks,
+    /// each also written to the disk cache.
+    fn cut_fetched(&self, start: u64, bytes: &[u8]) -> Vec<(u64, Block)> {
+        let first = start / BLOCK;
+        let blocks = bytes.chunks(BLOCK as usize).enumerate();
+        blocks
+            .map(|(i, piece)| {
+                let block = first + i as u64;
+                if let Some(disk) = &self.remote.disk {
+                    disk.put(&self.disk_identity(block), piece);
+                }
+                (block, Arc::new(piece.to_vec()))
+            })
+            .collect()
+    }
+}
+
+/// Sorted block numbers as runs of neighbours.
+fn runs(sorted: &[u64]) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for &b in sorted {
+        match out.last_mut() {
+            Some(run) if run.end == b => run.end += 1,
+            _ => out.push(b..b + 1),
+        }
+    }
+    out
+}
+
+/// `range` in pieces of at most `PART` bytes (on block boundaries).
+fn split(range: Range<u64>) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut at = range.start;
+    while at < range.end {
+        let end = (at + PART).min(range.end);
+        out.push(at..end);
+        at = end;
+    }
+    out
+}
+
+impl ByteSource for RemoteObject {
+    fn len(&self) -> u64 {
+        self.info.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset + buf.len() as u64;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if end > self.info.len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"));
+        }
+        let first = offset / BLOCK;
+        let blocks = self.blocks(first..(end - 1) / BLOCK + 1)?;
+        let mut at = offset;
+        for (i, block) in blocks.iter().enumerate() {
+            let start = (first + i as u64) * BLOCK;
+            let from = (at - start) as usize;
+            let to = ((end - start) as usize).min(block.len());
+            // A block is never shorter than its range (checked when fetched).
+            let piece = block
+                .get(from..to)
+                .ok_or_else(|| io::Error::other("short block"))?;
+            let dst = (at - offset) as usize;
+            buf[dst..dst + piece.len()].copy_from_slice(piece);
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn prefetch(&self, range: Range<u64>) -> io::Result<()> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        if range.end > self.info.len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"));
+        }
+        self.blocks(range.start / BLOCK..(range.end - 1) / BLOCK + 1)
+            .map(drop)
+    }
+}
+
+/// Opens archives of a store by their URL (`s3://bucket/key`): bases named
+/// by relative paths resolve in the same store. The one archive whose version
+/// is already known opens as that version.
+pub struct Opener<'a> {
+    pub remote: &'a Arc<Remote>,
+    pub known: Option<&'a ObjectInfo>,
+}
+
+impl SourceOpener for Opener<'_> {
+    fn open(&self, path: &Path) -> io::Result<Box<dyn ByteSource>> {
+        let key = key_of(self.remote.store.root(), path)?;
+        match self.known.filter(|info| info.key == key) {
+            Some(info) => Ok(Box::new(self.remote.object(info.clone()))),
+            None => Ok(Box::new(self.remote.open(&key)?)),
+        }
+    }
+}
+
+/// The key of `path`, a URL under `root` whose `.` and `..` components are
+/// resolved (a base path may climb folders, never above the bucket).
+pub fn key_of(root: &str, path: &Path) -> io::Result<String> {
+    let invalid = |why: &str| {
+        let message = format!("{}: {why}", path.display());
+        io::Error::new(io::ErrorKind::InvalidInput, message)
+    };
+    let text = path.to_str().ok_or_else(|| invalid("not UTF-8"))?;
+    let rest = text
+        .strip_prefix(root)
+        .and_then(|r| r.strip_prefix('/'))
+        .ok_or_else(|| invalid("not in this store"))?;
+    let mut parts: Vec<&str> = Vec::new();
+    for part in rest.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts
+                    .pop()
+                    .ok_or_else(|| invalid("climbs above the store's root"))?;
+            }
+            name => parts.push(name),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::store::RemoteOptions;
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+    use std::sync::atomic::Ordering;
+
+    /// A store in memory holding `bytes` at `m.brv`, and the client to change it.
+    fn remote(bytes: &[u8]) -> (Arc<Remote>, Arc<InMemory>) {
+        let memory = Arc::new(InMemory::new());
+        let client: Arc<dyn ObjectStore> = memory.clone();
+        let store = Store::with_client(client, "mem://".into(), RemoteOptions::default()).unwrap();
+        let remote = Remote::new(store, 0, None);
+        put(&remote, &memory, bytes);
+        (remote, memory)
+    }
+
+    fn put(remote: &Remote, memory: &Arc<InMemory>, bytes: &[u8]) {
+        let payload = PutPayload::from(bytes.to_vec());
+        let path = object_store::path::Path::from("m.brv");
+        let memory = memory.clone();
+        let handle = remote.store.runtime();
+        handle
+            .block_on(async move { memory.put(&path, payload).await })
+            .unwrap();
+    }
+
+    fn counter(remote: &Remote) -> (u64, u64) {
+        let stats = &remote.store.stats;
+        let fetched = stats.fetched_bytes.load(Ordering::Relaxed);
+        (fetched, stats.requests.load(Ordering::Relaxed))
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len as u64)
+            .map(|i| ((i * 2654435761) >> 13) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn reads_anywhere_equal_the_object_and_fetch_their_blocks_only() {
+        let bytes = data(3 << 20);
+        let (remote, _) = remote(&bytes);
+        let object = remote.open("m.brv").unwrap();
+        let (_, head) = counter(&remote);
+        let mut buf = vec![0u8; 5000];
+        object.read_exact_at(&mut buf, 1_000_000).unwrap();
+        assert_eq!(buf, bytes[1_000_000..1_005_000]);
+        assert_eq!(
+            counter(&remote),
+            (BLOCK, head + 1),
+            "one block, one request"
+        );
+        // The same block again comes from memory.
+        object.read_exact_at(&mut buf[..10], 1_000_100).unwrap();
+        assert_eq!(counter(&remote).0, BLOCK);
+        let mut tail = vec![0u8; 7];
+        object
+            .read_exact_at(&mut tail, bytes.len() as u64 - 7)
+            .unwrap();
+        assert_eq!(tail, bytes[bytes.len() - 7..]);
+        let past = object.read_exact_at(&mut tail, bytes.len() as u64 - 3);
+        assert!(past.is_err());
+    }
+
+    #[test]
+    fn a_sequential_reader_fetches_each_byte_once_in_growing_requests() {
+        let bytes = data(20 << 20);
+        let (remote, _) = remote(&bytes);
+        let object = Arc::new(remote.open("m.brv").unwrap());
+        let (_, head) = counter(&remote);
+        // Four readers take turns over the same file, as the kernel's
+        // concurrent read-ahead requests do.
+        let mut out = vec![0u8; bytes.len()];
+        std::thread::scope(|scope| {
+            for (i, piece) in out.chunks_mut(128 << 10).enumerate() {
+                let object = object.clone();
+                let at = i as u64 * (128 << 10);
+                scope.spawn(move || object.read_exact_at(piece, at).unwrap());
+                if i % 4 == 3 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        assert!(out == bytes);
+        let (fetched, requests) = counter(&remote);
+        assert_eq!(fetched, bytes.len() as u64, "each byte fetched once");
+        assert!(requests - head < 40, "{} requests", requests - head);
+    }
+
+    #[test]
+    fn a_read_larger_than_the_memory_cache_fetches_each_byte_once() {
+        let bytes = data(80 << 20);
+        let (remote, _) = remote(&bytes);
+        let object = remote.open("m.brv").unwrap();
+        let mut out = vec![0u8; bytes.len() - 1000];
+        object.read_exact_at(&mut out, 1000).unwrap();
+        assert!(out[..] == bytes[1000..]);
+        assert_eq!(counter(&remote).0, bytes.len() as u64);
+    }
+
+    #[test]
+    fn a_replaced_object_fails_reads_of_the_old_version_instead_of_mixing() {
+        let bytes = data(1 << 20);
+        let (remote, memory) = remote(&bytes);
+        let object = remote.open("m.brv").unwrap();
+        let mut buf = vec![0u8; 100];
+        object.read_exact_at(&mut buf, 0).unwrap();
+        put(
+            &remote,
+            &memory,
+            &data(1 << 20).iter().map(|b| !b).collect::<Vec<_>>(),
+        );
+        let err = object.read_exact_at(&mut buf, 900_000).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StaleNetworkFileHandle, "{err}");
+        assert!(
+            err.to_string().contains("changed since it was opened"),
+            "{err}"
+        );
+        // What was fetched before stays the old version's.
+        object.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(buf, bytes[..100]);
+        let fresh = remote.open("m.brv").unwrap();
+        fresh.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(buf[0], !bytes[0]);
+    }
+
+    #[test]
+    fn keys_resolve_relative_paths_inside_the_store() {
+        let key = |p: &str| key_of("s3://models", Path::new(p));
+        assert_eq!(
+            key("s3://models/tuned/../base/m.brv").unwrap(),
+            "base/m.brv"
+        );
+        assert_eq!(key("s3://models/a/./b.brv").unwrap(), "a/b.brv");
+        assert!(key("s3://models/../x.brv").is_err());
+        assert!(key("s3://other/x.brv").is_err());
+        assert!(key("s3://modelsx/y.brv").is_err());
+    }
+
+    #[test]
+    fn blocks_group_into_runs_and_long_runs_into_parts() {
+        assert_eq!(runs(&[1, 2, 3, 7, 9, 10]), vec![1..4, 7..8, 9..11]);
+        assert!(runs(&[]).is_empty());
+        let parts = split(0..PART * 2 + 5);
+        assert_eq!(parts, vec![0..PART, PART..2 * PART, 2 * PART..2 * PART + 5]);
+    }
+}
