@@ -153,17 +153,17 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
         Op::Scaled {
             group,
             format,
-            int_width,
             scales,
             ints,
+            ..
         } => with_scratch(scales.ty.len, |factors: &mut [u32]| {
             execute(scales, factors)?;
             execute(ints, out)?;
-            let (format, int_width) = (*format, *int_width);
+            let format = *format;
             for (words, &scale) in out.chunks_mut(*group).zip(factors.iter()) {
-                words.iter_mut().for_each(|w| {
-                    *w = T::from_u32(super::scaled_word(format, scale, w.to_u32(), int_width))
-                });
+                words
+                    .iter_mut()
+                    .for_each(|w| *w = T::from_u32(super::scaled_word(format, scale, w.to_u32())));
             }
             Ok(())
         })?,

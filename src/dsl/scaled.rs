@@ -13,22 +13,18 @@ use super::ops::FloatFormat;
 pub const SCALED_FORMATS: [FloatFormat; 3] =
     [FloatFormat::F32, FloatFormat::Bf16, FloatFormat::F16];
 
-/// Widest integer a Scaled node multiplies by, in bits (sign and magnitude).
+/// Widest integer a Scaled node multiplies by, in bits (magnitude and sign).
 pub const MAX_SCALED_INT_WIDTH: u32 = 16;
 
-/// The word of `format` that `scale * q` rounds to, `q` being `int` (of
-/// `int_width` bits) read as sign and magnitude: the top bit the sign, the
-/// others the magnitude. A sign with magnitude 0 is -0.0, so that a
-/// quantizer's negative zeros (`round(-0.3) * scale`) are products too.
+/// The word of `format` that `scale * q` rounds to, `q` being `int` read as
+/// magnitude and sign: bit 0 the sign, the bits above it the magnitude (so
+/// that small integers are small words whatever the width). A sign with
+/// magnitude 0 is -0.0, so that a quantizer's negative zeros
+/// (`round(-0.3) * scale`) are products too.
 #[inline]
-pub fn scaled_word(format: FloatFormat, scale: u32, int: u32, int_width: u32) -> u32 {
-    let top = int_width - 1;
-    let magnitude = (int & ((1 << top) - 1)) as f32;
-    let q = if (int >> top) & 1 == 1 {
-        -magnitude
-    } else {
-        magnitude
-    };
+pub fn scaled_word(format: FloatFormat, scale: u32, int: u32) -> u32 {
+    let magnitude = (int >> 1) as f32;
+    let q = if int & 1 == 1 { -magnitude } else { magnitude };
     round_to(format, f32::from_bits(scale) * q)
 }
 
@@ -171,19 +167,19 @@ mod tests {
     }
 
     #[test]
-    fn scaled_words_read_sign_and_magnitude() {
+    fn scaled_words_read_magnitude_and_sign() {
         let half = 0.5f32.to_bits();
         assert_eq!(
-            scaled_word(FloatFormat::F32, half, 0b1001, 4),
+            scaled_word(FloatFormat::F32, half, 0b0011),
             (-0.5f32).to_bits()
         );
         assert_eq!(
-            scaled_word(FloatFormat::F32, half, 0b0111, 4),
+            scaled_word(FloatFormat::F32, half, 0b1110),
             3.5f32.to_bits()
         );
-        assert_eq!(scaled_word(FloatFormat::Bf16, half, 0b1111, 4), 0xc060);
-        assert_eq!(scaled_word(FloatFormat::Bf16, half, 0b1000, 4), 0x8000);
-        assert_eq!(scaled_word(FloatFormat::F16, half, 0b0000, 4), 0);
+        assert_eq!(scaled_word(FloatFormat::Bf16, half, 0b1111), 0xc060);
+        assert_eq!(scaled_word(FloatFormat::Bf16, half, 0b0001), 0x8000);
+        assert_eq!(scaled_word(FloatFormat::F16, half, 0b0000), 0);
     }
 
     proptest! {

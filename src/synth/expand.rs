@@ -74,8 +74,18 @@ impl Shape {
     }
 
     /// The streams the children must yield for the node to yield `t`.
+    /// Panics where [`Self::try_children`] finds none: callers pass shapes
+    /// derived from `t`.
     pub fn children(&self, t: &[u32], width: u32) -> Vec<(Type, Arc<[u32]>)> {
-        match self {
+        self.try_children(t, width)
+            .expect("a shape proposed for a stream yields it")
+    }
+
+    /// The streams the children must yield for the node to yield `t`, if it
+    /// can: a Palette or Scaled shape may not hold every group of `t` (shapes
+    /// propose them from a first group; a re-fit tries another chunk).
+    pub fn try_children(&self, t: &[u32], width: u32) -> Option<Vec<(Type, Arc<[u32]>)>> {
+        Some(match self {
             Shape::Concat(ends) => {
                 let mut start = 0;
                 (ends.iter())
@@ -108,8 +118,7 @@ impl Shape {
                 .map(|(w, shift)| child(w, t.iter().map(|x| (x >> shift) & mask(w)).collect()))
                 .collect(),
             Shape::Palette { group, index_width } => {
-                let (values, indices) = palette_streams(t, *group, *index_width)
-                    .expect("a Palette shape is proposed only where its tables fit");
+                let (values, indices) = palette_streams(t, *group, *index_width)?;
                 vec![
                     child(width, values.into()),
                     child(*index_width, indices.into()),
@@ -120,11 +129,10 @@ impl Shape {
                 format,
                 int_width,
             } => {
-                let (scales, ints) = scaled_streams(t, *group, *format, *int_width)
-                    .expect("a Scaled shape is proposed only where it yields the words");
+                let (scales, ints) = scaled_streams(t, *group, *format, *int_width)?;
                 vec![child(32, scales.into()), child(*int_width, ints.into())]
             }
-        }
+        })
     }
 
     /// The node with these parameters over already-built children.
@@ -300,40 +308,33 @@ const SCALED_GROUPS: [usize; 4] = [256, 128, 64, 32];
 /// Largest integer magnitude the search looks for (8-bit quantization).
 const SCALED_MAX_INT: u32 = 127;
 
-/// The Scaled shape that yields `t` (floats of the hint's format) with the
-/// longest group, if one does: the first group decides cheaply for most
-/// streams, whose words are not few multiples of one scale.
+/// Width of the integers of the Scaled nodes the packer makes: magnitudes up
+/// to [`SCALED_MAX_INT`] and a sign. A wider field costs nothing: literals code
+/// the integers' values, not their width.
+const SCALED_INT_WIDTH: u32 = 8;
+
+/// The Scaled shape with the longest group whose first group is a scale
+/// times small integers (the first group decides cheaply for most streams,
+/// whose words are not); whether every group is, deriving the children finds
+/// out.
 fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
     let format = hint
         .float
         .filter(|f| SCALED_FORMATS.contains(f) && f.width() == width)?;
-    for group in SCALED_GROUPS.into_iter().filter(|&g| 2 * g <= t.len()) {
-        if group_scale(&t[..group], format).is_none() {
-            continue;
-        }
-        let Some(most) = (t.chunks(group)).try_fold(0u32, |most, g| {
-            let (_, ints) = group_scale(g, format)?;
-            Some(ints.iter().fold(most, |m, &q| m.max(q & SIGNED_MAGNITUDE)))
-        }) else {
-            continue;
-        };
-        // A sign bit, then the magnitude's bits.
-        let int_width = 1 + (32 - most.leading_zeros()).max(1);
-        return Some(Shape::Scaled {
-            group,
-            format,
-            int_width,
-        });
-    }
-    None
+    let group = SCALED_GROUPS
+        .into_iter()
+        .filter(|&g| 2 * g <= t.len())
+        .find(|&g| group_scale(&t[..g], format).is_some())?;
+    Some(Shape::Scaled {
+        group,
+        format,
+        int_width: SCALED_INT_WIDTH,
+    })
 }
 
-/// Integers as [`group_scale`] gives them: sign and magnitude in 16 bits.
-const SIGNED_MAGNITUDE: u32 = 0x7fff;
-
-/// A scale and integers (sign and magnitude in 16 bits) whose products,
-/// rounded to `format`, are `words`, with integers of at most
-/// [`SCALED_MAX_INT`]. A few rough guesses of the scale (the smallest
+/// A scale and integers (magnitude and sign, as [`scaled_word`] reads them)
+/// whose products, rounded to `format`, are `words`, with magnitudes of at
+/// most [`SCALED_MAX_INT`]. A few rough guesses of the scale (the smallest
 /// magnitude over 1 to 4, the largest over the top level of common
 /// quantizers) each give integers; the scales that round every integer's
 /// product to its word form an interval, from which a few are tried. This finds
@@ -341,62 +342,53 @@ const SIGNED_MAGNITUDE: u32 = 0x7fff;
 /// that computes in binary32 and stores BF16).
 fn group_scale(words: &[u32], format: FloatFormat) -> Option<(f32, Vec<u32>)> {
     let sign = 1u32 << (format.width() - 1);
-    let magnitude = |w: u32| to_f32(format, w & !sign);
-    let (mut smallest, mut largest) = (f32::INFINITY, 0f32);
-    for &w in words {
-        let m = magnitude(w);
-        if m > 0.0 {
-            smallest = smallest.min(m);
-            largest = largest.max(m);
-        }
-    }
+    let magnitudes: Vec<f32> = words.iter().map(|&w| to_f32(format, w & !sign)).collect();
+    let signs = || words.iter().map(move |&w| (w & sign != 0) as u32);
+    let nonzero = magnitudes.iter().copied().filter(|m| *m > 0.0);
+    let smallest = nonzero.clone().fold(f32::INFINITY, f32::min);
+    let largest = nonzero.fold(0f32, f32::max);
     if largest == 0.0 {
         // Signed zeros only: any scale times 0.
-        let ints = words.iter().map(|&w| (w & sign != 0) as u32 * SIGN_BIT);
-        return Some((1.0, ints.collect()));
+        return Some((1.0, signs().collect()));
     }
     let divided = [1.0, 2.0, 3.0, 4.0].map(|d| smallest / d);
     let tops = [7.0, 8.0, 15.0, 16.0, 127.0, 128.0].map(|q| largest / q);
     divided.into_iter().chain(tops).find_map(|guess| {
-        let ints = integers(words, format, guess)?;
-        let interval = scale_interval(words, &ints, format)?;
+        let qs = integers(&magnitudes, guess)?;
+        let interval = scale_interval(words, &qs, format)?;
+        let ints: Vec<u32> = (qs.iter().zip(signs())).map(|(q, s)| q << 1 | s).collect();
         let scale = scales_within(interval).find(|scale| {
-            (ints.iter().zip(words))
-                .all(|(&q, &w)| scaled_word(format, scale.to_bits(), q, 16) == w)
+            (ints.iter().zip(words)).all(|(&q, &w)| scaled_word(format, scale.to_bits(), q) == w)
         })?;
         Some((scale, ints))
     })
 }
 
-/// Sign bit of [`group_scale`]'s integers.
-const SIGN_BIT: u32 = 1 << 15;
-
-/// Each word over `scale`, rounded, as sign and magnitude in 16 bits; None
-/// if one exceeds [`SCALED_MAX_INT`] (the guess is wrong: give up early).
-fn integers(words: &[u32], format: FloatFormat, scale: f32) -> Option<Vec<u32>> {
+/// Each magnitude over `scale`, rounded; None if one exceeds
+/// [`SCALED_MAX_INT`] (the guess is wrong: give up early).
+fn integers(magnitudes: &[f32], scale: f32) -> Option<Vec<u32>> {
     if !scale.is_normal() {
         return None;
     }
-    let sign = 1u32 << (format.width() - 1);
-    words
-        .iter()
-        .map(|&w| {
-            let q = (to_f32(format, w & !sign) as f64 / scale as f64).round();
-            (q <= SCALED_MAX_INT as f64).then(|| ((w & sign != 0) as u32 * SIGN_BIT) | q as u32)
+    (magnitudes.iter())
+        .map(|&m| {
+            let q = (m as f64 / scale as f64).round();
+            (q <= SCALED_MAX_INT as f64).then_some(q as u32)
         })
         .collect()
 }
 
-/// The interval of scales whose products with `ints` round to `words` (each
-/// word's rounding interval over its integer), if not empty.
-fn scale_interval(words: &[u32], ints: &[u32], format: FloatFormat) -> Option<(f64, f64)> {
+/// The interval of scales whose products with the magnitudes `qs` round to
+/// the magnitudes of `words` (each word's rounding interval over its
+/// integer), if not empty.
+fn scale_interval(words: &[u32], qs: &[u32], format: FloatFormat) -> Option<(f64, f64)> {
     let sign = 1u32 << (format.width() - 1);
     let (mut low, mut high) = (0f64, f64::INFINITY);
-    for (&w, &q) in words.iter().zip(ints) {
-        let q = (q & SIGNED_MAGNITUDE) as f64;
-        if q == 0.0 {
+    for (&w, &q) in words.iter().zip(qs) {
+        if q == 0 {
             continue;
         }
+        let q = q as f64;
         let m = w & !sign;
         let value = to_f32(format, m) as f64;
         let below = to_f32(format, m - 1) as f64;
@@ -427,27 +419,23 @@ fn scales_within((low, high): (f64, f64)) -> impl Iterator<Item = f32> {
 }
 
 /// A Scaled node's children for `t`: one scale per group of `group` words
-/// and each word's integer in `int_width` bits; None if a group has no scale
-/// (of those [`group_scale`] guesses) or needs wider integers.
+/// and each word's integer (in `int_width` bits); None if a group has no
+/// scale (of those [`group_scale`] guesses) or needs wider integers.
 pub fn scaled_streams(
     t: &[u32],
     group: usize,
     format: FloatFormat,
     int_width: u32,
 ) -> Option<(Vec<u32>, Vec<u32>)> {
-    let top = int_width - 1;
     let mut scales = Vec::with_capacity(t.len().div_ceil(group));
     let mut ints = Vec::with_capacity(t.len());
     for words in t.chunks(group) {
         let (scale, qs) = group_scale(words, format)?;
-        if qs.iter().any(|&q| q & SIGNED_MAGNITUDE >= 1 << top) {
+        if qs.iter().any(|&q| q > mask(int_width)) {
             return None;
         }
         scales.push(scale.to_bits());
-        ints.extend(
-            qs.iter()
-                .map(|&q| ((q & SIGN_BIT != 0) as u32 * (1 << top)) | (q & SIGNED_MAGNITUDE)),
-        );
+        ints.extend(qs);
     }
     Some((scales, ints))
 }
@@ -505,7 +493,8 @@ pub fn shapes(
     out
 }
 
-/// Every canonical expansion of a hole, with its children's streams.
+/// Every canonical expansion of a hole that yields it, with its children's
+/// streams.
 pub fn expansions(
     t: &Arc<[u32]>,
     width: u32,
@@ -514,9 +503,9 @@ pub fn expansions(
 ) -> Vec<Expansion> {
     shapes(t, width, hint, parent, &|_| true)
         .into_iter()
-        .map(|shape| Expansion {
-            children: shape.children(t, width),
-            shape,
+        .filter_map(|shape| {
+            let children = shape.try_children(t, width)?;
+            Some(Expansion { children, shape })
         })
         .collect()
 }

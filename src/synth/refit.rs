@@ -6,7 +6,7 @@
 //! costs noticeably more per word than the search's program did, or much
 //! less (different data, which another shape may suit better).
 
-use super::expand::{palette_streams, scaled_streams, Shape};
+use super::expand::Shape;
 use super::{cost, leaf};
 use crate::codec::{self, Codec, Stats};
 use crate::dsl::{Literal, Op, Program, Type};
@@ -178,29 +178,24 @@ fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>>
         Op::Merge { fields, .. } => Shape::Merge(*fields),
         Op::Palette {
             group, index_width, ..
-        } => {
-            palette_streams(&target, *group, *index_width)?;
-            Shape::Palette {
-                group: *group,
-                index_width: *index_width,
-            }
-        }
+        } => Shape::Palette {
+            group: *group,
+            index_width: *index_width,
+        },
         Op::Scaled {
             group,
             format,
             int_width,
             ..
-        } => {
-            scaled_streams(&target, *group, *format, *int_width)?;
-            Shape::Scaled {
-                group: *group,
-                format: *format,
-                int_width: *int_width,
-            }
-        }
+        } => Shape::Scaled {
+            group: *group,
+            format: *format,
+            int_width: *int_width,
+        },
     };
+    // A Palette's or Scaled node's groups may not all fit the new chunk.
     let kids: Vec<Program<Literal>> = node
-        .children(&target, width)
+        .try_children(&target, width)?
         .into_iter()
         .zip(shape.children())
         .map(|((_, stream), sub)| refit(sub, stream))

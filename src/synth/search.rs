@@ -318,13 +318,16 @@ impl Search<'_> {
     }
 
     /// A cost no completion of `shape` at the root by leaves is below: its
-    /// node's bytes and decode penalty plus its children's leaf lower bounds.
+    /// node's bytes and decode penalty plus its children's leaf lower bounds
+    /// (no cost is, where the shape does not yield the stream after all).
     /// Deriving the children's streams and counting their words is all it
     /// costs: no codec is sized.
     fn root_bound(&self, root: usize, shape: usize) -> usize {
         let h = &self.holes[root];
         let sh = &self.shapes(root)[shape];
-        let children = sh.children(&h.stream, h.ty.width);
+        let Some(children) = sh.try_children(&h.stream, h.ty.width) else {
+            return usize::MAX;
+        };
         let consts: Vec<Program<Literal>> = (children.iter())
             .map(|(ty, _)| Program {
                 ty: *ty,
@@ -340,7 +343,8 @@ impl Search<'_> {
     }
 
     /// The branch of `shape` at `hole`, deriving its children's holes once; None
-    /// when the limits forbid more holes.
+    /// when the limits forbid more holes, or the shape does not yield the
+    /// hole's stream.
     fn branch(&mut self, hole: usize, shape: usize) -> Option<Rc<Branch>> {
         if let Some(b) = self.branches.get(&(hole, shape)) {
             return Some(b.clone());
@@ -360,7 +364,9 @@ impl Search<'_> {
             return None;
         }
         let parent = Some(sh.production());
-        let children: Vec<usize> = (sh.children(&stream, ty.width).into_iter().enumerate())
+        // A shape proposed from part of the stream may not yield all of it.
+        let kids = sh.try_children(&stream, ty.width)?;
+        let children: Vec<usize> = (kids.into_iter().enumerate())
             .map(|(child, (t, s))| {
                 let depth = pos.depth + 1;
                 self.add_hole(
