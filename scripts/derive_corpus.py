@@ -10,6 +10,8 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
           (symmetric, scale = max|w| / 7 rounded to BF16, q = round(w / scale) in
           -8..7) and stored back as BF16(scale * q), as a checkpoint dequantised for
           fine-tuning is; other F32 tensors become BF16
+  dequant8 2-D F32 tensors quantised to 8 bits per row (symmetric, scale = max|row| / 127
+          rounded to BF16) and stored back as BF16(scale * q); other F32 tensors become BF16
 
 Tensors that are not F32 are copied byte for byte. Output tensors are laid out in the
 order of the source's data offsets, the header is compact JSON padded with spaces to a
@@ -98,6 +100,15 @@ def dequant4(raw):
     return to_bf16((q * scale).astype("<f4").tobytes())
 
 
+def dequant8(raw, shape):
+    """F32 bytes -> BF16 bit patterns of per-row 8-bit quantised, dequantised values."""
+    w = np.frombuffer(raw, dtype="<f4").reshape(shape)
+    peak = np.max(np.abs(w), axis=1, keepdims=True) / np.float32(127.0)
+    scale = bf16_value(np.maximum(peak, np.float32(1e-12)))
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.float32)
+    return to_bf16((q * scale).astype("<f4").tobytes())
+
+
 def bf16_value(x):
     """float32 array rounded to the nearest BF16 value, as float32."""
     bits = to_bf16(np.ascontiguousarray(x, dtype="<f4").tobytes()).astype("<u4") << np.uint32(16)
@@ -124,10 +135,12 @@ def derive(mode, tensors):
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         elif mode == "dequant4" and len(shape) == 2 and shape[1] % DEQUANT_GROUP == 0:
             out.append((name, "BF16", shape, dequant4(raw).tobytes()))
-        elif mode == "dequant4":
+        elif mode == "dequant8" and len(shape) == 2:
+            out.append((name, "BF16", shape, dequant8(raw, shape).tobytes()))
+        elif mode in ("dequant4", "dequant8"):
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         else:
-            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4)")
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8)")
     return out
 
 
