@@ -128,34 +128,70 @@ fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
     (!stem.is_empty()).then(|| PathBuf::from(format!("{stem}.{to_ext}")))
 }
 
+/// The jobs that mirror the files `(path relative to src, length)` of a
+/// folder `src` (local, or a store prefix written as its URL) into `dst`:
+/// files ending in `from_ext` are transformed and renamed to `to_ext`, every
+/// other one is copied; temporaries are left out. Sorted by path, so that
+/// output and errors do not depend on listing order.
+pub fn mirror(
+    src: &Path,
+    dst: &Path,
+    files: impl IntoIterator<Item = (PathBuf, u64)>,
+    from_ext: &str,
+    to_ext: &str,
+) -> Vec<Job> {
+    let mut files: Vec<(PathBuf, u64)> = files
+        .into_iter()
+        .filter(|(rel, _)| {
+            // The temporaries of a run still writing, or of one that was killed.
+            !rel.iter()
+                .any(|part| part.to_str().is_some_and(is_temp_name))
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|(rel, len)| {
+            let (action, out) = match renamed(&rel, from_ext, to_ext) {
+                Some(new) => (Action::Transform, rel.with_file_name(new)),
+                None => (Action::Copy, rel.clone()),
+            };
+            Job {
+                src: src.join(&rel),
+                dst: dst.join(out),
+                action,
+                len,
+            }
+        })
+        .collect()
+}
+
 fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job>) -> Result<()> {
-    let mut entries = std::fs::read_dir(src)
-        .at(src)?
+    let mut files = Vec::new();
+    list_files(src, Path::new(""), &mut files)?;
+    jobs.extend(mirror(src, dst, files, from_ext, to_ext));
+    Ok(())
+}
+
+/// Every regular file under `dir` (which is `root/rel`), with its length.
+fn list_files(dir: &Path, rel: &Path, files: &mut Vec<(PathBuf, u64)>) -> Result<()> {
+    let mut entries = std::fs::read_dir(dir)
+        .at(dir)?
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<Vec<_>>>()
-        .at(src)?;
-    // Sorted so that output and errors do not depend on directory order.
+        .at(dir)?;
+    // Sorted so that errors do not depend on directory order.
     entries.sort();
     for path in entries {
-        let meta = std::fs::metadata(&path).at(&path)?;
         let name = path.file_name().expect("entries have names");
-        // The temporaries of a run still writing, or of one that was killed.
         if name.to_str().is_some_and(is_temp_name) {
             continue;
         }
+        let meta = std::fs::metadata(&path).at(&path)?;
         if meta.is_dir() {
-            walk(&path, &dst.join(name), from_ext, to_ext, jobs)?;
+            list_files(&path, &rel.join(name), files)?;
         } else if meta.is_file() {
-            let (action, out) = match renamed(&path, from_ext, to_ext) {
-                Some(new) => (Action::Transform, dst.join(new)),
-                None => (Action::Copy, dst.join(name)),
-            };
-            jobs.push(Job {
-                src: path,
-                dst: out,
-                action,
-                len: meta.len(),
-            });
+            files.push((rel.join(name), meta.len()));
         }
     }
     Ok(())
