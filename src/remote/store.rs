@@ -236,7 +236,7 @@ impl Store {
         let prefix = (!dir.is_empty()).then(|| key_path(dir));
         let limit = self.options.timeout;
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let what = || format!("listing {}/{dir}", self.root);
+        let what = || "listing".to_string();
         let listed = self.runtime.block_on(async move {
             let mut stream = client.list(prefix.as_ref());
             let mut found = Vec::new();
@@ -279,7 +279,6 @@ impl Store {
     pub fn get_file(&self, object: &ObjectInfo, path: &std::path::Path) -> io::Result<u64> {
         use futures_util::StreamExt;
         use std::io::Write;
-        let what = || format!("{}/{}", self.root, object.key);
         let client = self.client.clone();
         let key = key_path(&object.key);
         let options = GetOptions {
@@ -317,14 +316,13 @@ impl Store {
             file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
             Ok(written)
         });
-        let written = written.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", what())))?;
+        let written = written?;
         self.stats
             .fetched_bytes
             .fetch_add(written, Ordering::Relaxed);
         if written != expected {
             return Err(io::Error::other(format!(
-                "{}: the store sent {written} bytes, the listing said {expected}",
-                what()
+                "the store sent {written} bytes, the listing said {expected}"
             )));
         }
         Ok(written)
@@ -339,7 +337,6 @@ impl Store {
     pub fn put_file(&self, path: &std::path::Path, key: &str) -> io::Result<u64> {
         use object_store::{PutPayload, WriteMultipart};
         use std::io::Read;
-        let what = || format!("{}/{key}", self.root);
         let mut file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
         let client = self.client.clone();
@@ -351,10 +348,7 @@ impl Store {
             let mut bytes = Vec::with_capacity(len as usize);
             (&mut file).take(len).read_to_end(&mut bytes)?;
             if bytes.len() as u64 != len {
-                return Err(io::Error::other(format!(
-                    "{}: changed while being uploaded",
-                    path.display()
-                )));
+                return Err(io::Error::other("the file changed while being uploaded"));
             }
             self.runtime.block_on(async move {
                 tokio::time::timeout(limit, client.put(&target, PutPayload::from(bytes)))
@@ -404,7 +398,7 @@ impl Store {
                 }
             })
         };
-        result.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", what())))?;
+        result?;
         Ok(len)
     }
 
