@@ -46,9 +46,7 @@ pub struct Mirror {
 
 /// Whether either path names object storage.
 pub fn involves_store(src: &Path, dst: &Path) -> bool {
-    [src, dst]
-        .iter()
-        .any(|p| p.to_str().is_some_and(is_remote))
+    [src, dst].iter().any(|p| p.to_str().is_some_and(is_remote))
 }
 
 fn url_of(path: &Path) -> Result<&str> {
@@ -301,7 +299,8 @@ impl Mirror {
             }
         }
         // A copy from a store to a local folder goes straight to its place.
-        if let (Action::Copy, End::Store(remote), End::Local(_)) = (job.action, &self.src, &self.dst)
+        if let (Action::Copy, End::Store(remote), End::Local(_)) =
+            (job.action, &self.src, &self.dst)
         {
             let info = self.listed(job)?;
             return write_atomically(&job.dst, |tmp| fetch(remote, info, &job.src, tmp));
