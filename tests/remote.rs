@@ -641,6 +641,26 @@ fn shards_pack_from_a_store_to_a_store_as_one_local_pack_and_resume() {
     server.download("hub/dst", got.path());
     same_tree(got.path(), &model.archives);
 
+    // An output longer than one part goes up as a multipart upload (an
+    // ETag ending in -PARTS), whole.
+    let big = tempfile::tempdir().unwrap();
+    let weights = noise(4, (16 << 20) + 5000);
+    write_temp(big.path(), "weights.bin", &weights);
+    server.upload(big.path(), "hub/big");
+    let to = format!("s3://{BUCKET}/hub/big-out");
+    all_succeed(vec![server.pack(&[
+        "-q",
+        &format!("s3://{BUCKET}/hub/big"),
+        &to,
+    ])]);
+    assert!(
+        server.listing("hub/big-out").contains("-2\""),
+        "one PUT, not two parts"
+    );
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/big-out", got.path());
+    assert!(std::fs::read(got.path().join("weights.bin")).unwrap() == weights);
+
     // From the store to a local folder.
     let local = tempfile::tempdir().unwrap();
     let out = local.path().join("packed");
