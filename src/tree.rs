@@ -257,6 +257,41 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_plans_as_the_folder_it_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("b/c")).unwrap();
+        let files = [
+            ("b/c/m.safetensors", 3),
+            ("b.json", 2),
+            ("a.safetensors", 1),
+            ("b/x", 4),
+        ];
+        for (rel, len) in files {
+            std::fs::write(src.join(rel), vec![0u8; len]).unwrap();
+        }
+        let local = plan(
+            &src,
+            Path::new("/out"),
+            "safetensors",
+            "brv",
+            Existing::Overwrite,
+        );
+        // The same files as a store would list them, in another order, with
+        // a temporary of a killed run.
+        let mut listed: Vec<(PathBuf, u64)> = files
+            .iter()
+            .map(|(rel, len)| (PathBuf::from(rel), *len as u64))
+            .collect();
+        listed.push(("b/.m.brv.tmp42".into(), 9));
+        listed.reverse();
+        let remote = mirror(&src, Path::new("/out"), listed, "safetensors", "brv");
+        assert_eq!(local.unwrap(), remote);
+        assert_eq!(remote[0].dst, Path::new("/out/a.brv"));
+        assert_eq!(remote[1].src, src.join("b/c/m.safetensors"));
+    }
+
+    #[test]
     fn renames_only_matching_extensions() {
         let r = |p: &str| renamed(Path::new(p), "safetensors", "brv");
         assert_eq!(r("a/model.safetensors"), Some("model.brv".into()));

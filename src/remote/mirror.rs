@@ -315,9 +315,13 @@ impl Mirror {
                 fetched.0.as_path()
             }
         };
+        // Errors name the source's URL, not its temporary.
+        let named = |e: Error| renamed(e, source, &job.src);
         match (&self.dst, job.action) {
-            (End::Local(_), Action::Copy) => crate::atomic::copy_file(source, &job.dst),
-            (End::Local(_), Action::Transform) => pack(source, &job.dst),
+            (End::Local(_), Action::Copy) => {
+                crate::atomic::copy_file(source, &job.dst).map_err(named)
+            }
+            (End::Local(_), Action::Transform) => pack(source, &job.dst).map_err(named),
             (End::Store(remote), action) => {
                 let key = key_of(remote.store.root(), &job.dst).at(&job.dst)?;
                 let packed;
@@ -326,7 +330,9 @@ impl Mirror {
                     Action::Transform => {
                         std::fs::create_dir_all(&self.work).at(&self.work)?;
                         packed = Temporary(self.work.join("output"));
-                        let written = pack(source, &packed.0)?;
+                        let written = pack(source, &packed.0)
+                            .map_err(named)
+                            .map_err(|e| renamed(e, &packed.0, &job.dst))?;
                         (packed.0.as_path(), written)
                     }
                 };
@@ -360,6 +366,37 @@ fn fetch(remote: &Remote, info: &ObjectInfo, url: &Path, path: &Path) -> Result<
     let file = std::fs::File::options().write(true).open(path).at(path)?;
     file.set_times(times).at(path)?;
     Ok(written)
+}
+
+/// `e`, naming `to` where it named `from`.
+fn renamed(e: Error, from: &Path, to: &Path) -> Error {
+    let swap = |path: PathBuf| match path == from {
+        true => to.to_path_buf(),
+        false => path,
+    };
+    match e {
+        Error::Io { path, source } => Error::Io {
+            path: swap(path),
+            source,
+        },
+        Error::NotSafetensors { path, reason } => Error::NotSafetensors {
+            path: swap(path),
+            reason,
+        },
+        Error::Corrupt {
+            path,
+            offset,
+            reason,
+        } => Error::Corrupt {
+            path: swap(path),
+            offset,
+            reason,
+        },
+        Error::Invalid { path, reason } => Error::Invalid {
+            path: swap(path),
+            reason,
+        },
+    }
 }
 
 /// `t` cut to whole seconds, as stores keep modification times.

@@ -443,7 +443,7 @@ impl Store {
 }
 
 /// The most objects a recursive listing holds.
-pub const MAX_LISTED: usize = 10_000_000;
+pub const MAX_LISTED: usize = 1_000_000;
 
 /// Bytes per part of a multipart upload (S3 wants at least 5 MiB).
 pub const PART: usize = 16 << 20;
