@@ -666,6 +666,15 @@ fn shards_pack_from_a_store_to_a_store_as_one_local_pack_and_resume() {
     let out = local.path().join("packed");
     all_succeed(vec![server.pack(&["-q", &src, s(&out)])]);
     same_tree(&out, &model.archives);
+    // And from a local folder to the store.
+    all_succeed(vec![server.pack(&[
+        "-q",
+        s(&model.originals),
+        &format!("s3://{BUCKET}/hub/up"),
+    ])]);
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/up", got.path());
+    same_tree(got.path(), &model.archives);
     // An error names the URL and why.
     let missing = server.pack(&[&format!("s3://{BUCKET}/nothing"), s(&out)]);
     let out = missing.wait_with_output().unwrap();

@@ -47,9 +47,12 @@ enum Command {
     /// For a directory, every *.safetensors file becomes *.brv under DST at the
     /// same relative path and every other file (config.json, tokenizers) is copied.
     Pack {
-        /// A .safetensors file or a directory.
+        /// A .safetensors file or a directory; or s3://BUCKET[/PREFIX], every
+        /// object under which is a file of the directory (credentials from the
+        /// AWS_* environment variables).
         src: PathBuf,
-        /// The archive to write, or the directory to mirror into.
+        /// The archive to write, or the directory to mirror into; or
+        /// s3://BUCKET[/PREFIX], where each output is uploaded whole.
         dst: PathBuf,
         #[command(flatten)]
         outputs: OutputArgs,
