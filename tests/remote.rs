@@ -291,6 +291,9 @@ enum Fault {
     Error500 = 2,
     /// Closes the connection.
     Drop = 3,
+    /// Closes the connection of PUT requests (uploads of objects and of
+    /// parts), passes the others.
+    DropPuts = 4,
 }
 
 /// A TCP proxy to `upstream` that applies the current fault to each request
@@ -354,7 +357,9 @@ fn relay(mut client: TcpStream, upstream: u16, fault: &AtomicU8) {
             );
             break;
         }
-        if now == Fault::Drop as u8 || to_server.write_all(&buf[..n]).is_err() {
+        let put = buf[..n].starts_with(b"PUT ");
+        let dropped = now == Fault::Drop as u8 || (now == Fault::DropPuts as u8 && put);
+        if dropped || to_server.write_all(&buf[..n]).is_err() {
             break;
         }
     }
@@ -565,21 +570,24 @@ impl Moto {
 
     /// `brevis pack --chunk-size CHUNK ARGS...` against this server, started.
     fn pack(&self, args: &[&str]) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_brevis"))
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .env(
-                "AWS_ENDPOINT_URL",
-                format!("http://127.0.0.1:{}", self.port),
-            )
-            .args(["pack", "--chunk-size", CHUNK])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        pack_at(self.port, args)
     }
+}
+
+/// `brevis pack --chunk-size CHUNK ARGS...` against the store at `port`
+/// (moto, or a proxy to it), started.
+fn pack_at(port: u16, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .args(["pack", "--chunk-size", CHUNK])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Waits for every process of `children`; each must succeed. Their outputs.
@@ -660,6 +668,25 @@ fn shards_pack_from_a_store_to_a_store_as_one_local_pack_and_resume() {
     let got = tempfile::tempdir().unwrap();
     server.download("hub/big-out", got.path());
     assert!(std::fs::read(got.path().join("weights.bin")).unwrap() == weights);
+
+    // A multipart upload whose parts fail leaves nothing under the final
+    // key, and the error says which.
+    let proxy = Proxy::new(server.port);
+    proxy.set(Fault::DropPuts);
+    let to = format!("s3://{BUCKET}/hub/big-fail");
+    let failed = pack_at(proxy.port, &["-q", &format!("s3://{BUCKET}/hub/big"), &to]);
+    let out = failed.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{to}/weights.bin: ")), "{err}");
+    eprintln!("a failed upload: {err}");
+    assert_eq!(server.listing("hub/big-fail"), "");
+    proxy.set(Fault::None);
+    all_succeed(vec![pack_at(
+        proxy.port,
+        &["-q", &format!("s3://{BUCKET}/hub/big"), &to],
+    )]);
+    assert!(server.listing("hub/big-fail").contains("weights.bin"));
 
     // From the store to a local folder.
     let local = tempfile::tempdir().unwrap();

@@ -317,6 +317,12 @@ fn pack_with_store(
     opts: &PackOptions,
 ) -> Result<()> {
     let shard = shard.map(|spec| parse_shard(src, spec)).transpose()?;
+    // A connection to the store closed by its other end must fail that
+    // request (which is retried), not end the process: the network code
+    // writes to sockets without MSG_NOSIGNAL.
+    // SAFETY: sets the disposition of one signal to "ignore"; no handler
+    // runs. Test: a multipart upload whose parts fail, in tests/remote.rs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let (mirror, jobs) = Mirror::plan(src, dst, "safetensors", "brv", &RemoteOptions::default())?;
     let jobs = match (shard, outputs.existing()) {
         (Some(shard), _) => shard_share(shard, jobs, |job| mirror.done_already(job))?,
@@ -650,7 +656,11 @@ fn run_jobs(
         } else {
             String::new()
         };
-        println!(
+        // Written, not printed: with SIGPIPE ignored (a run that talks to a
+        // store) a reader that has gone is an error to leave, not a panic.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stdout(),
             "{} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
             match direction {
                 Direction::Pack => "packed",

@@ -389,7 +389,7 @@ impl Store {
                     Ok(()) => tokio::time::timeout(limit, writer.finish())
                         .await
                         .map_err(|_| timed_out())?
-                        .map_err(|e| store_error(e, "completing the upload".into()))
+                        .map_err(|e| store_error(e, "multipart upload".into()))
                         .map(drop),
                     Err(e) => {
                         let _ = tokio::time::timeout(limit, writer.abort()).await;
