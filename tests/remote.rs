@@ -702,6 +702,17 @@ fn shards_pack_from_a_store_to_a_store_as_one_local_pack_and_resume() {
     let got = tempfile::tempdir().unwrap();
     server.download("hub/up", got.path());
     same_tree(got.path(), &model.archives);
+    // A source replaced in the store is packed (here: copied) again.
+    let changed = tempfile::tempdir().unwrap();
+    write_temp(changed.path(), "config.json", br#"{"hidden_size": 16}"#);
+    server.upload(changed.path(), "hub/src");
+    let again = all_succeed((0..3).map(shard).collect());
+    assert_eq!(again.matches("(+1 copied)").count(), 1, "{again}");
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/dst", got.path());
+    let config = std::fs::read(got.path().join("config.json")).unwrap();
+    assert_eq!(config, br#"{"hidden_size": 16}"#);
+
     // An error names the URL and why.
     let missing = server.pack(&[&format!("s3://{BUCKET}/nothing"), s(&out)]);
     let out = missing.wait_with_output().unwrap();
