@@ -122,7 +122,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// `name.from_ext` -> `name.to_ext`, or None if the name does not end in `from_ext`.
-fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
+pub fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
     let stem = name.strip_suffix(from_ext)?.strip_suffix('.')?;
     (!stem.is_empty()).then(|| PathBuf::from(format!("{stem}.{to_ext}")))

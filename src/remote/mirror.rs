@@ -109,20 +109,13 @@ impl Mirror {
                     };
                     let folder = dst.as_os_str().as_encoded_bytes().ends_with(b"/")
                         || (!in_store(dst) && dst.is_dir());
+                    // As for a local file: into a folder under its new name.
                     let out = match folder {
-                        true => {
-                            let name = Path::new(&prefix).file_name().unwrap_or_default();
-                            let job = tree::mirror(
-                                Path::new(""),
-                                dst,
-                                [(PathBuf::from(name), 0)],
-                                from_ext,
-                                to_ext,
-                            );
-                            job.into_iter()
-                                .next()
-                                .map_or_else(|| dst.join(name), |j| j.dst)
-                        }
+                        true => dst.join(
+                            tree::renamed(Path::new(&prefix), from_ext, to_ext).unwrap_or_else(
+                                || Path::new(&prefix).file_name().unwrap_or_default().into(),
+                            ),
+                        ),
                         false => dst.to_path_buf(),
                     };
                     let job = Job {
