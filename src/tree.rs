@@ -122,40 +122,76 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// `name.from_ext` -> `name.to_ext`, or None if the name does not end in `from_ext`.
-fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
+pub fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
     let stem = name.strip_suffix(from_ext)?.strip_suffix('.')?;
     (!stem.is_empty()).then(|| PathBuf::from(format!("{stem}.{to_ext}")))
 }
 
+/// The jobs that mirror the files `(path relative to src, length)` of a
+/// folder `src` (local, or a store prefix written as its URL) into `dst`:
+/// files ending in `from_ext` are transformed and renamed to `to_ext`, every
+/// other one is copied; temporaries are left out. Sorted by path, so that
+/// output and errors do not depend on listing order.
+pub fn mirror(
+    src: &Path,
+    dst: &Path,
+    files: impl IntoIterator<Item = (PathBuf, u64)>,
+    from_ext: &str,
+    to_ext: &str,
+) -> Vec<Job> {
+    let mut files: Vec<(PathBuf, u64)> = files
+        .into_iter()
+        .filter(|(rel, _)| {
+            // The temporaries of a run still writing, or of one that was killed.
+            !rel.iter()
+                .any(|part| part.to_str().is_some_and(is_temp_name))
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|(rel, len)| {
+            let (action, out) = match renamed(&rel, from_ext, to_ext) {
+                Some(new) => (Action::Transform, rel.with_file_name(new)),
+                None => (Action::Copy, rel.clone()),
+            };
+            Job {
+                src: src.join(&rel),
+                dst: dst.join(out),
+                action,
+                len,
+            }
+        })
+        .collect()
+}
+
 fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job>) -> Result<()> {
-    let mut entries = std::fs::read_dir(src)
-        .at(src)?
+    let mut files = Vec::new();
+    list_files(src, Path::new(""), &mut files)?;
+    jobs.extend(mirror(src, dst, files, from_ext, to_ext));
+    Ok(())
+}
+
+/// Every regular file under `dir` (which is `root/rel`), with its length.
+fn list_files(dir: &Path, rel: &Path, files: &mut Vec<(PathBuf, u64)>) -> Result<()> {
+    let mut entries = std::fs::read_dir(dir)
+        .at(dir)?
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<Vec<_>>>()
-        .at(src)?;
-    // Sorted so that output and errors do not depend on directory order.
+        .at(dir)?;
+    // Sorted so that errors do not depend on directory order.
     entries.sort();
     for path in entries {
-        let meta = std::fs::metadata(&path).at(&path)?;
         let name = path.file_name().expect("entries have names");
-        // The temporaries of a run still writing, or of one that was killed.
         if name.to_str().is_some_and(is_temp_name) {
             continue;
         }
+        let meta = std::fs::metadata(&path).at(&path)?;
         if meta.is_dir() {
-            walk(&path, &dst.join(name), from_ext, to_ext, jobs)?;
+            list_files(&path, &rel.join(name), files)?;
         } else if meta.is_file() {
-            let (action, out) = match renamed(&path, from_ext, to_ext) {
-                Some(new) => (Action::Transform, dst.join(new)),
-                None => (Action::Copy, dst.join(name)),
-            };
-            jobs.push(Job {
-                src: path,
-                dst: out,
-                action,
-                len: meta.len(),
-            });
+            files.push((rel.join(name), meta.len()));
         }
     }
     Ok(())
@@ -218,6 +254,41 @@ mod tests {
         assert_eq!(jobs[0].dst, out.join("m.brv"));
         let jobs = plan(&src, &out, "safetensors", "brv", Existing::Refuse).unwrap();
         assert_eq!(jobs[0].dst, out);
+    }
+
+    #[test]
+    fn a_listing_plans_as_the_folder_it_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("b/c")).unwrap();
+        let files = [
+            ("b/c/m.safetensors", 3),
+            ("b.json", 2),
+            ("a.safetensors", 1),
+            ("b/x", 4),
+        ];
+        for (rel, len) in files {
+            std::fs::write(src.join(rel), vec![0u8; len]).unwrap();
+        }
+        let local = plan(
+            &src,
+            Path::new("/out"),
+            "safetensors",
+            "brv",
+            Existing::Overwrite,
+        );
+        // The same files as a store would list them, in another order, with
+        // a temporary of a killed run.
+        let mut listed: Vec<(PathBuf, u64)> = files
+            .iter()
+            .map(|(rel, len)| (PathBuf::from(rel), *len as u64))
+            .collect();
+        listed.push(("b/.m.brv.tmp42".into(), 9));
+        listed.reverse();
+        let remote = mirror(&src, Path::new("/out"), listed, "safetensors", "brv");
+        assert_eq!(local.unwrap(), remote);
+        assert_eq!(remote[0].dst, Path::new("/out/a.brv"));
+        assert_eq!(remote[1].src, src.join("b/c/m.safetensors"));
     }
 
     #[test]

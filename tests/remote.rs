@@ -291,6 +291,9 @@ enum Fault {
     Error500 = 2,
     /// Closes the connection.
     Drop = 3,
+    /// Closes the connection of PUT requests (uploads of objects and of
+    /// parts), passes the others.
+    DropPuts = 4,
 }
 
 /// A TCP proxy to `upstream` that applies the current fault to each request
@@ -354,7 +357,9 @@ fn relay(mut client: TcpStream, upstream: u16, fault: &AtomicU8) {
             );
             break;
         }
-        if now == Fault::Drop as u8 || to_server.write_all(&buf[..n]).is_err() {
+        let put = buf[..n].starts_with(b"PUT ");
+        let dropped = now == Fault::Drop as u8 || (now == Fault::DropPuts as u8 && put);
+        if dropped || to_server.write_all(&buf[..n]).is_err() {
             break;
         }
     }
@@ -525,4 +530,193 @@ fn a_replaced_object_never_mixes_with_cached_bytes() {
     assert!(hits > new_len / 2, "{hits} bytes from the disk cache");
     assert!(counters["fetched_bytes"].as_u64().unwrap() < new_len / 2);
     drop(old.dir);
+}
+
+impl Moto {
+    /// Downloads every object under `prefix` into `dir`, at its path
+    /// relative to the prefix.
+    fn download(&self, prefix: &str, dir: &Path) {
+        self.python(
+            "import os\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket=args[0], Prefix=args[1] + '/'):\n    \
+             for o in page.get('Contents', []):\n        \
+             out = os.path.join(args[2], o['Key'][len(args[1]) + 1:])\n        \
+             os.makedirs(os.path.dirname(out), exist_ok=True)\n        \
+             s3.download_file(args[0], o['Key'], out)\n",
+            &[BUCKET, prefix, dir.to_str().unwrap()],
+        );
+    }
+
+    /// Each object under `prefix` as `key etag last-modified`, one a line.
+    fn listing(&self, prefix: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("listing");
+        self.python(
+            "lines = []\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket=args[0], Prefix=args[1] + '/'):\n    \
+             lines += ['%s %s %s' % (o['Key'], o['ETag'], o['LastModified'].isoformat()) for o in page.get('Contents', [])]\n\
+             open(args[2], 'w').write('\\n'.join(sorted(lines)))\n",
+            &[BUCKET, prefix, out.to_str().unwrap()],
+        );
+        std::fs::read_to_string(out).unwrap()
+    }
+
+    fn delete(&self, key: &str) {
+        self.python(
+            "s3.delete_object(Bucket=args[0], Key=args[1])\n",
+            &[BUCKET, key],
+        );
+    }
+
+    /// `brevis pack --chunk-size CHUNK ARGS...` against this server, started.
+    fn pack(&self, args: &[&str]) -> Child {
+        pack_at(self.port, args)
+    }
+}
+
+/// `brevis pack --chunk-size CHUNK ARGS...` against the store at `port`
+/// (moto, or a proxy to it), started.
+fn pack_at(port: u16, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .args(["pack", "--chunk-size", CHUNK])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for every process of `children`; each must succeed. Their outputs.
+fn all_succeed(children: Vec<Child>) -> String {
+    let mut text = String::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text += &String::from_utf8_lossy(&out.stdout);
+    }
+    text
+}
+
+/// Asserts that the folders `a` and `b` hold the same files, byte for byte.
+fn same_tree(a: &Path, b: &Path) {
+    let (mut fa, mut fb) = (files(a), files(b));
+    fa.sort();
+    fb.sort();
+    assert_eq!(fa, fb);
+    for rel in fa {
+        let same = std::fs::read(a.join(&rel)).unwrap() == std::fs::read(b.join(&rel)).unwrap();
+        assert!(same, "{} differs", rel.display());
+    }
+}
+
+#[test]
+fn shards_pack_from_a_store_to_a_store_as_one_local_pack_and_resume() {
+    let model = model();
+    let server = moto();
+    server.upload(&model.originals, "hub/src");
+    let (src, dst) = (
+        format!("s3://{BUCKET}/hub/src"),
+        format!("s3://{BUCKET}/hub/dst"),
+    );
+    let shard = |i: usize| {
+        let spec = format!("{i}/3");
+        server.pack(&["--shard", &spec, &src, &dst])
+    };
+    all_succeed((0..3).map(shard).collect());
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/dst", got.path());
+    same_tree(got.path(), &model.archives);
+
+    // Run again, every output is kept: nothing is packed or uploaded.
+    let before = server.listing("hub/dst");
+    let again = all_succeed((0..3).map(shard).collect());
+    assert_eq!(again.matches("packed 0 file(s):").count(), 3, "{again}");
+    assert_eq!(server.listing("hub/dst"), before);
+
+    // A deleted output is written again, by its shard alone.
+    server.delete("hub/dst/shards/part-2.brv");
+    let again = all_succeed((0..3).map(shard).collect());
+    assert_eq!(again.matches("packed 1 file(s):").count(), 1, "{again}");
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/dst", got.path());
+    same_tree(got.path(), &model.archives);
+
+    // An output longer than one part goes up as a multipart upload (an
+    // ETag ending in -PARTS), whole.
+    let big = tempfile::tempdir().unwrap();
+    let weights = noise(4, (16 << 20) + 5000);
+    write_temp(big.path(), "weights.bin", &weights);
+    server.upload(big.path(), "hub/big");
+    let to = format!("s3://{BUCKET}/hub/big-out");
+    all_succeed(vec![server.pack(&[
+        "-q",
+        &format!("s3://{BUCKET}/hub/big"),
+        &to,
+    ])]);
+    assert!(
+        server.listing("hub/big-out").contains("-2\""),
+        "one PUT, not two parts"
+    );
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/big-out", got.path());
+    assert!(std::fs::read(got.path().join("weights.bin")).unwrap() == weights);
+
+    // A multipart upload whose parts fail leaves nothing under the final
+    // key, and the error says which.
+    let proxy = Proxy::new(server.port);
+    proxy.set(Fault::DropPuts);
+    let to = format!("s3://{BUCKET}/hub/big-fail");
+    let failed = pack_at(proxy.port, &["-q", &format!("s3://{BUCKET}/hub/big"), &to]);
+    let out = failed.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{to}/weights.bin: ")), "{err}");
+    eprintln!("a failed upload: {err}");
+    assert_eq!(server.listing("hub/big-fail"), "");
+    proxy.set(Fault::None);
+    all_succeed(vec![pack_at(
+        proxy.port,
+        &["-q", &format!("s3://{BUCKET}/hub/big"), &to],
+    )]);
+    assert!(server.listing("hub/big-fail").contains("weights.bin"));
+
+    // From the store to a local folder.
+    let local = tempfile::tempdir().unwrap();
+    let out = local.path().join("packed");
+    all_succeed(vec![server.pack(&["-q", &src, s(&out)])]);
+    same_tree(&out, &model.archives);
+    // And from a local folder to the store.
+    all_succeed(vec![server.pack(&[
+        "-q",
+        s(&model.originals),
+        &format!("s3://{BUCKET}/hub/up"),
+    ])]);
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/up", got.path());
+    same_tree(got.path(), &model.archives);
+    // A source replaced in the store is packed (here: copied) again.
+    let changed = tempfile::tempdir().unwrap();
+    write_temp(changed.path(), "config.json", br#"{"hidden_size": 16}"#);
+    server.upload(changed.path(), "hub/src");
+    let again = all_succeed((0..3).map(shard).collect());
+    assert_eq!(again.matches("(+1 copied)").count(), 1, "{again}");
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub/dst", got.path());
+    let config = std::fs::read(got.path().join("config.json")).unwrap();
+    assert_eq!(config, br#"{"hidden_size": 16}"#);
+
+    // An error names the URL and why.
+    let missing = server.pack(&[&format!("s3://{BUCKET}/nothing"), s(&out)]);
+    let out = missing.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("s3://models/nothing: no objects"), "{err}");
 }

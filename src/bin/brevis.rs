@@ -5,6 +5,7 @@
 use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
+use brevis::remote::{mirror, Mirror, RemoteOptions};
 use brevis::shard::{self, Shard};
 use brevis::synth::{Order, Prior};
 use brevis::tree::{self, Action, Existing, Job};
@@ -46,9 +47,12 @@ enum Command {
     /// For a directory, every *.safetensors file becomes *.brv under DST at the
     /// same relative path and every other file (config.json, tokenizers) is copied.
     Pack {
-        /// A .safetensors file or a directory.
+        /// A .safetensors file or a directory; or s3://BUCKET[/PREFIX], every
+        /// object under which is a file of the directory (credentials from the
+        /// AWS_* environment variables).
         src: PathBuf,
-        /// The archive to write, or the directory to mirror into.
+        /// The archive to write, or the directory to mirror into; or
+        /// s3://BUCKET[/PREFIX], where each output is uploaded whole.
         dst: PathBuf,
         #[command(flatten)]
         outputs: OutputArgs,
@@ -260,25 +264,94 @@ fn bases_of(dst: &Path, base: &Path, found: &[PathBuf], out: &Path) -> Vec<PathB
     bases
 }
 
-/// The jobs of shard `spec` of packing `src` into `dst`, without those whose
-/// outputs are already complete and of their source.
-fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<Vec<Job>> {
-    let shard = Shard::parse(spec, |name| std::env::var(name).ok())
-        .map_err(|reason| Error::invalid(src, format!("--shard {spec}: {reason}")))?;
-    let jobs = shard.select(tree::plan(
-        src,
-        dst,
-        "safetensors",
-        "brv",
-        Existing::Overwrite,
-    )?);
-    let mut todo = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        if !shard::done_already(&job)? {
+/// The shard that `spec` names, or an error naming `src`.
+fn parse_shard(src: &Path, spec: &str) -> Result<Shard> {
+    Shard::parse(spec, |name| std::env::var(name).ok())
+        .map_err(|reason| Error::invalid(src, format!("--shard {spec}: {reason}")))
+}
+
+/// This shard's jobs of `jobs`, without those whose outputs `done` says are
+/// already complete and of their source.
+fn shard_share(
+    shard: Shard,
+    jobs: Vec<Job>,
+    done: impl Fn(&Job) -> Result<bool>,
+) -> Result<Vec<Job>> {
+    let mut todo = Vec::new();
+    for job in shard.select(jobs) {
+        if !done(&job)? {
             todo.push(job);
         }
     }
     Ok(todo)
+}
+
+/// The jobs of shard `spec` of packing `src` into `dst`, without those whose
+/// outputs are already complete and of their source.
+fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<Vec<Job>> {
+    let shard = parse_shard(src, spec)?;
+    let jobs = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite)?;
+    shard_share(shard, jobs, shard::done_already)
+}
+
+fn warn_if_nothing_to_pack(src: &Path, jobs: &[Job]) {
+    if !jobs.iter().any(|j| j.action == Action::Transform) {
+        eprintln!(
+            "brevis: warning: {}: no .safetensors files; {} other file(s) copied \
+             unchanged (.bin, .pt, .gguf and other formats are copied, not compressed)",
+            src.display(),
+            jobs.len()
+        );
+    }
+}
+
+/// `pack` where SRC or DST (or both) is an object-store URL: the same jobs and
+/// shares as for local folders, each source fetched to a local temporary and
+/// each output uploaded whole (see `brevis::remote::mirror`).
+fn pack_with_store(
+    cli: &Cli,
+    src: &Path,
+    dst: &Path,
+    outputs: &OutputArgs,
+    shard: Option<&str>,
+    opts: &PackOptions,
+) -> Result<()> {
+    let shard = shard.map(|spec| parse_shard(src, spec)).transpose()?;
+    // A connection to the store closed by its other end must fail that
+    // request (which is retried), not end the process: the network code
+    // writes to sockets without MSG_NOSIGNAL.
+    // SAFETY: sets the disposition of one signal to "ignore"; no handler
+    // runs. Test: a multipart upload whose parts fail, in tests/remote.rs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let (mirror, jobs) = Mirror::plan(src, dst, "safetensors", "brv", &RemoteOptions::default())?;
+    let jobs = match (shard, outputs.existing()) {
+        (Some(shard), _) => shard_share(shard, jobs, |job| mirror.done_already(job))?,
+        (None, Existing::Overwrite) => jobs,
+        (None, Existing::Skip) => jobs.into_iter().filter(|j| !mirror.exists(j)).collect(),
+        (None, Existing::Refuse) => {
+            if let Some(job) = jobs.iter().find(|j| mirror.exists(j)) {
+                return Err(Error::invalid(
+                    &job.dst,
+                    "already exists (use --force to overwrite, --skip-existing to keep)",
+                ));
+            }
+            jobs
+        }
+    };
+    if shard.is_none() && outputs.existing() != Existing::Skip {
+        warn_if_nothing_to_pack(src, &jobs);
+    }
+    run_jobs(
+        cli,
+        Direction::Pack,
+        (src, &jobs),
+        outputs.keep_going,
+        |job, progress| {
+            mirror.run(job, |from, to| {
+                Ok(archive::pack_file(from, to, opts, progress)?.bytes_out)
+            })
+        },
+    )
 }
 
 fn read_prior(path: &Path) -> Result<Prior> {
@@ -328,6 +401,15 @@ fn run(cli: &Cli) -> Result<()> {
             search,
         } => {
             let opts = search.options(*chunk_size)?;
+            if mirror::involves_store(src, dst) {
+                if base.is_some() {
+                    return Err(Error::invalid(
+                        src,
+                        "--base is not supported with object-store URLs yet",
+                    ));
+                }
+                return pack_with_store(cli, src, dst, outputs, shard.as_deref(), &opts);
+            }
             let found = match base {
                 Some(base) => archive::base_archives(base)?,
                 None => Vec::new(),
@@ -337,13 +419,8 @@ fn run(cli: &Cli) -> Result<()> {
                 None => tree::plan(src, dst, "safetensors", "brv", outputs.existing())?,
             };
             let skipped = outputs.existing() == Existing::Skip || shard.is_some();
-            if !skipped && !jobs.iter().any(|j| j.action == Action::Transform) {
-                eprintln!(
-                    "brevis: warning: {}: no .safetensors files; {} other file(s) copied \
-                     unchanged (.bin, .pt, .gguf and other formats are copied, not compressed)",
-                    src.display(),
-                    jobs.len()
-                );
+            if !skipped {
+                warn_if_nothing_to_pack(src, &jobs);
             }
             run_jobs(
                 cli,
@@ -351,16 +428,18 @@ fn run(cli: &Cli) -> Result<()> {
                 (src, &jobs),
                 outputs.keep_going,
                 |job, progress| {
-                    let opts = PackOptions {
-                        bases: match base {
-                            Some(base) => bases_of(dst, base, &found, &job.dst),
-                            None => Vec::new(),
-                        },
-                        dedup: *dedup,
-                        ..opts.clone()
-                    };
-                    let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
-                    Ok(summary.bytes_out)
+                    local_job(job, progress, |job, progress| {
+                        let opts = PackOptions {
+                            bases: match base {
+                                Some(base) => bases_of(dst, base, &found, &job.dst),
+                                None => Vec::new(),
+                            },
+                            dedup: *dedup,
+                            ..opts.clone()
+                        };
+                        let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
+                        Ok(summary.bytes_out)
+                    })
                 },
             )
         }
@@ -432,9 +511,11 @@ fn run(cli: &Cli) -> Result<()> {
                 (src, &jobs),
                 outputs.keep_going,
                 |job, progress| {
-                    let archive = Archive::open_unmapped(&job.src)?;
-                    archive::unpack_file(&archive, &job.dst, progress)?;
-                    Ok(archive.len())
+                    local_job(job, progress, |job, progress| {
+                        let archive = Archive::open_unmapped(&job.src)?;
+                        archive::unpack_file(&archive, &job.dst, progress)?;
+                        Ok(archive.len())
+                    })
                 },
             )
         }
@@ -516,8 +597,6 @@ fn run(cli: &Cli) -> Result<()> {
     }
 }
 
-/// Runs `transform` (or a copy) for every job with one progress bar, then prints
-/// one summary line. `transform` returns the size of what it wrote.
 /// Which way `run_jobs` transforms files.
 #[derive(Clone, Copy)]
 enum Direction {
@@ -525,7 +604,8 @@ enum Direction {
     Unpack,
 }
 
-/// Runs the jobs in order with a progress bar and a summary line. A failed
+/// Runs the jobs in order with a progress bar and a summary line: `work`
+/// does one (see [`local_job`]) and returns the size of what it wrote. A failed
 /// job ends the run, or with `keep_going` is reported and the others run;
 /// the run then fails at the end, naming how many failed.
 fn run_jobs(
@@ -533,7 +613,7 @@ fn run_jobs(
     direction: Direction,
     (src, jobs): (&Path, &[Job]),
     keep_going: bool,
-    transform: impl Fn(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
+    work: impl Fn(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
 ) -> Result<()> {
     let started = Instant::now();
     let total: u64 = jobs.iter().map(|j| j.len).sum();
@@ -543,15 +623,7 @@ fn run_jobs(
     for job in jobs {
         bar.set_message(job.src.display().to_string());
         let base = done;
-        let result = job
-            .dst
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map_or(Ok(()), |parent| std::fs::create_dir_all(parent).at(parent));
-        let written = result.and_then(|()| match job.action {
-            Action::Transform => transform(job, &|done| bar.set_position(base + done)),
-            Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst),
-        });
+        let written = work(job, &|done| bar.set_position(base + done));
         done += job.len;
         bar.set_position(done);
         match written {
@@ -584,7 +656,11 @@ fn run_jobs(
         } else {
             String::new()
         };
-        println!(
+        // Written, not printed: with SIGPIPE ignored (a run that talks to a
+        // store) a reader that has gone is an error to leave, not a panic.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stdout(),
             "{} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
             match direction {
                 Direction::Pack => "packed",
@@ -602,6 +678,22 @@ fn run_jobs(
         return Err(Error::invalid(src, reason));
     }
     Ok(())
+}
+
+/// Does `job` between local paths: makes the output's folder, then copies,
+/// or transforms with `transform`.
+fn local_job(
+    job: &Job,
+    progress: &(dyn Fn(u64) + Sync),
+    transform: impl FnOnce(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
+) -> Result<u64> {
+    if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).at(parent)?;
+    }
+    match job.action {
+        Action::Transform => transform(job, progress),
+        Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst),
+    }
 }
 
 /// Verifies one archive, against its original if given, with a progress bar

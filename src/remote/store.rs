@@ -227,6 +227,181 @@ impl Store {
         Ok((listed.objects.iter().map(info).collect(), folders))
     }
 
+    /// Every object under folder `dir` ("" for the whole store), however
+    /// deep, sorted by key. At most [`MAX_LISTED`] objects: a longer listing
+    /// is an error rather than an unbounded allocation.
+    pub fn list_all(&self, dir: &str) -> io::Result<Vec<ObjectInfo>> {
+        use futures_util::StreamExt;
+        let client = self.client.clone();
+        let prefix = (!dir.is_empty()).then(|| key_path(dir));
+        let limit = self.options.timeout;
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let what = || "listing".to_string();
+        let listed = self.runtime.block_on(async move {
+            let mut stream = client.list(prefix.as_ref());
+            let mut found = Vec::new();
+            // Each page must come within the timeout; the whole listing may
+            // take as many pages as it has.
+            loop {
+                match tokio::time::timeout(limit, stream.next()).await {
+                    Err(_) => return Err(None),
+                    Ok(None) => return Ok(found),
+                    Ok(Some(Err(e))) => return Err(Some(e)),
+                    Ok(Some(Ok(meta))) => {
+                        if found.len() >= MAX_LISTED {
+                            return Err(Some(object_store::Error::Generic {
+                                store: "brevis",
+                                source: format!("more than {MAX_LISTED} objects").into(),
+                            }));
+                        }
+                        found.push(info(&meta));
+                    }
+                }
+            }
+        });
+        match listed {
+            Ok(mut found) => {
+                found.sort_by(|a, b| a.key.cmp(&b.key));
+                Ok(found)
+            }
+            Err(Some(e)) => Err(store_error(e, what())),
+            Err(None) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{}: no answer within {limit:?}", what()),
+            )),
+        }
+    }
+
+    /// Downloads the object `object` (as listed: a GET conditional on its
+    /// ETag, and of exactly its length) into the file at `path`, streaming:
+    /// at most one piece of the body is held at a time. Each piece must come
+    /// within the timeout. Returns the bytes written.
+    pub fn get_file(&self, object: &ObjectInfo, path: &std::path::Path) -> io::Result<u64> {
+        use futures_util::StreamExt;
+        use std::io::Write;
+        let client = self.client.clone();
+        let key = key_path(&object.key);
+        let options = GetOptions {
+            if_match: object.etag.then(|| object.version.clone()),
+            ..GetOptions::default()
+        };
+        let limit = self.options.timeout;
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let mut file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+        let expected = object.len;
+        let written = self.runtime.block_on(async move {
+            let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "no answer in time");
+            let got = tokio::time::timeout(limit, client.get_opts(&key, options))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| store_error(e, "GET".into()))?;
+            let mut stream = got.into_stream();
+            let mut written = 0u64;
+            loop {
+                match tokio::time::timeout(limit, stream.next()).await {
+                    Err(_) => return Err(timed_out()),
+                    Ok(None) => break,
+                    Ok(Some(Err(e))) => return Err(store_error(e, "GET".into())),
+                    Ok(Some(Ok(piece))) => {
+                        written += piece.len() as u64;
+                        if written > expected {
+                            return Err(io::Error::other(format!(
+                                "the store sent more than the listed {expected} bytes"
+                            )));
+                        }
+                        file.write_all(&piece)?;
+                    }
+                }
+            }
+            file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            Ok(written)
+        });
+        let written = written?;
+        self.stats
+            .fetched_bytes
+            .fetch_add(written, Ordering::Relaxed);
+        if written != expected {
+            return Err(io::Error::other(format!(
+                "the store sent {written} bytes, the listing said {expected}"
+            )));
+        }
+        Ok(written)
+    }
+
+    /// Uploads the file at `path` to `key`. The object appears whole or not
+    /// at all: a file of up to [`PART`] bytes is one PUT, a longer one a
+    /// multipart upload of parts of [`PART`] bytes (at most two in flight, so
+    /// memory stays bounded) completed only after every part is stored, and
+    /// aborted on failure. Each request is retried as reads are, and must be
+    /// answered within the timeout. Returns the bytes uploaded.
+    pub fn put_file(&self, path: &std::path::Path, key: &str) -> io::Result<u64> {
+        use object_store::{PutPayload, WriteMultipart};
+        use std::io::Read;
+        let mut file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        let client = self.client.clone();
+        let target = key_path(key);
+        let limit = self.options.timeout;
+        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "no answer in time");
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let result: io::Result<()> = if len <= PART as u64 {
+            let mut bytes = Vec::with_capacity(len as usize);
+            (&mut file).take(len).read_to_end(&mut bytes)?;
+            if bytes.len() as u64 != len {
+                return Err(io::Error::other("the file changed while being uploaded"));
+            }
+            self.runtime.block_on(async move {
+                tokio::time::timeout(limit, client.put(&target, PutPayload::from(bytes)))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| store_error(e, "PUT".into()))
+                    .map(drop)
+            })
+        } else {
+            self.runtime.block_on(async move {
+                let upload = tokio::time::timeout(limit, client.put_multipart(&target))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| store_error(e, "multipart upload".into()))?;
+                let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+                let mut buf = vec![0u8; PART];
+                let mut sent = 0u64;
+                let outcome: io::Result<()> = async {
+                    loop {
+                        let n = read_full(&mut file, &mut buf)?;
+                        if n == 0 {
+                            break;
+                        }
+                        sent += n as u64;
+                        tokio::time::timeout(limit, writer.wait_for_capacity(2))
+                            .await
+                            .map_err(|_| timed_out())?
+                            .map_err(|e| store_error(e, "part upload".into()))?;
+                        writer.write(&buf[..n]);
+                    }
+                    if sent != len {
+                        return Err(io::Error::other("the file changed while being uploaded"));
+                    }
+                    Ok(())
+                }
+                .await;
+                match outcome {
+                    Ok(()) => tokio::time::timeout(limit, writer.finish())
+                        .await
+                        .map_err(|_| timed_out())?
+                        .map_err(|e| store_error(e, "multipart upload".into()))
+                        .map(drop),
+                    Err(e) => {
+                        let _ = tokio::time::timeout(limit, writer.abort()).await;
+                        Err(e)
+                    }
+                }
+            })
+        };
+        result?;
+        Ok(len)
+    }
+
     /// Bytes `ranges` of `object`, fetched in parallel, only if it is still
     /// the version described (its ETag, when it has one); anything else,
     /// including a body of another length, is an error for that range.
@@ -265,6 +440,27 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// The most objects a recursive listing holds.
+pub const MAX_LISTED: usize = 1_000_000;
+
+/// Bytes per part of a multipart upload (S3 wants at least 5 MiB).
+pub const PART: usize = 16 << 20;
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> io::Result<usize> {
+    use std::io::Read;
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 type Body = futures_util::stream::BoxStream<'static, object_store::Result<bytes::Bytes>>;
