@@ -11,16 +11,20 @@
 
 mod context;
 mod expand;
+mod palette;
 pub mod prior;
 mod production;
 mod refit;
+mod scaled;
 mod search;
 
 pub use context::{Context, Position};
-pub use expand::{expansions, palette_streams, scaled_streams, shapes, Expansion, Shape};
+pub use expand::{expansions, shapes, Expansion, Shape};
+pub use palette::palette_streams;
 pub use prior::Prior;
 pub use production::Production;
 pub use refit::{byte_planes_cost, Template};
+pub use scaled::scaled_streams;
 pub use search::{Found, Limits, Order, Setup};
 
 use crate::codec::{self, Stats};

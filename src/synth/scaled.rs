@@ -1,0 +1,172 @@
+//! Scaled integers: float streams that are a scale per group times small
+//! integers (a quantized checkpoint stored back in a wide dtype), found and
+//! derived for the Scaled operator.
+
+use super::expand::Shape;
+use super::Hint;
+use crate::dsl::{mask, scaled_word, to_f32, FloatFormat, SCALED_FORMATS};
+
+/// Group lengths a Scaled node is tried at, largest first: those of common
+/// quantizers.
+const SCALED_GROUPS: [usize; 4] = [256, 128, 64, 32];
+
+/// Largest integer magnitude the search looks for (8-bit quantization).
+const SCALED_MAX_INT: u32 = 127;
+
+/// Width of the integers of the Scaled nodes the packer makes: magnitudes up
+/// to [`SCALED_MAX_INT`] and a sign. A wider field costs nothing: literals code
+/// the integers' values, not their width.
+const SCALED_INT_WIDTH: u32 = 8;
+
+/// Groups a Scaled shape is checked on before it is proposed: enough to see
+/// a group length that straddles rows of a per-row quantizer.
+const SCALED_PROBE_GROUPS: usize = 4;
+
+/// The Scaled shape with the longest group whose first few groups are each a
+/// scale times small integers (the first group decides cheaply for most
+/// streams, whose words are not); whether every group is, deriving the
+/// children finds out.
+pub(super) fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
+    let format = hint
+        .float
+        .filter(|f| SCALED_FORMATS.contains(f) && f.width() == width)?;
+    let group = SCALED_GROUPS
+        .into_iter()
+        .filter(|&g| 2 * g <= t.len())
+        .find(|&g| {
+            (t.chunks(g).take(SCALED_PROBE_GROUPS))
+                .all(|words| group_scale(words, format).is_some())
+        })?;
+    Some(Shape::Scaled {
+        group,
+        format,
+        int_width: SCALED_INT_WIDTH,
+    })
+}
+
+/// A scale and integers (magnitude and sign, as [`scaled_word`] reads them)
+/// whose products, rounded to `format`, are `words`, with magnitudes of at
+/// most [`SCALED_MAX_INT`]. From each of a few rough guesses of the scale
+/// (the smallest magnitude over 1 to 4, the largest over the top level of
+/// common quantizers), [`fit`] finds the integers and the interval of scales
+/// that round every product to its word, from which a few scales are tried.
+/// This finds scales kept in the checkpoint's dtype and wider ones alike (a
+/// quantizer that computes in binary32 and stores BF16).
+fn group_scale(words: &[u32], format: FloatFormat) -> Option<(f32, Vec<u32>)> {
+    let sign = 1u32 << (format.width() - 1);
+    let magnitudes: Vec<f32> = words.iter().map(|&w| to_f32(format, w & !sign)).collect();
+    let signs = || words.iter().map(move |&w| (w & sign != 0) as u32);
+    let mut order: Vec<usize> = (0..words.len()).filter(|&i| magnitudes[i] > 0.0).collect();
+    order.sort_by(|&a, &b| magnitudes[a].total_cmp(&magnitudes[b]));
+    let (Some(&first), Some(&last)) = (order.first(), order.last()) else {
+        // Signed zeros only: any scale times 0.
+        return Some((1.0, signs().collect()));
+    };
+    let (smallest, largest) = (magnitudes[first], magnitudes[last]);
+    let divided = [1.0, 2.0, 3.0, 4.0].map(|d| smallest / d);
+    let tops = [7.0, 8.0, 15.0, 16.0, 127.0, 128.0].map(|q| largest / q);
+    divided.into_iter().chain(tops).find_map(|guess| {
+        let (qs, interval) = fit(words, &magnitudes, &order, guess, format)?;
+        let ints: Vec<u32> = (qs.iter().zip(signs())).map(|(q, s)| q << 1 | s).collect();
+        let scale = scales_within(interval).find(|scale| {
+            (ints.iter().zip(words)).all(|(&q, &w)| scaled_word(format, scale.to_bits(), q) == w)
+        })?;
+        Some((scale, ints))
+    })
+}
+
+/// How far from a guess the scale may be: more than the rounding of the word
+/// a guess is made from.
+const GUESS_SLACK: f64 = 1.0 / 64.0;
+
+/// The integer magnitude of each word near `guess` and the interval of
+/// scales that round each integer's product to its word. Words are taken
+/// from the smallest: the small integers, which a rough scale cannot get
+/// wrong, narrow the interval before the large ones, which a scale off by
+/// the rounding of a word could round to a neighbour, are chosen (the one
+/// whose word's interval still meets it). None if a word has no such
+/// integer of at most [`SCALED_MAX_INT`].
+fn fit(
+    words: &[u32],
+    magnitudes: &[f32],
+    order: &[usize],
+    guess: f32,
+    format: FloatFormat,
+) -> Option<(Vec<u32>, (f64, f64))> {
+    if !guess.is_normal() {
+        return None;
+    }
+    let guess = guess as f64;
+    let (mut low, mut high) = (guess * (1.0 - GUESS_SLACK), guess * (1.0 + GUESS_SLACK));
+    let mut qs = vec![0u32; words.len()];
+    for &i in order {
+        let (below, above) = rounding_interval(words[i], format);
+        let near = (magnitudes[i] as f64 / ((low + high) / 2.0)).round();
+        let q = [near, near - 1.0, near + 1.0].into_iter().find(|&q| {
+            (1.0..=SCALED_MAX_INT as f64).contains(&q) && below / q <= high && above / q >= low
+        })?;
+        low = low.max(below / q);
+        high = high.min(above / q);
+        qs[i] = q as u32;
+    }
+    Some((qs, (low, high)))
+}
+
+/// The magnitudes that round to the magnitude of `word` in `format`,
+/// widened by [`INTERVAL_SLACK`] so that a product exactly on a bound (a tie
+/// rounded to even) stays in.
+fn rounding_interval(word: u32, format: FloatFormat) -> (f64, f64) {
+    let m = word & !(1u32 << (format.width() - 1));
+    let value = to_f32(format, m) as f64;
+    let below = to_f32(format, m - 1) as f64;
+    let above = to_f32(format, m + 1) as f64;
+    let above = if above.is_finite() {
+        above
+    } else {
+        2.0 * value - below
+    };
+    (
+        (value + below) / 2.0 * (1.0 - INTERVAL_SLACK),
+        (value + above) / 2.0 * (1.0 + INTERVAL_SLACK),
+    )
+}
+
+/// Relative slack of each bound of [`rounding_interval`]; the scales tried
+/// are checked exactly, so a wider interval only costs a failed try.
+const INTERVAL_SLACK: f64 = 1e-9;
+
+/// Scales in `[low, high]` to try, fewest mantissa bits first (as a
+/// quantizer's BF16 or F16 scale has, so that the scales code small), then
+/// the middle.
+fn scales_within((low, high): (f64, f64)) -> impl Iterator<Item = f32> {
+    let middle = ((low + high) / 2.0) as f32;
+    let short = [7, 10, 16].into_iter().filter_map(move |kept| {
+        let drop = 23 - kept;
+        let bits = (middle.to_bits() + (1 << (drop - 1))) & !((1 << drop) - 1);
+        let scale = f32::from_bits(bits);
+        (low <= scale as f64 && scale as f64 <= high).then_some(scale)
+    });
+    short.chain(std::iter::once(middle))
+}
+
+/// A Scaled node's children for `t`: one scale per group of `group` words
+/// and each word's integer (in `int_width` bits); None if a group has no
+/// scale (of those [`group_scale`] guesses) or needs wider integers.
+pub fn scaled_streams(
+    t: &[u32],
+    group: usize,
+    format: FloatFormat,
+    int_width: u32,
+) -> Option<(Vec<u32>, Vec<u32>)> {
+    let mut scales = Vec::with_capacity(t.len().div_ceil(group));
+    let mut ints = Vec::with_capacity(t.len());
+    for words in t.chunks(group) {
+        let (scale, qs) = group_scale(words, format)?;
+        if qs.iter().any(|&q| q > mask(int_width)) {
+            return None;
+        }
+        scales.push(scale.to_bits());
+        ints.extend(qs);
+    }
+    Some((scales, ints))
+}
