@@ -19,11 +19,15 @@
 //! Version 2 adds bases: `base` is a version 1 archive, `tuned` (its weights
 //! moved a little, one tensor unchanged, one new, one resized) is packed
 //! against it, and `tuned-again` (moved again) against `tuned`, a chain.
+//!
+//! Version 4 adds differences from a base: `difference-tuned` (every value of
+//! every float width moved by a few units in its last place) is packed against
+//! `difference-base`.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use brevis::archive::{decode_record, pack_file, Archive, ChunkEntry, Index, PackOptions};
+use brevis::archive::{decode_record, pack_file, Archive, ChunkEntry, Combine, Index, PackOptions};
 use brevis::codec::{self, Codec, Stats};
 use brevis::dsl::{self, encode_program, Fields, FloatFormat, Literal, MapOp, Op, Program};
 use brevis::dsl::{ScanOp, Type};
@@ -54,7 +58,8 @@ fn main() {
         }
         2 => based(dir),
         3 => dequantized(dir),
-        _ => panic!("{usage}: VERSION is 1, 2 or 3"),
+        4 => differences(dir),
+        _ => panic!("{usage}: VERSION is 1 to 4"),
     }
 }
 
@@ -110,6 +115,67 @@ fn dequantized(dir: &Path) {
     std::fs::write(&src, build(&tensors, &plain)).unwrap();
     let a = pack(&src, 16 * 1024, None);
     assert_eq!(a.version(), 3, "palettes make a version 3 archive");
+}
+
+/// Version 4: a checkpoint whose values moved by a few units in their last
+/// place, of every element width (F8_E4M3, BF16, F16, F32, F64), packed
+/// against its base as differences; one tensor is unchanged (an XOR).
+fn differences(dir: &Path) {
+    let mut rng = Rng(41);
+    // `word` moved by `delta` units in sign-magnitude order (`bits` wide).
+    let nudge = |word: u64, bits: u32, delta: i64| -> u64 {
+        let mask = u64::MAX >> (64 - bits);
+        let flip = |v: u64| v ^ (((v >> (bits - 1)) & 1) * (mask >> 1));
+        flip(flip(word).wrapping_add(delta as u64) & mask)
+    };
+    let w = f32s(4096, 42, 0.02);
+    let words: [(&str, u32, Vec<u64>); 5] = [
+        (
+            "fp8",
+            8,
+            w.iter().map(|x| (x.to_bits() >> 24) as u64).collect(),
+        ),
+        ("bf16", 16, w.iter().map(|&x| bf16(x) as u64).collect()),
+        ("f16", 16, w.iter().map(|&x| f16(x) as u64).collect()),
+        ("f32", 32, w.iter().map(|x| x.to_bits() as u64).collect()),
+        ("f64", 64, w.iter().map(|&x| (x as f64).to_bits()).collect()),
+    ];
+    let dtype = |name: &str| match name {
+        "fp8" => "F8_E4M3",
+        other => Box::leak(other.to_uppercase().into_boxed_str()),
+    };
+    let file = |moved: bool, rng: &mut Rng| {
+        let mut tensors: Vec<Tensor> = words
+            .iter()
+            .map(|(name, bits, ws)| {
+                let bytes = ws
+                    .iter()
+                    .flat_map(|&v| {
+                        let delta = (rng.next() % 5) as i64 - 2;
+                        let v = if moved { nudge(v, *bits, delta) } else { v };
+                        v.to_le_bytes()[..*bits as usize / 8].to_vec()
+                    })
+                    .collect();
+                tensor(name, dtype(name), &[64, 64], bytes)
+            })
+            .collect();
+        let ids = (0..512i64).flat_map(|i| i.to_le_bytes()).collect();
+        tensors.push(tensor("position_ids", "I64", &[512], ids));
+        build(&tensors, &Extras::default())
+    };
+    let base = dir.join("difference-base.safetensors");
+    std::fs::write(&base, file(false, &mut rng)).unwrap();
+    pack(&base, 16 << 10, None);
+    let tuned = dir.join("difference-tuned.safetensors");
+    std::fs::write(&tuned, file(true, &mut rng)).unwrap();
+    let a = pack(&tuned, 16 << 10, Some(&base.with_extension("brv")));
+    assert_eq!(a.version(), 4, "differences make a version 4 archive");
+    for layout in Layout::ALL {
+        let differs = |c: &ChunkEntry| {
+            c.layout == layout && c.base.is_some_and(|s| s.combine == Combine::Difference)
+        };
+        assert!(a.chunks().iter().any(differs), "{layout:?}");
+    }
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and

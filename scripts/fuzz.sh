@@ -51,6 +51,8 @@ fi
 # A format version 3 archive (Palette and Scaled programs) among the seeds, and
 # its records among the record target's.
 [ -e "$seeds/seed-v3.brv" ] || cp tests/golden/v3/dequantized.brv "$seeds/seed-v3.brv"
+# A format version 4 archive (chunks that are differences from their base).
+[ -e "$seeds/seed-v4.brv" ] || cp tests/golden/v4/difference-tuned.brv "$seeds/seed-v4.brv"
 
 for target in "${targets[@]}"; do
   echo "== fuzz $target for ${seconds}s"

@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use crate::archive::Archive;
+use crate::archive::{Archive, Combine};
 use crate::codec;
 use crate::dsl::{decode_program, describe, EncodedLit, Op, Program, Type};
 use crate::error::{Error, Result};
@@ -21,8 +21,11 @@ pub struct Row {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub chunks: usize,
-    /// How many of its chunks store their XOR with a base.
+    /// How many of its chunks store a residual against a base.
     pub base_chunks: usize,
+    /// How many of those store the difference from the base's values (the
+    /// others store the XOR with its bytes).
+    pub difference_chunks: usize,
     /// The first chunk's programs (one per lane), in readable form.
     pub program: String,
     /// How many literals use each codec, over all chunks.
@@ -87,6 +90,7 @@ impl Row {
             bytes_out: 0,
             chunks: 0,
             base_chunks: 0,
+            difference_chunks: 0,
             program: String::new(),
             codecs: BTreeMap::new(),
             productions: BTreeMap::new(),
@@ -99,6 +103,8 @@ impl Row {
         self.bytes_out += seg.rec_len;
         self.chunks += 1;
         self.base_chunks += seg.base.is_some() as usize;
+        let differs = seg.base.is_some_and(|s| s.combine == Combine::Difference);
+        self.difference_chunks += differs as usize;
         let record = archive.record(i)?;
         let ty = Type {
             width: seg.layout.lane_width(),
@@ -117,8 +123,12 @@ impl Row {
             pos += used;
         }
         if self.program.is_empty() {
-            let xor = if seg.base.is_some() { "base ^ " } else { "" };
-            self.program = format!("{xor}{}", lanes.join(" | "));
+            let with_base = match seg.base.map(|s| s.combine) {
+                None => "",
+                Some(Combine::Xor) => "base ^ ",
+                Some(Combine::Difference) => "base + ",
+            };
+            self.program = format!("{with_base}{}", lanes.join(" | "));
         }
         Ok(())
     }
@@ -142,7 +152,8 @@ impl Row {
         json!({
             "name": self.name, "dtype": self.dtype, "shape": self.shape,
             "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "ratio": self.ratio(),
-            "chunks": self.chunks, "base_chunks": self.base_chunks, "program": self.program,
+            "chunks": self.chunks, "base_chunks": self.base_chunks,
+            "difference_chunks": self.difference_chunks, "program": self.program,
             "codecs": self.codecs, "productions": self.productions,
         })
     }

@@ -4,9 +4,10 @@
 //! scale and lane-group count, layout and dtype mapping; and they are the bytes
 //! that were frozen (tests/golden/vN/SHA256SUMS).
 
-use brevis::archive::{self, Archive};
+use brevis::archive::{self, Archive, ChunkEntry, Combine};
 use brevis::codec::{peek_codec, Codec};
 use brevis::dsl::{decode_program, EncodedLit, Fields, Op, Program, Type};
+use brevis::safetensors::Layout;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 3] = [(1, 10), (2, 3), (3, 1)];
+const VERSIONS: [(u8, usize); 4] = [(1, 10), (2, 3), (3, 1), (4, 2)];
 
 #[test]
 fn golden_archives_decode_to_their_originals() {
@@ -247,6 +248,33 @@ fn a_version_this_build_does_not_know_is_refused_by_name() {
         !err.contains("corrupt"),
         "a newer archive is not called corrupt: {err}"
     );
+}
+
+#[test]
+fn version_4_golden_archives_are_differences_from_their_base_and_version_3_refuses_them() {
+    let tuned = golden_dir(4).join("difference-tuned.brv");
+    let a = Archive::open(&tuned).unwrap();
+    assert_eq!(a.version(), 4);
+    for layout in Layout::ALL {
+        let differs = |c: &ChunkEntry| {
+            c.layout == layout && c.base.is_some_and(|s| s.combine == Combine::Difference)
+        };
+        assert!(a.chunks().iter().any(differs), "{layout:?}");
+    }
+    // Labelled version 3, the difference flag is no layout.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        golden_dir(4).join("difference-base.brv"),
+        dir.path().join("difference-base.brv"),
+    )
+    .unwrap();
+    let mut bytes = std::fs::read(&tuned).unwrap();
+    bytes[7] = 3;
+    let path = dir.path().join("relabelled.brv");
+    std::fs::write(&path, bytes).unwrap();
+    let err = Archive::open(&path).err().expect("refused").to_string();
+    assert!(err.contains("relabelled.brv"), "{err}");
+    assert!(err.contains("unknown chunk layout"), "{err}");
 }
 
 #[test]

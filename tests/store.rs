@@ -93,8 +93,8 @@ fn a_fine_tune_packed_against_its_base_is_smaller_and_exact() {
     let head = std::fs::read(&delta).unwrap();
     assert_eq!(
         &head[..8],
-        b"BREVIS\x00\x02",
-        "an archive with a base is version 2"
+        b"BREVIS\x00\x04",
+        "an archive with chunks that are differences from their base is version 4"
     );
     let alone_head = std::fs::read(&alone).unwrap();
     assert_eq!(
@@ -132,6 +132,21 @@ fn a_fine_tune_packed_against_its_base_is_smaller_and_exact() {
     };
     assert!(row("embed")["base_chunks"].as_u64().unwrap() > 0);
     assert!(row("head")["base_chunks"].as_u64().unwrap() > 0);
+    // Values moved by a few units in their last place are differences from
+    // the base; an unchanged tensor, all zeros either way, is an XOR.
+    for name in ["embed", "head"] {
+        assert_eq!(
+            row(name)["difference_chunks"],
+            row(name)["base_chunks"],
+            "{name}"
+        );
+        assert!(row(name)["program"]
+            .as_str()
+            .unwrap()
+            .starts_with("base + "));
+    }
+    assert!(row("ids")["base_chunks"].as_u64().unwrap() > 0);
+    assert_eq!(row("ids")["difference_chunks"], 0);
     // Tensors the base lacks, or has in another shape, cannot reference it.
     assert_eq!(row("new")["base_chunks"], 0);
     assert_eq!(row("resized")["base_chunks"], 0);
@@ -260,8 +275,9 @@ fn a_directory_packs_against_a_directory_of_bases_by_tensor_name() {
         s(&tuned_out),
     ]);
     let head = |p: &Path| std::fs::read(p).unwrap()[7];
-    assert_eq!(head(&tuned_out.join("sub/model.brv")), 2);
-    assert_eq!(head(&tuned_out.join("resharded/1.brv")), 2);
+    assert_eq!(head(&tuned_out.join("sub/model.brv")), 4);
+    assert_eq!(head(&tuned_out.join("resharded/1.brv")), 4);
+    // Its second part's only tensor found in the bases is unchanged: an XOR.
     assert_eq!(head(&tuned_out.join("resharded/2.brv")), 2);
     assert_eq!(head(&tuned_out.join("other.brv")), 1, "packed alone");
     let alone = len(&tuned_out.join("sub/model.brv"));
@@ -393,7 +409,11 @@ fn referencing(
             src_len: 64,
             rec_len: 2,
             checksum: twox_hash::XxHash3_64::oneshot(&zeros),
-            base: Some(BaseSpan { base: 0, offset: 0 }),
+            base: Some(BaseSpan {
+                base: 0,
+                offset: 0,
+                combine: brevis::archive::Combine::Xor,
+            }),
         }],
     };
     let const_zero: &[u8] = &[1, 0];

@@ -6,11 +6,12 @@
 
 #![forbid(unsafe_code)]
 
+use super::combine::Combine;
 use super::format::{valid_base_path, BaseEntry};
 use super::reader::{Archive, MAX_OPENED_BASES};
 use super::{pack_file, unpack_file, PackOptions, PackSummary};
 use crate::error::{Error, IoContext, Result};
-use crate::safetensors::TensorInfo;
+use crate::safetensors::{Layout, TensorInfo};
 use crate::synth::byte_planes_cost;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -178,31 +179,36 @@ fn relative_path(from: &Path, to: &Path) -> Result<String> {
         .ok_or_else(|| Error::invalid(to, "cannot be named as a base: its path is not UTF-8"))
 }
 
+/// The cheaper residual of `bytes` against `base` (see [`Combine`]), by the
+/// order-0 cost of its byte planes; XOR where they tie.
+pub fn residual(bytes: &[u8], base: &[u8], layout: Layout) -> (Combine, Vec<u8>) {
+    let xor = Combine::Xor.residual(bytes, base, layout);
+    let difference = Combine::Difference.residual(bytes, base, layout);
+    if planes_cost(&difference, layout) < planes_cost(&xor, layout) {
+        (Combine::Difference, difference)
+    } else {
+        (Combine::Xor, xor)
+    }
+}
+
 /// Which coding of a chunk with a base to try: `(residual, plain)`, at least
 /// one of them.
 ///
 /// The order-0 costs of both sets of byte planes decide where one is clearly
 /// cheaper (by a sixteenth); where they are close, both are coded and the
 /// smaller record kept.
-pub fn candidates(
-    bytes: &[u8],
-    residual: &[u8],
-    layout: crate::safetensors::Layout,
-) -> (bool, bool) {
-    let cost = |b: &[u8]| -> usize {
-        super::encode::to_lanes(b, layout)
-            .iter()
-            .map(|lane| byte_planes_cost(lane, layout.lane_width()))
-            .sum()
-    };
-    let (plain, delta) = (cost(bytes), cost(residual));
+pub fn candidates(bytes: &[u8], residual: &[u8], layout: Layout) -> (bool, bool) {
+    let (plain, delta) = (planes_cost(bytes, layout), planes_cost(residual, layout));
     // At least one is tried: the residual where both cost nothing.
     (delta * 16 <= plain * 17, plain * 16 < delta * 17)
 }
 
-/// `a` XOR `b`, byte by byte.
-pub fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
-    a.iter().zip(b).map(|(x, y)| x ^ y).collect()
+/// The order-0 cost of the byte planes of `bytes`' lanes.
+fn planes_cost(bytes: &[u8], layout: Layout) -> usize {
+    super::encode::to_lanes(bytes, layout)
+        .iter()
+        .map(|lane| byte_planes_cost(lane, layout.lane_width()))
+        .sum()
 }
 
 #[cfg(test)]
@@ -228,7 +234,7 @@ mod tests {
             .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
             .collect();
         let zero = vec![0u8; a.len()];
-        let layout = crate::safetensors::Layout::Half;
+        let layout = Layout::Half;
         assert_eq!(candidates(&a, &zero, layout), (true, false));
         let skewed: Vec<u8> = a.iter().map(|b| b & 1).collect();
         assert_eq!(candidates(&skewed, &a, layout), (false, true));

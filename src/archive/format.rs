@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::combine::Combine;
 use crate::safetensors::Layout;
 use crate::wire::{put_varint, Reader, WireError};
 
@@ -9,12 +10,17 @@ use crate::wire::{put_varint, Reader, WireError};
 /// version from 1 up (docs/FORMAT.md: any change to what a reader accepts is a
 /// new version). An archive is written in the oldest version that can hold it:
 /// version 2 for an archive that references a base, version 3 for one whose
-/// programs use an operator for quantized weights (Palette, Scaled).
-pub const FORMAT_VERSION: u8 = 3;
+/// programs use an operator for quantized weights (Palette, Scaled), version
+/// 4 for one with a chunk that is the difference from its base's values.
+pub const FORMAT_VERSION: u8 = 4;
 
 /// The first version whose programs may use the operators for quantized
 /// weights (Palette, Scaled).
 pub const QUANTIZED_VERSION: u8 = 3;
+
+/// The first version whose chunks may combine with their base as a
+/// difference of values ([`Combine::Difference`]).
+pub const DIFFERENCE_VERSION: u8 = 4;
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 
@@ -73,6 +79,9 @@ const MIN_BASE_LEN: usize = 35;
 pub const MAX_BASE_PATH: u64 = 4096;
 /// Bit of a version 2 chunk entry's first byte that says it references a base.
 const REFERENCES_BASE: u8 = 0x80;
+/// Bit of a version 4 chunk entry's first byte that says its record is the
+/// difference from its base's values (with [`REFERENCES_BASE`] only).
+const DIFFERENCE: u8 = 0x40;
 
 /// The checksum of chunks and of the index: XXH3-64 with seed 0 (the
 /// implementation picks SSE2 or AVX2 at run time; checking every decoded
@@ -101,6 +110,8 @@ pub struct BaseSpan {
     /// Which of the index's bases.
     pub base: u32,
     pub offset: u64,
+    /// How the chunk's decoded record and the span make its bytes.
+    pub combine: Combine,
 }
 
 /// Another archive whose source this one's chunks may reference: named by
@@ -135,9 +146,13 @@ fn layout_code(layout: Layout) -> u8 {
 
 impl Index {
     /// The oldest format version this index can be written in: 2 if it has
-    /// bases (its records may need a later one).
+    /// bases, 4 if a chunk is a difference from its base (its records may
+    /// need a later one).
     pub fn version(&self) -> u8 {
-        if self.bases.is_empty() {
+        let differs = |c: &ChunkEntry| c.base.is_some_and(|s| s.combine == Combine::Difference);
+        if self.chunks.iter().any(differs) {
+            DIFFERENCE_VERSION
+        } else if self.bases.is_empty() {
             1
         } else {
             2
@@ -167,7 +182,11 @@ impl Index {
         }
         put_varint(&mut out, self.chunks.len() as u64);
         for s in &self.chunks {
-            let flag = if s.base.is_some() { REFERENCES_BASE } else { 0 };
+            let flag = match s.base.map(|span| span.combine) {
+                None => 0,
+                Some(Combine::Xor) => REFERENCES_BASE,
+                Some(Combine::Difference) => REFERENCES_BASE | DIFFERENCE,
+            };
             out.push(layout_code(s.layout) | flag);
             put_varint(&mut out, s.src_len);
             put_varint(&mut out, s.rec_len);
@@ -198,7 +217,7 @@ impl Index {
         let mut chunks = Vec::with_capacity(count as usize);
         let (mut src_total, mut rec_total) = (0u64, 0u64);
         for _ in 0..count {
-            let s = chunk(&mut r, &bases)?;
+            let s = chunk(&mut r, &bases, version)?;
             src_total += s.src_len;
             rec_total = rec_total.saturating_add(s.rec_len);
             chunks.push(s);
@@ -260,14 +279,22 @@ pub fn valid_base_path(path: &str) -> bool {
         && path.split('/').all(|c| !c.is_empty())
 }
 
-fn chunk(r: &mut Reader, bases: &[BaseEntry]) -> Result<ChunkEntry, WireError> {
+fn chunk(r: &mut Reader, bases: &[BaseEntry], version: u8) -> Result<ChunkEntry, WireError> {
     let at = r.pos();
     let first = r.u8()?;
     let references = !bases.is_empty() && first & REFERENCES_BASE != 0;
-    let code = if references {
-        first & !REFERENCES_BASE
+    let differs = references && version >= DIFFERENCE_VERSION && first & DIFFERENCE != 0;
+    // Flags a version does not have are left in the layout code, which
+    // then names no layout.
+    let code = match (references, differs) {
+        (false, _) => first,
+        (true, false) => first & !REFERENCES_BASE,
+        (true, true) => first & !(REFERENCES_BASE | DIFFERENCE),
+    };
+    let combine = if differs {
+        Combine::Difference
     } else {
-        first
+        Combine::Xor
     };
     let layout = *Layout::ALL
         .get(code as usize)
@@ -281,7 +308,9 @@ fn chunk(r: &mut Reader, bases: &[BaseEntry]) -> Result<ChunkEntry, WireError> {
     }
     let rec_len = r.varint()?;
     let checksum = r.u64_le()?;
-    let base = references.then(|| span(r, bases, src_len)).transpose()?;
+    let base = references
+        .then(|| span(r, bases, src_len, combine))
+        .transpose()?;
     Ok(ChunkEntry {
         layout,
         src_len,
@@ -292,7 +321,12 @@ fn chunk(r: &mut Reader, bases: &[BaseEntry]) -> Result<ChunkEntry, WireError> {
 }
 
 /// A chunk's span of a base: it must lie inside that base's source.
-fn span(r: &mut Reader, bases: &[BaseEntry], src_len: u64) -> Result<BaseSpan, WireError> {
+fn span(
+    r: &mut Reader,
+    bases: &[BaseEntry],
+    src_len: u64,
+    combine: Combine,
+) -> Result<BaseSpan, WireError> {
     let base = r.varint_max(bases.len() as u64 - 1, "base number out of range")?;
     let at = r.pos();
     let offset = r.varint()?;
@@ -306,6 +340,7 @@ fn span(r: &mut Reader, bases: &[BaseEntry], src_len: u64) -> Result<BaseSpan, W
     Ok(BaseSpan {
         base: base as u32,
         offset,
+        combine,
     })
 }
 
@@ -395,10 +430,11 @@ mod tests {
         assert_eq!(check_head(&HEAD_MAGIC), Ok(1));
         assert_eq!(check_head(&head(2)), Ok(2));
         assert_eq!(check_head(&head(3)), Ok(3));
-        assert_eq!(check_head(&head(4)), Err(HeadError::UnknownVersion(4)));
+        assert_eq!(check_head(&head(4)), Ok(4));
+        assert_eq!(check_head(&head(5)), Err(HeadError::UnknownVersion(5)));
         assert_eq!(check_head(&head(0)), Err(HeadError::UnknownVersion(0)));
-        let message = HeadError::UnknownVersion(4).to_string();
-        assert!(message.contains("version 4 is not supported"), "{message}");
+        let message = HeadError::UnknownVersion(5).to_string();
+        assert!(message.contains("version 5 is not supported"), "{message}");
         assert_eq!(check_head(b"BREVIS\x00"), Err(HeadError::NotAnArchive));
         assert_eq!(check_head(b"{\"a\": 1}   "), Err(HeadError::NotAnArchive));
     }
@@ -428,8 +464,37 @@ mod tests {
         index.chunks[1].base = Some(BaseSpan {
             base: 0,
             offset: 10_000 - 4096,
+            combine: Combine::Xor,
         });
         index
+    }
+
+    fn with_difference() -> Index {
+        let mut index = with_base();
+        index.chunks[1].base.as_mut().unwrap().combine = Combine::Difference;
+        index
+    }
+
+    #[test]
+    fn a_difference_from_the_base_is_version_4_and_round_trips() {
+        let index = with_difference();
+        assert_eq!(index.version(), 4);
+        let bytes = index.encode();
+        assert_eq!(Index::decode(&bytes, 1012, 4).unwrap(), index);
+        for older in [2, 3] {
+            let err = Index::decode(&bytes, 1012, older).unwrap_err();
+            assert_eq!(err.reason, "unknown chunk layout", "version {older}");
+        }
+        // The flag means nothing without a base.
+        let mut alone = sample().encode_as(4);
+        let at = alone.len() - 11;
+        assert_eq!(alone[at], 0, "the last chunk's layout byte");
+        alone[at] |= DIFFERENCE;
+        let err = Index::decode(&alone, 1012, 4).unwrap_err();
+        assert_eq!(err.reason, "unknown chunk layout");
+        // An XOR span reads the same in every version that has bases.
+        let xor = with_base().encode_as(4);
+        assert_eq!(Index::decode(&xor, 1012, 4).unwrap(), with_base());
     }
 
     #[test]
@@ -472,7 +537,8 @@ mod tests {
         fn index_decoder_survives_arbitrary_and_damaged_bytes(bytes: Vec<u8>, at: usize, bit in 0u8..8) {
             let _ = Index::decode(&bytes, bytes.len() as u64, 1);
             let _ = Index::decode(&bytes, bytes.len() as u64, 2);
-            for (index, version) in [(sample(), 1), (with_base(), 2)] {
+            let _ = Index::decode(&bytes, bytes.len() as u64, 4);
+            for (index, version) in [(sample(), 1), (with_base(), 2), (with_difference(), 4)] {
                 let mut damaged = index.encode();
                 let k = at % damaged.len();
                 damaged[k] ^= 1 << bit;

@@ -2,6 +2,7 @@
 //! each a program, with an index for random access. Byte layout: `docs/FORMAT.md`.
 
 mod base;
+mod combine;
 mod decode;
 mod encode;
 mod format;
@@ -11,11 +12,12 @@ mod unpack;
 mod writer;
 
 pub use base::{base_archives, detach};
+pub use combine::Combine;
 pub use decode::{decode_record, program_limits, record_version};
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{
-    assemble, BaseEntry, BaseSpan, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, MAX_CHUNK_BYTES,
-    QUANTIZED_VERSION, TRAILER_LEN,
+    assemble, BaseEntry, BaseSpan, ChunkEntry, Index, DIFFERENCE_VERSION, FORMAT_VERSION,
+    HEAD_MAGIC, MAX_CHUNK_BYTES, QUANTIZED_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};

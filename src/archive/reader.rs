@@ -7,6 +7,7 @@ use super::format::{
 };
 use super::source::{open_regular, ByteSource, LocalFiles, SourceOpener};
 use crate::error::{Error, IoContext, Result};
+use crate::safetensors::Layout;
 use memmap2::Mmap;
 use std::borrow::Cow;
 use std::fs::File;
@@ -323,7 +324,7 @@ impl Archive {
             })?
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
         if let Some(span) = seg.base {
-            self.xor_base(span, out)?;
+            self.combine_base(span, seg.layout, out)?;
         }
         if checksum(out) != seg.checksum {
             return Err(Error::corrupt(
@@ -338,16 +339,17 @@ impl Archive {
         Ok(())
     }
 
-    /// XORs `out` with the base's source bytes of `span` (which the index
-    /// checked lie inside that source), read and checked as any others.
-    fn xor_base(&self, span: BaseSpan, out: &mut [u8]) -> Result<()> {
+    /// Combines `out`, a decoded residual, with the base's source bytes of
+    /// `span` (which the index checked lie inside that source), read and
+    /// checked as any others.
+    fn combine_base(&self, span: BaseSpan, layout: Layout, out: &mut [u8]) -> Result<()> {
         thread_local! {
             static BASE_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
         let base = &self.bases[span.base as usize];
         with_buffer(&BASE_BYTES, out.len(), |bytes| {
             base.read_at(span.offset, bytes)?;
-            out.iter_mut().zip(&*bytes).for_each(|(o, b)| *o ^= b);
+            span.combine.restore(out, bytes, layout);
             Ok(())
         })
         .map_err(|e: Error| Error::invalid(&self.path, format!("reading its base: {e}")))

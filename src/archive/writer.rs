@@ -253,7 +253,7 @@ fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &Bases) -> Result
             let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
             base::content_hash(t.end - t.start, read)
         })?;
-        // Chunks coded against a base are a class apart: their XORs with
+        // Chunks coded against a base are a class apart: their residuals against
         // the base look nothing like the values.
         let next = classes.len();
         let key = (&t.dtype, &t.shape, base.is_some());
@@ -613,10 +613,10 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = Range<usize>> 
 }
 
 /// The index entry and record of one chunk, re-fit from `like` or searched
-/// (see [`encode_record_like`]). A chunk with a base is coded as its XOR with
-/// the base, as its own bytes, or both ways keeping the smaller (see
-/// [`base::candidates`]); `like` holds templates of XORs, so coding its own
-/// bytes is a search, and gives no template.
+/// (see [`encode_record_like`]). A chunk with a base is coded as its residual
+/// against the base (see [`base::residual`]), as its own bytes, or both ways
+/// keeping the smaller (see [`base::candidates`]); `like` holds templates of
+/// residuals, so coding its own bytes is a search, and gives no template.
 fn pack_chunk(
     piece: Piece,
     p: &Planned,
@@ -642,11 +642,12 @@ fn pack_chunk(
         let encoded = encode_record_like(piece.bytes, layout, hint, synth, like, may_search)?;
         return Some(entry(encoded, None));
     };
-    let residual = base::xor(piece.bytes, base_bytes);
+    let (combine, residual) = base::residual(piece.bytes, base_bytes, layout);
     let (try_residual, try_plain) = base::candidates(piece.bytes, &residual, layout);
     let span = BaseSpan {
         base: which,
         offset,
+        combine,
     };
     let delta = try_residual
         .then(|| encode_record_like(&residual, layout, hint, synth, like, may_search))
@@ -695,11 +696,11 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
     let mut samples = Vec::new();
     for p in picked {
         // A chunk with a base is sampled as what it will be coded as most
-        // often: its XOR with the base.
+        // often: its residual against the base.
         let mut run = Run::default();
         source.read_run(&[*p], &mut run.bytes, &mut run.base)?;
         let bytes = match p.base {
-            Some(_) => base::xor(&run.bytes, &run.base),
+            Some(_) => base::residual(&run.bytes, &run.base, p.element.layout).1,
             None => run.bytes,
         };
         let hint = Hint {

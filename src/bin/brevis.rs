@@ -750,7 +750,7 @@ fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {
 
 fn print_report(report: &inspect::Report) {
     for base in &report.bases {
-        println!("base: {base} (chunks marked 'base ^' store their XOR with it)");
+        println!("base: {base} (chunks marked 'base ^' store their XOR with it, 'base +' their difference from its values)");
     }
     println!(
         "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7}  program / codecs",
