@@ -31,7 +31,7 @@ impl Combine {
         let mut out = bytes.to_vec();
         match self {
             Combine::Xor => xor_into(&mut out, base),
-            Combine::Difference => per_element(&mut out, base, layout, difference),
+            Combine::Difference => per_element(&mut out, base, layout, Direction::Residual),
         }
         out
     }
@@ -40,7 +40,7 @@ impl Combine {
     pub fn restore(self, out: &mut [u8], base: &[u8], layout: Layout) {
         match self {
             Combine::Xor => xor_into(out, base),
-            Combine::Difference => per_element(out, base, layout, sum),
+            Combine::Difference => per_element(out, base, layout, Direction::Restore),
         }
     }
 }
@@ -49,50 +49,83 @@ fn xor_into(out: &mut [u8], base: &[u8]) {
     out.iter_mut().zip(base).for_each(|(o, b)| *o ^= b);
 }
 
-/// Applies `f(word, base word, bits)` to every element of `out` in place.
-fn per_element(out: &mut [u8], base: &[u8], layout: Layout, f: fn(u64, u64, u32) -> u64) {
+/// Which way [`per_element`] goes.
+#[derive(Clone, Copy)]
+enum Direction {
+    /// Values to residuals.
+    Residual,
+    /// Residuals to values.
+    Restore,
+}
+
+/// Turns every element of `out` into its residual against `base`'s, or
+/// back. Each width gets its own loop over its own integers, so that it
+/// vectorizes: this runs on every read of such a chunk.
+fn per_element(out: &mut [u8], base: &[u8], layout: Layout, way: Direction) {
     match layout.element_bytes() {
-        1 => elements::<1>(out, base, f),
-        2 => elements::<2>(out, base, f),
-        4 => elements::<4>(out, base, f),
-        _ => elements::<8>(out, base, f),
+        1 => elements::<u8>(out, base, way),
+        2 => elements::<u16>(out, base, way),
+        4 => elements::<u32>(out, base, way),
+        _ => elements::<u64>(out, base, way),
     }
 }
 
-fn elements<const W: usize>(out: &mut [u8], base: &[u8], f: fn(u64, u64, u32) -> u64) {
-    let bits = 8 * W as u32;
-    for (o, b) in out.chunks_exact_mut(W).zip(base.chunks_exact(W)) {
-        let (mut x, mut y) = ([0u8; 8], [0u8; 8]);
-        x[..W].copy_from_slice(o);
-        y[..W].copy_from_slice(b);
-        let z = f(u64::from_le_bytes(x), u64::from_le_bytes(y), bits);
-        o.copy_from_slice(&z.to_le_bytes()[..W]);
+fn elements<T: Element>(out: &mut [u8], base: &[u8], way: Direction) {
+    let pairs = out
+        .chunks_exact_mut(T::BYTES)
+        .zip(base.chunks_exact(T::BYTES));
+    match way {
+        Direction::Residual => pairs.for_each(|(o, b)| T::load(o).difference(T::load(b)).store(o)),
+        Direction::Restore => pairs.for_each(|(o, b)| T::load(o).sum(T::load(b)).store(o)),
     }
 }
 
-fn mask(bits: u32) -> u64 {
-    u64::MAX >> (64 - bits)
+/// An element as an unsigned integer of its width, read little-endian.
+trait Element: Copy {
+    const BYTES: usize;
+    fn load(bytes: &[u8]) -> Self;
+    fn store(self, bytes: &mut [u8]);
+    /// Sign-magnitude to two's complement of the same order: a set sign
+    /// bit flips the magnitude bits. Its own inverse.
+    fn order(self) -> Self;
+    /// The residual of `self` against `base`: zigzag(order(self) - order(base)).
+    fn difference(self, base: Self) -> Self;
+    /// The inverse of [`Element::difference`]: the value whose residual
+    /// against `base` is `self`.
+    fn sum(self, base: Self) -> Self;
 }
 
-/// Sign-magnitude to two's complement of the same order: a set sign bit
-/// flips the magnitude bits. Its own inverse.
-fn order(v: u64, bits: u32) -> u64 {
-    let sign = (v >> (bits - 1)) & 1;
-    v ^ (sign * (mask(bits) >> 1))
+macro_rules! element {
+    ($($t:ty, $signed:ty);*) => {$(
+        impl Element for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
+            fn load(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("whole elements"))
+            }
+            #[inline(always)]
+            fn store(self, bytes: &mut [u8]) {
+                bytes.copy_from_slice(&self.to_le_bytes());
+            }
+            #[inline(always)]
+            fn order(self) -> Self {
+                let sign = ((self as $signed) >> (<$t>::BITS - 1)) as $t;
+                self ^ (sign & (<$t>::MAX >> 1))
+            }
+            #[inline(always)]
+            fn difference(self, base: Self) -> Self {
+                let d = self.order().wrapping_sub(base.order());
+                (d << 1) ^ (((d as $signed) >> (<$t>::BITS - 1)) as $t)
+            }
+            #[inline(always)]
+            fn sum(self, base: Self) -> Self {
+                let d = (self >> 1) ^ (self & 1).wrapping_neg();
+                base.order().wrapping_add(d).order()
+            }
+        }
+    )*};
 }
-
-/// The residual of `x` against `y`: zigzag(order(x) - order(y)).
-fn difference(x: u64, y: u64, bits: u32) -> u64 {
-    let d = order(x, bits).wrapping_sub(order(y, bits)) & mask(bits);
-    let sign = (d >> (bits - 1)) & 1;
-    ((d << 1) ^ (sign * mask(bits))) & mask(bits)
-}
-
-/// The inverse of [`difference`]: the `x` whose residual against `y` is `r`.
-fn sum(r: u64, y: u64, bits: u32) -> u64 {
-    let d = (r >> 1) ^ ((r & 1) * mask(bits));
-    order(order(y, bits).wrapping_add(d) & mask(bits), bits)
-}
+element!(u8, i8; u16, i16; u32, i32; u64, i64);
 
 #[cfg(test)]
 mod tests {
@@ -101,17 +134,21 @@ mod tests {
 
     #[test]
     fn neighbouring_floats_differ_by_small_residuals() {
-        let bf16 = |v: f32| (v.to_bits() >> 16) as u64;
+        let bf16 = |v: f32| (v.to_bits() >> 16) as u16;
         // 1.0 and the next BF16 above it: one unit, zigzag 2.
-        assert_eq!(difference(bf16(1.0) + 1, bf16(1.0), 16), 2);
-        assert_eq!(difference(bf16(1.0), bf16(1.0) + 1, 16), 1);
+        assert_eq!((bf16(1.0) + 1).difference(bf16(1.0)), 2);
+        assert_eq!(bf16(1.0).difference(bf16(1.0) + 1), 1);
         // Across zero: +0 and -0 are neighbours, and so are the smallest
         // values of each sign around them.
-        assert_eq!(difference(0x0000, 0x8000, 16), 2);
-        assert_eq!(difference(0x0001, 0x8001, 16), 6);
+        assert_eq!(0x0000u16.difference(0x8000), 2);
+        assert_eq!(0x0001u16.difference(0x8001), 6);
         // A carry through the mantissa is still one unit.
-        assert_eq!(difference(0x3f80, 0x3f7f, 16), 2);
+        assert_eq!(0x3f80u16.difference(0x3f7f), 2);
         assert_eq!(0x3f80 ^ 0x3f7f, 0xff);
+        // The widest and narrowest elements alike.
+        let f64_one = 1.0f64.to_bits();
+        assert_eq!((f64_one + 3).difference(f64_one), 6);
+        assert_eq!(0x80u8.difference(0x00), 1);
     }
 
     proptest! {
