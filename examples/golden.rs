@@ -27,7 +27,9 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use brevis::archive::{decode_record, pack_file, Archive, ChunkEntry, Combine, Index, PackOptions};
+use brevis::archive::{
+    decode_record, pack_file, Archive, BaseSources, ChunkEntry, Combine, Index, PackOptions,
+};
 use brevis::codec::{self, Codec, Stats};
 use brevis::dsl::{self, encode_program, Fields, FloatFormat, Literal, MapOp, Op, Program};
 use brevis::dsl::{ScanOp, Type};
@@ -184,7 +186,10 @@ fn pack(src: &Path, chunk: usize, base: Option<&Path>) -> Archive {
     let dst = src.with_extension("brv");
     let opts = PackOptions {
         chunk_size: chunk,
-        bases: base.map(Path::to_path_buf).into_iter().collect(),
+        bases: BaseSources {
+            named: base.map(Path::to_path_buf).into_iter().collect(),
+            ..BaseSources::default()
+        },
         ..PackOptions::default()
     };
     pack_file(src, &dst, &opts, &|_| {}).unwrap();

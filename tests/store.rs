@@ -510,7 +510,114 @@ fn dedup_finds_tensors_saved_under_other_names() {
         len(&by_name)
     );
     ok(&["verify", "-q", s(&by_content), "--against", s(&src)]);
-    // --dedup is about bases: without one it is a usage error.
-    let out = brevis(&["pack", "--dedup", s(&src), s(&root.join("x.brv"))]);
-    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The bases an archive's index names, from `inspect --json`.
+fn bases_named(archive: &Path) -> serde_json::Value {
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", s(archive)])).unwrap();
+    report["bases"].clone()
+}
+
+#[test]
+fn dedup_matches_earlier_files_of_a_run_and_archives_already_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let x = tensor("x", "F32", &[64, 256], noise(41, 65536));
+    let y = tensor("y", "BF16", &[128, 256], noise(42, 65536));
+    let renamed = |t: &Tensor, name: &str| Tensor {
+        name: name.into(),
+        ..t.clone()
+    };
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let file = |tensors: &[Tensor]| build(tensors, &Extras::default());
+    std::fs::write(src.join("a.safetensors"), file(&[x.clone(), y.clone()])).unwrap();
+    let fresh = tensor("fresh", "F32", &[1024], noise(43, 4096));
+    let b = file(&[renamed(&x, "copy.of.x"), fresh]);
+    std::fs::write(src.join("b.safetensors"), &b).unwrap();
+
+    let store = root.join("store");
+    ok(&["pack", "-q", "--dedup", s(&src), s(&store)]);
+    // The run's second file references its first, and is mostly references.
+    assert_eq!(bases_named(&store.join("a.brv")), serde_json::json!([]));
+    assert_eq!(
+        bases_named(&store.join("b.brv")),
+        serde_json::json!(["a.brv"])
+    );
+    assert!(
+        len(&store.join("b.brv")) < 8192,
+        "{}",
+        len(&store.join("b.brv"))
+    );
+
+    // A file packed into the store later finds what is already there.
+    let c = root.join("c.safetensors");
+    std::fs::write(&c, file(&[renamed(&y, "tied.y")])).unwrap();
+    ok(&["pack", "-q", "--dedup", s(&c), s(&store.join("c.brv"))]);
+    assert_eq!(
+        bases_named(&store.join("c.brv")),
+        serde_json::json!(["a.brv"])
+    );
+    assert!(len(&store.join("c.brv")) < 4096);
+
+    // Packed again over itself, the run neither references an output it is
+    // about to rewrite nor breaks the archives that depend on it.
+    ok(&["pack", "-q", "--force", "--dedup", s(&src), s(&store)]);
+    assert_eq!(
+        bases_named(&store.join("b.brv")),
+        serde_json::json!(["a.brv"])
+    );
+    ok(&["verify", "-q", s(&store)]);
+    let out = root.join("out");
+    ok(&["unpack", "-q", s(&store), s(&out)]);
+    assert!(std::fs::read(out.join("b.safetensors")).unwrap() == b);
+    assert!(std::fs::read(out.join("c.safetensors")).unwrap() == std::fs::read(&c).unwrap());
+
+    fails_with(
+        &[
+            "pack",
+            "--dedup",
+            "--shard",
+            "0/2",
+            s(&src),
+            s(&root.join("s")),
+        ],
+        &["--dedup with --shard"],
+    );
+}
+
+#[test]
+fn dedup_references_no_more_bases_than_a_reader_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store = root.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    // One small archive per tensor, more of them than a reader may open.
+    let count = brevis::archive::MAX_OPENED_BASES + 6;
+    let tensors: Vec<Tensor> = (0..count)
+        .map(|i| tensor(&format!("t{i}"), "F32", &[256], noise(100 + i as u64, 1024)))
+        .collect();
+    for (i, t) in tensors.iter().enumerate() {
+        let src = write_temp(
+            root,
+            &format!("{i}.safetensors"),
+            &build(std::slice::from_ref(t), &Extras::default()),
+        );
+        ok(&["pack", "-q", s(&src), s(&store.join(format!("{i:03}.brv")))]);
+    }
+    let all = write_temp(
+        root,
+        "all.safetensors",
+        &build(&tensors, &Extras::default()),
+    );
+    let out = store.join("all.brv");
+    ok(&["pack", "-q", "--dedup", s(&all), s(&out)]);
+    let named = bases_named(&out).as_array().unwrap().len();
+    assert_eq!(
+        named,
+        brevis::archive::MAX_OPENED_BASES,
+        "as many as a reader opens"
+    );
+    ok(&["verify", "-q", s(&out), "--against", s(&all)]);
 }

@@ -295,8 +295,11 @@ fn pack(
             None => Vec::new(),
         };
         let opts = PackOptions {
-            bases,
-            dedup,
+            bases: archive::BaseSources {
+                named: bases,
+                store: Vec::new(),
+                dedup,
+            },
             ..PackOptions::at_level(level)
         };
         transform(&src, &dst, ("safetensors", "brv"), force, |job| {

@@ -8,64 +8,104 @@
 
 use super::combine::Combine;
 use super::format::{valid_base_path, BaseEntry};
-use super::reader::{Archive, MAX_OPENED_BASES};
+use super::reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 use super::{pack_file, unpack_file, PackOptions, PackSummary};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{Layout, TensorInfo};
 use crate::synth::byte_planes_cost;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 
 /// The base archives of a pack, opened, with the tensors of their sources.
 pub struct Bases {
     /// Each archive, and how the archive being written names it.
     archives: Vec<(Archive, BaseEntry)>,
-    /// Each tensor name, with the first archive (in the given order) that
-    /// has it.
+    /// Each tensor name of the archives matched by name, with the first
+    /// archive (in the given order) that has it.
     tensors: HashMap<String, (u32, TensorInfo)>,
-    /// With deduplication, each base tensor by its content: dtype, bytes and
-    /// their XXH3-64, with the first archive that has it and where.
+    /// With deduplication, each tensor by its content: dtype, length, chunk
+    /// length and the fingerprint of its chunks' checksums (see
+    /// [`Archive::fingerprint`]), with the first archive that has it and
+    /// where.
     contents: HashMap<Content, (u32, u64)>,
+    /// The chunk lengths of `contents`' keys, which a tensor is cut into to
+    /// look it up.
+    steps: BTreeSet<u64>,
+    /// What the archive being written references so far, kept within what
+    /// a reader opens (see [`Admitted`]).
+    admitted: Admitted,
 }
 
-/// What identifies a tensor's content (a hint: a match is coded as an XOR
-/// like any other, so a hash collision costs size, never correctness).
-type Content = (String, u64, u64);
+/// What identifies a tensor's content (a hint: a match is coded as a
+/// residual like any other, so a collision costs size, never correctness).
+type Content = (String, u64, u64, u64);
+
+/// Where the bases of a pack come from.
+#[derive(Clone, Debug, Default)]
+pub struct BaseSources {
+    /// Archives whose tensors are matched by name (and with `dedup` by
+    /// content too), in order of preference.
+    pub named: Vec<PathBuf>,
+    /// Archives whose tensors are matched by content only (with `dedup`):
+    /// the store being packed into.
+    pub store: Vec<PathBuf>,
+    /// Match tensors by content.
+    pub dedup: bool,
+}
 
 impl Bases {
-    /// Opens the archives `paths` as bases of the archive to be written at
-    /// `dst`, which will name each by its path relative to `dst`'s folder.
+    /// Opens the archives of `sources` as bases of the archive to be written
+    /// at `dst`, which will name each by its path relative to `dst`'s folder.
     /// Where several have a tensor of one name, the first is its base. With
-    /// `dedup`, every base tensor is decoded once to index it by content.
-    pub fn open(paths: &[PathBuf], dst: &Path, dedup: bool) -> Result<Bases> {
+    /// `dedup`, tensors are indexed by content from the archives' indexes
+    /// (nothing is decoded but their headers). An archive that needs `dst`
+    /// (which is being rewritten) is left out: referencing it would make a
+    /// cycle.
+    pub fn open(sources: &BaseSources, dst: &Path) -> Result<Bases> {
+        let rewritten = dst.canonicalize().ok();
         let folder = dst.parent().filter(|f| !f.as_os_str().is_empty());
         let folder = folder.unwrap_or(Path::new("."));
         let mut bases = Bases {
             archives: Vec::new(),
             tensors: HashMap::new(),
             contents: HashMap::new(),
+            steps: BTreeSet::new(),
+            admitted: Admitted::default(),
         };
-        for path in paths {
+        let store = sources.store.iter().filter(|_| sources.dedup);
+        let named = sources.named.len();
+        for (k, path) in sources.named.iter().chain(store).enumerate() {
             let archive = Archive::open(path)?;
+            if rewritten.as_deref().is_some_and(|d| needs(&archive, d)) {
+                continue;
+            }
             let which = bases.archives.len() as u32;
             for t in source_tensors(&archive)? {
-                if dedup {
-                    let hash = content_hash(t.end - t.start, |at, out| {
-                        archive.read_at(t.start + at, out).map(drop)
-                    })?;
-                    let key = (t.dtype.clone(), t.end - t.start, hash);
-                    bases.contents.entry(key).or_insert((which, t.start));
+                if sources.dedup {
+                    bases.index_content(&archive, which, &t);
                 }
-                bases.tensors.entry(t.name.clone()).or_insert((which, t));
+                if k < named {
+                    bases.tensors.entry(t.name.clone()).or_insert((which, t));
+                }
             }
             let entry = BaseEntry {
                 sha256: archive.sha256(),
                 source_len: archive.len(),
                 path: relative_path(folder, path)?,
             };
+            bases.admitted.load.push(archive.bases_load());
             bases.archives.push((archive, entry));
         }
         Ok(bases)
+    }
+
+    /// Adds tensor `t` of base `which` to the index by content.
+    fn index_content(&mut self, archive: &Archive, which: u32, t: &TensorInfo) {
+        if let Some((print, step)) = archive.fingerprint(t.start..t.end) {
+            let key = (t.dtype.clone(), t.end - t.start, step, print);
+            self.contents.entry(key).or_insert((which, t.start));
+            self.steps.insert(step);
+        }
     }
 
     /// How the archive being written names base `which`.
@@ -75,23 +115,32 @@ impl Bases {
 
     /// Which base has a tensor of `t`'s name, dtype and shape, or else (with
     /// deduplication) of its dtype and content, and where its bytes start in
-    /// that base's source. `hash` gives the XXH3-64 of `t`'s bytes.
+    /// that base's source; `fingerprint(step)` gives the fingerprint of
+    /// `t`'s bytes cut into chunks of `step` bytes. A base is only taken
+    /// while a reader can still open all the bases taken (see [`Admitted`]).
     pub fn offset_of(
-        &self,
+        &mut self,
         t: &TensorInfo,
-        hash: impl FnOnce() -> Result<u64>,
+        mut fingerprint: impl FnMut(u64) -> Result<u64>,
     ) -> Result<Option<(u32, u64)>> {
         if let Some((which, b)) = self.tensors.get(&t.name) {
             let same = b.dtype == t.dtype && b.shape == t.shape;
-            if same && b.end - b.start == t.end - t.start {
+            if same && b.end - b.start == t.end - t.start && self.admitted.admit(*which) {
                 return Ok(Some((*which, b.start)));
             }
         }
         if self.contents.is_empty() || t.start == t.end {
             return Ok(None);
         }
-        let key = (t.dtype.clone(), t.end - t.start, hash()?);
-        Ok(self.contents.get(&key).copied())
+        for &step in &self.steps {
+            let key = (t.dtype.clone(), t.end - t.start, step, fingerprint(step)?);
+            if let Some(&(which, at)) = self.contents.get(&key) {
+                if self.admitted.admit(which) {
+                    return Ok(Some((which, at)));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Base `which`'s source bytes from `offset`, each chunk checked.
@@ -99,6 +148,60 @@ impl Bases {
         let archive = &self.archives[which as usize].0;
         archive.read_at(offset, out).map(|_| ())
     }
+}
+
+/// Whether one of `archive`'s bases, or of theirs, is the file `target`
+/// (a canonical path).
+fn needs(archive: &Archive, target: &Path) -> bool {
+    archive.bases().iter().any(|b| {
+        b.path().canonicalize().is_ok_and(|p| p == target) || needs(b, target)
+    })
+}
+
+/// The bases an archive being written references, kept so that a reader
+/// can open it: at most [`MAX_OPENED_BASES`] archives opened in all, and
+/// chains shorter than [`MAX_BASE_DEPTH`].
+#[derive(Default)]
+struct Admitted {
+    /// Each base's own load: archives it opens, levels below it.
+    load: Vec<(usize, usize)>,
+    taken: BTreeSet<u32>,
+    opened: usize,
+}
+
+impl Admitted {
+    /// Whether base `which` is, or can now be, referenced.
+    fn admit(&mut self, which: u32) -> bool {
+        if self.taken.contains(&which) {
+            return true;
+        }
+        let (opened, levels) = self.load[which as usize];
+        let fits = self.opened + 1 + opened <= MAX_OPENED_BASES && levels + 2 < MAX_BASE_DEPTH;
+        if fits {
+            self.taken.insert(which);
+            self.opened += 1 + opened;
+        }
+        fits
+    }
+}
+
+/// The fingerprint (see [`Archive::fingerprint`]) of `len` bytes that
+/// `read(offset, buffer)` gives, cut into chunks of `step` bytes.
+pub fn fingerprint(
+    len: u64,
+    step: u64,
+    mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,
+) -> Result<u64> {
+    let mut buf = vec![0u8; len.min(step) as usize];
+    let mut sums = Vec::with_capacity(len.div_ceil(step.max(1)) as usize);
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(step) as usize;
+        read(at, &mut buf[..n])?;
+        sums.push(super::format::checksum(&buf[..n]));
+        at += n as u64;
+    }
+    Ok(super::reader::fingerprint(sums.into_iter()))
 }
 
 /// The archives under a base folder (or the base archive itself): at most
@@ -114,22 +217,6 @@ pub fn base_archives(base: &Path) -> Result<Vec<PathBuf>> {
         return Err(Error::invalid(base, reason));
     }
     Ok(found)
-}
-
-/// The XXH3-64 of `len` bytes that `read(offset, buffer)` gives, read a
-/// few MiB at a time.
-pub fn content_hash(len: u64, mut read: impl FnMut(u64, &mut [u8]) -> Result<()>) -> Result<u64> {
-    use std::hash::Hasher;
-    let mut hasher = twox_hash::XxHash3_64::default();
-    let mut buf = vec![0u8; len.min(4 << 20) as usize];
-    let mut at = 0;
-    while at < len {
-        let n = (len - at).min(buf.len() as u64) as usize;
-        read(at, &mut buf[..n])?;
-        hasher.write(&buf[..n]);
-        at += n as u64;
-    }
-    Ok(hasher.finish())
 }
 
 /// The tensors of an archive's source, from its archived header.
@@ -152,7 +239,7 @@ pub fn detach(
 ) -> Result<PackSummary> {
     let original = crate::atomic::temp_path(&dst.with_extension("safetensors"));
     let opts = PackOptions {
-        bases: Vec::new(),
+        bases: BaseSources::default(),
         ..opts.clone()
     };
     let result = unpack_file(archive, &original, &|_| {})

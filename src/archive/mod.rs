@@ -11,7 +11,7 @@ mod source;
 mod unpack;
 mod writer;
 
-pub use base::{base_archives, detach};
+pub use base::{base_archives, detach, BaseSources};
 pub use combine::Combine;
 pub use decode::{decode_record, program_limits, record_version};
 pub use encode::{encode_record, literal_fallbacks};

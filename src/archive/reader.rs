@@ -217,6 +217,38 @@ impl Archive {
         &self.bases
     }
 
+    /// What a reader opens besides this archive when it opens it: how many
+    /// archives in all (its bases, their bases ...; counted as
+    /// [`MAX_OPENED_BASES`] counts them) and how many levels deep.
+    pub fn bases_load(&self) -> (usize, usize) {
+        self.bases.iter().fold((0, 0), |(opened, levels), b| {
+            let (o, l) = b.bases_load();
+            (opened + 1 + o, levels.max(1 + l))
+        })
+    }
+
+    /// The XXH3-64 of the checksums of the chunks that tile the source bytes
+    /// `range`, and the length of the first: a fingerprint of those bytes that
+    /// needs no decoding, comparable with that of other bytes cut into chunks
+    /// of that length. `None` where the chunks do not start and end exactly at
+    /// the range, or vary in length before the last.
+    pub fn fingerprint(&self, range: Range<u64>) -> Option<(u64, u64)> {
+        if range.is_empty() || range.end > self.len() {
+            return None;
+        }
+        let (first, last) = (self.chunk_at(range.start), self.chunk_at(range.end - 1));
+        let step = self.chunk_range(first).end - range.start;
+        let regular = (first..last).all(|i| self.index.chunks[i].src_len == step);
+        if self.chunk_range(first).start != range.start
+            || self.chunk_range(last).end != range.end
+            || !regular
+        {
+            return None;
+        }
+        let sums = (first..=last).map(|i| self.index.chunks[i].checksum);
+        Some((fingerprint(sums), step))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -381,6 +413,13 @@ impl Archive {
         }
         Ok((end - offset) as usize)
     }
+}
+
+/// The XXH3-64 of chunk checksums, each as 8 little-endian bytes (see
+/// [`Archive::fingerprint`]).
+pub fn fingerprint(checksums: impl Iterator<Item = u64>) -> u64 {
+    let bytes: Vec<u8> = checksums.flat_map(u64::to_le_bytes).collect();
+    super::format::checksum(&bytes)
 }
 
 /// Why the framing could not be read: the file, or its contents.

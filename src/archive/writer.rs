@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::base::{self, Bases};
+use super::base::{self, BaseSources, Bases};
 use super::encode::{encode_record_like, to_lanes, Encoded};
 use super::format::{checksum, encode_trailer, head, BaseSpan, ChunkEntry, Index, HEAD_MAGIC};
 use crate::atomic::{stamp, write_atomically};
@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Default source bytes per chunk; see `docs/FORMAT.md` for the measured trade-off.
@@ -37,12 +37,9 @@ pub struct PackOptions {
     /// is root-only or `synth.prior` was already given).
     pub learn_prior: bool,
     /// Archives whose sources the new archive may reference (see
-    /// `archive::base`); where several have a tensor of one name, the first
-    /// is its base. The archive will need those it references to be read.
-    pub bases: Vec<PathBuf>,
-    /// Also match tensors to the bases' by content (dtype and bytes), not
-    /// only by name: every base tensor is decoded once to index it.
-    pub dedup: bool,
+    /// [`BaseSources`]). The archive will need those it references to be
+    /// read.
+    pub bases: BaseSources,
 }
 
 impl Default for PackOptions {
@@ -82,8 +79,7 @@ impl PackOptions {
                 ..SynthOptions::default()
             },
             learn_prior,
-            bases: Vec::new(),
-            dedup: false,
+            bases: BaseSources::default(),
         }
     }
 }
@@ -195,7 +191,8 @@ impl<'a> Source<'a> {
         let file = File::open(path).at(path)?;
         let size = file.metadata().at(path)?.len();
         let chunk = chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64;
-        let plan = plan(path, &file, size, chunk, &bases)?;
+        let mut bases = bases;
+        let plan = plan(path, &file, size, chunk, &mut bases)?;
         Ok(Source {
             path,
             file,
@@ -231,7 +228,7 @@ impl<'a> Source<'a> {
 }
 
 /// Chunks covering `[0, size)`: header, tensors, and any gaps between them.
-fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &Bases) -> Result<Vec<Planned>> {
+fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &mut Bases) -> Result<Vec<Planned>> {
     let layout = safetensors::parse(size, |n| {
         let mut buf = vec![0u8; n as usize];
         file.read_exact_at(&mut buf, 0).map(|_| buf)
@@ -249,9 +246,9 @@ fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &Bases) -> Result
     for t in &layout.tensors {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
         let element = Element::of_dtype(&t.dtype);
-        let base = bases.offset_of(t, || {
+        let base = bases.offset_of(t, |step| {
             let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
-            base::content_hash(t.end - t.start, read)
+            base::fingerprint(t.end - t.start, step, read)
         })?;
         // Chunks coded against a base are a class apart: their residuals against
         // the base look nothing like the values.
@@ -274,7 +271,7 @@ pub fn pack_file(
     opts: &PackOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
-    let bases = Bases::open(&opts.bases, dst, opts.dedup)?;
+    let bases = Bases::open(&opts.bases, dst)?;
     let source = Source::open(src, opts.chunk_size, bases)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
@@ -717,6 +714,6 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
-    let source = Source::open(src, chunk_size, Bases::open(&[], src, false)?)?;
+    let source = Source::open(src, chunk_size, Bases::open(&BaseSources::default(), src)?)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
 }

@@ -2,7 +2,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
+use brevis::archive::{self, Archive, BaseSources, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
 use brevis::remote::{mirror, Mirror, RemoteOptions};
@@ -67,11 +67,15 @@ enum Command {
         /// checked by its SHA-256, to be read.
         #[arg(long, value_name = "BASE")]
         base: Option<PathBuf>,
-        /// With --base, also match tensors by content (dtype and bytes), not
-        /// only by name: a tensor saved under another name (tied or repeated
-        /// weights, renamed layers) becomes a reference to the base's copy.
-        /// Every base tensor is decoded once to index it.
-        #[arg(long, requires = "base")]
+        /// Also match tensors by content (dtype and bytes), not only by name,
+        /// against the --base archives, the archives already in DST (a
+        /// store; for a single file, those in DST's folder) and the files
+        /// this run packed before: a tensor stored there under any name
+        /// (re-uploads, repeated or tied weights, frozen layers of another
+        /// checkpoint) becomes a reference to that copy, and its archive
+        /// then needs that one to be read. Archives are indexed from their
+        /// chunk checksums, without decoding.
+        #[arg(long)]
         dedup: bool,
         /// Pack only shard I of N (0-based) of a directory's files, as one of
         /// N machines of a cluster job: every shard computes the same
@@ -264,6 +268,80 @@ fn bases_of(dst: &Path, base: &Path, found: &[PathBuf], out: &Path) -> Vec<PathB
     bases
 }
 
+/// The archives a `pack --dedup` run matches tensors against by content,
+/// besides its bases.
+#[derive(Default)]
+struct Store {
+    /// Archives in the destination before the run that it does not rewrite.
+    kept: Vec<PathBuf>,
+}
+
+/// Most archives a store may hold for `pack --dedup` (each is opened and its
+/// index read for every file packed).
+const MAX_STORE_ARCHIVES: usize = 1024;
+
+impl Store {
+    /// The archives already at `dst`: its tree for a directory SRC, the
+    /// archives beside DST for a file; without the outputs of `jobs`, which
+    /// the run may rewrite.
+    fn of(src: &Path, dst: &Path, jobs: &[Job]) -> Result<Store> {
+        let folder = match src.is_dir() {
+            true => Some(dst),
+            false => dst.parent().map(|p| match p.as_os_str().is_empty() {
+                true => Path::new("."),
+                false => p,
+            }),
+        };
+        let folder = folder.filter(|f| f.is_dir());
+        let Some(folder) = folder else {
+            return Ok(Store::default());
+        };
+        let mut found = match src.is_dir() {
+            true => tree::find(folder, "brv")?,
+            false => archives_in(folder)?,
+        };
+        // Compared as canonical paths: an archive the run rewrites must not
+        // become a base of anything, least of all of itself.
+        let outputs: Vec<PathBuf> = jobs
+            .iter()
+            .filter_map(|j| j.dst.canonicalize().ok())
+            .collect();
+        found.retain(|a| a.canonicalize().is_ok_and(|a| !outputs.contains(&a)));
+        if found.len() > MAX_STORE_ARCHIVES {
+            let reason = format!(
+                "holds {} archives; --dedup indexes at most {MAX_STORE_ARCHIVES}",
+                found.len()
+            );
+            return Err(Error::invalid(folder, reason));
+        }
+        Ok(Store { kept: found })
+    }
+
+    /// What `job` is matched against: the archives kept, then the outputs
+    /// of the jobs before it that exist (written by this run, or kept).
+    fn before(&self, job: &Job, jobs: &[Job]) -> Vec<PathBuf> {
+        let earlier = jobs.iter().take_while(|j| !std::ptr::eq(*j, job));
+        let written = earlier
+            .filter(|j| j.action == Action::Transform && j.dst.is_file())
+            .map(|j| j.dst.clone());
+        self.kept.iter().cloned().chain(written).collect()
+    }
+}
+
+/// The archives directly in `folder` (not hidden: temporaries are).
+fn archives_in(folder: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(folder).at(folder)? {
+        let path = entry.at(folder)?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.starts_with('.') && name.ends_with(".brv") && path.is_file() {
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 /// The shard that `spec` names, or an error naming `src`.
 fn parse_shard(src: &Path, spec: &str) -> Result<Shard> {
     Shard::parse(spec, |name| std::env::var(name).ok())
@@ -402,10 +480,10 @@ fn run(cli: &Cli) -> Result<()> {
         } => {
             let opts = search.options(*chunk_size)?;
             if mirror::involves_store(src, dst) {
-                if base.is_some() {
+                if base.is_some() || *dedup {
                     return Err(Error::invalid(
                         src,
-                        "--base is not supported with object-store URLs yet",
+                        "--base and --dedup are not supported with object-store URLs yet",
                     ));
                 }
                 return pack_with_store(cli, src, dst, outputs, shard.as_deref(), &opts);
@@ -422,6 +500,15 @@ fn run(cli: &Cli) -> Result<()> {
             if !skipped {
                 warn_if_nothing_to_pack(src, &jobs);
             }
+            if *dedup && shard.is_some() {
+                let reason = "--dedup with --shard: a shard would see other shards' outputs \
+                              at times that vary; pack with --dedup in one process";
+                return Err(Error::invalid(src, reason));
+            }
+            let store = match dedup {
+                true => Store::of(src, dst, &jobs)?,
+                false => Store::default(),
+            };
             run_jobs(
                 cli,
                 Direction::Pack,
@@ -430,11 +517,14 @@ fn run(cli: &Cli) -> Result<()> {
                 |job, progress| {
                     local_job(job, progress, |job, progress| {
                         let opts = PackOptions {
-                            bases: match base {
-                                Some(base) => bases_of(dst, base, &found, &job.dst),
-                                None => Vec::new(),
+                            bases: BaseSources {
+                                named: match base {
+                                    Some(base) => bases_of(dst, base, &found, &job.dst),
+                                    None => Vec::new(),
+                                },
+                                store: store.before(job, &jobs),
+                                dedup: *dedup,
                             },
-                            dedup: *dedup,
                             ..opts.clone()
                         };
                         let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;

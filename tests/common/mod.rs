@@ -16,6 +16,7 @@ pub fn noise(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+#[derive(Clone)]
 pub struct Tensor {
     pub name: String,
     pub dtype: String,
