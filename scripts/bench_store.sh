@@ -9,8 +9,8 @@
 # step-200 checkpoint against step 100, each in F32 and BF16.
 #
 # For each pair: the original's size, its archive alone, its archive against the base,
-# their ratios, and the order-0 reference of scripts/xor_entropy.py (byte planes of the
-# XOR with the base); pack -j1 MB/s alone and against the base; unpack -j1 MB/s of the
+# their ratios, and the order-0 references of scripts/xor_entropy.py (byte planes of the
+# XOR with the base, and of the difference from the base's values); pack -j1 MB/s alone and against the base; unpack -j1 MB/s of the
 # archive against the base; and the cold read MB/s of the fine-tune through a fresh
 # brevis-mount of the store (page cache dropped; needs root and /dev/fuse). Speeds are
 # MB (1e6 bytes) of the original per second of wall time, medians of BENCH_RUNS runs.
@@ -59,8 +59,8 @@ rm -rf "$store" && mkdir -p "$store"
 cp "$base_f32" "$ft/base-f32.safetensors"
 mkdir -p "$ft/base-f32" && mv "$ft/base-f32.safetensors" "$ft/base-f32/model.safetensors"
 
-echo "| file | against | original | alone | against the base | ratio alone | ratio against the base | XOR order-0 | pack -j1 MB/s alone | pack -j1 MB/s against the base | unpack -j1 MB/s | cold read through the mount MB/s |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| file | against | original | alone | against the base | ratio alone | ratio against the base | XOR order-0 | difference order-0 | pack -j1 MB/s alone | pack -j1 MB/s against the base | unpack -j1 MB/s | cold read through the mount MB/s |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100-f32" "step200-bf16 step100-bf16"; do
   set -- $pair
   src=$ft/$1/model.safetensors
@@ -90,5 +90,6 @@ for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100
   fi
   n=$(size "$src")
   xor0=$("$py" "$scripts/xor_entropy.py" "$src" "$base_src")
-  echo "| $1 | $2 | $n | $(size "$alone") | $(size "$delta") | $(ratio "$n" "$(size "$alone")") | $(ratio "$n" "$(size "$delta")") | $xor0 ($(ratio "$n" "$xor0")) | $(mbps "$n" "$(printf '%s\n' "${pa[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${pb[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${un[@]}" | median)") | $read_mbps |"
+  diff0=$("$py" "$scripts/xor_entropy.py" "$src" "$base_src" --difference)
+  echo "| $1 | $2 | $n | $(size "$alone") | $(size "$delta") | $(ratio "$n" "$(size "$alone")") | $(ratio "$n" "$(size "$delta")") | $xor0 ($(ratio "$n" "$xor0")) | $diff0 ($(ratio "$n" "$diff0")) | $(mbps "$n" "$(printf '%s\n' "${pa[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${pb[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${un[@]}" | median)") | $read_mbps |"
 done
