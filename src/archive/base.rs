@@ -153,9 +153,10 @@ impl Bases {
 /// Whether one of `archive`'s bases, or of theirs, is the file `target`
 /// (a canonical path).
 fn needs(archive: &Archive, target: &Path) -> bool {
-    archive.bases().iter().any(|b| {
-        b.path().canonicalize().is_ok_and(|p| p == target) || needs(b, target)
-    })
+    archive
+        .bases()
+        .iter()
+        .any(|b| b.path().canonicalize().is_ok_and(|p| p == target) || needs(b, target))
 }
 
 /// The bases an archive being written references, kept so that a reader

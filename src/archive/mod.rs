@@ -19,7 +19,7 @@ pub use format::{
     assemble, BaseEntry, BaseSpan, ChunkEntry, Index, DIFFERENCE_VERSION, FORMAT_VERSION,
     HEAD_MAGIC, MAX_CHUNK_BYTES, QUANTIZED_VERSION, TRAILER_LEN,
 };
-pub use reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
+pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{

@@ -21,6 +21,8 @@ pub struct Archive {
     index: Index,
     /// The format version of its head.
     version: u8,
+    /// See [`Archive::content_id`].
+    content_id: u64,
     /// Source offset where each chunk starts, plus the source length at the end.
     src_starts: Vec<u64>,
     /// Archive offset where each chunk's record starts, plus the index offset.
@@ -28,6 +30,10 @@ pub struct Archive {
     /// The archives of the index's bases, in its order, opened and checked.
     bases: Vec<Archive>,
 }
+
+/// How a chunk's base bytes are read: `(base, offset, out)` fills `out`
+/// with base's checked source bytes from `offset`, or says why not.
+pub type ReadBase<'a> = &'a dyn Fn(&Archive, u64, &mut [u8]) -> std::result::Result<(), String>;
 
 /// How long a chain of bases may be: reading a chunk may decode a chunk of
 /// each archive along it.
@@ -171,11 +177,12 @@ impl Archive {
     }
 
     fn with_backing(path: &Path, bytes: Backing) -> Result<Archive> {
-        let (index, version) = parse_framing(&bytes).map_err(|(offset, reason)| match reason {
-            Framing::Io(e) => Error::io(path, e),
-            Framing::Corrupt(reason) => Error::corrupt(path, offset, reason),
-            Framing::Unsupported(reason) => Error::invalid(path, reason),
-        })?;
+        let (index, version, index_sum) =
+            parse_framing(&bytes).map_err(|(offset, reason)| match reason {
+                Framing::Io(e) => Error::io(path, e),
+                Framing::Corrupt(reason) => Error::corrupt(path, offset, reason),
+                Framing::Unsupported(reason) => Error::invalid(path, reason),
+            })?;
         let prefix = |lens: &mut dyn Iterator<Item = u64>, first: u64| {
             let mut at = first;
             let mut v = vec![first];
@@ -190,9 +197,13 @@ impl Archive {
             &mut index.chunks.iter().map(|s| s.rec_len),
             HEAD_MAGIC.len() as u64,
         );
+        let mut id = index.sha256.to_vec();
+        id.extend_from_slice(&index_sum.to_le_bytes());
+        id.push(version);
         Ok(Archive {
             path: path.to_path_buf(),
             bytes,
+            content_id: checksum(&id),
             index,
             version,
             src_starts,
@@ -282,6 +293,15 @@ impl Archive {
         self.version
     }
 
+    /// Names what this archive's chunks decode to, for caches shared by
+    /// several archives: the XXH3-64 of its source's SHA-256, its index's
+    /// checksum and its version. Archives with the same id cut the same
+    /// source into the same chunks (whatever their paths), so their chunks
+    /// are interchangeable; any change to an archive changes its id.
+    pub fn content_id(&self) -> u64 {
+        self.content_id
+    }
+
     pub fn chunks(&self) -> &[ChunkEntry] {
         &self.index.chunks
     }
@@ -342,6 +362,17 @@ impl Archive {
     /// Decodes chunk `i` into `out` (exactly its source length) and verifies its
     /// checksum; on any failure `out` must not be used.
     pub fn decode_chunk_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        self.decode_chunk_with(i, out, &|base, offset, bytes| {
+            base.read_at(offset, bytes)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// [`Archive::decode_chunk_into`], reading a base's source bytes with
+    /// `read_base(base, offset, out)`, which must fill `out` with checked
+    /// bytes or say why not (as a cache of decoded chunks does).
+    pub fn decode_chunk_with(&self, i: usize, out: &mut [u8], read_base: ReadBase) -> Result<()> {
         let seg = &self.index.chunks[i];
         let base = self.rec_starts[i];
         let len = (self.rec_starts[i + 1] - base) as usize;
@@ -356,7 +387,7 @@ impl Archive {
             })?
             .map_err(|e| Error::corrupt(&self.path, base + e.at as u64, e.reason))?;
         if let Some(span) = seg.base {
-            self.combine_base(span, seg.layout, out)?;
+            self.combine_base(span, seg.layout, out, read_base)?;
         }
         if checksum(out) != seg.checksum {
             return Err(Error::corrupt(
@@ -374,17 +405,23 @@ impl Archive {
     /// Combines `out`, a decoded residual, with the base's source bytes of
     /// `span` (which the index checked lie inside that source), read and
     /// checked as any others.
-    fn combine_base(&self, span: BaseSpan, layout: Layout, out: &mut [u8]) -> Result<()> {
+    fn combine_base(
+        &self,
+        span: BaseSpan,
+        layout: Layout,
+        out: &mut [u8],
+        read_base: ReadBase,
+    ) -> Result<()> {
         thread_local! {
             static BASE_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
         let base = &self.bases[span.base as usize];
         with_buffer(&BASE_BYTES, out.len(), |bytes| {
-            base.read_at(span.offset, bytes)?;
+            read_base(base, span.offset, bytes)?;
             span.combine.restore(out, bytes, layout);
             Ok(())
         })
-        .map_err(|e: Error| Error::invalid(&self.path, format!("reading its base: {e}")))
+        .map_err(|e: String| Error::invalid(&self.path, format!("reading its base: {e}")))
     }
 
     /// Fills `buf` with source bytes starting at `offset`, decoding only the
@@ -474,7 +511,7 @@ fn open_bases(
 
 /// Checks magic numbers and trailer, then parses the index. Errors carry the
 /// archive offset they concern.
-fn parse_framing(bytes: &Backing) -> std::result::Result<(Index, u8), (u64, Framing)> {
+fn parse_framing(bytes: &Backing) -> std::result::Result<(Index, u8, u64), (u64, Framing)> {
     let corrupt = |offset: u64, reason: &str| (offset, Framing::Corrupt(reason.to_string()));
     let read = |offset: u64, len: usize| {
         bytes
@@ -512,5 +549,5 @@ fn parse_framing(bytes: &Backing) -> std::result::Result<(Index, u8), (u64, Fram
         version,
     )
     .map_err(|e| corrupt(index_offset + e.at as u64, e.reason))?;
-    Ok((index, version))
+    Ok((index, version, index_checksum))
 }

@@ -169,7 +169,9 @@ impl Filesystem for BrevisFs {
             return reply.error(Errno::ENOENT);
         };
         let handle = match (node.kind, node.archive) {
-            (Kind::Archive, Some(archive)) => Handle::Archive(ArchiveReader::new(ino.0, archive)),
+            (Kind::Archive, Some(archive)) => {
+                Handle::Archive(ArchiveReader::new(archive.content_id(), archive))
+            }
             (Kind::Plain, _) => match self.nodes.backend().open_plain(&node.real, &node.meta) {
                 Ok(file) => Handle::Plain(file),
                 Err(e) => {

@@ -45,8 +45,9 @@ impl ReadReply {
 }
 
 impl ArchiveReader {
-    /// A reader of `archive`, whose chunks are cached under `id` (unique per
-    /// archive version).
+    /// A reader of `archive`, whose chunks are cached under `id` (its
+    /// [`Archive::content_id`] in the mount: the chunks of archives with one
+    /// id are interchangeable, and a changed archive has another).
     pub fn new(id: u64, archive: Arc<Archive>) -> ArchiveReader {
         ArchiveReader {
             id,
@@ -157,14 +158,45 @@ impl ArchiveReader {
 
 /// Chunk `i` of an archive, from the cache or decoded and verified into it.
 fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
+    cached(cache, id, archive, i).map_err(|message| log::error!("{message}"))
+}
+
+/// Chunk `i` of `archive` under `id`, from the cache or decoded into it;
+/// the chunks of its bases it needs come through the cache too (under
+/// their [`Archive::content_id`]), so that a base shared by several
+/// presented files, or presented itself, is decoded once.
+fn cached(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, String> {
     let len = archive.chunks()[i].src_len as usize;
-    cache
-        .get_or_decode((id, i), len, |buffer| {
-            archive
-                .decode_chunk_into(i, buffer)
-                .map_err(|e| e.to_string())
-        })
-        .map_err(|message| log::error!("{message}"))
+    cache.get_or_decode((id, i), len, |buffer| {
+        let read_base =
+            |base: &Archive, offset, out: &mut [u8]| read_base(cache, base, offset, out);
+        archive
+            .decode_chunk_with(i, buffer, &read_base)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// Fills `out` with `base`'s source bytes from `offset`, from its chunks
+/// in the cache.
+fn read_base(
+    cache: &ChunkCache,
+    base: &Archive,
+    offset: u64,
+    out: &mut [u8],
+) -> Result<(), String> {
+    let end = offset + out.len() as u64;
+    let mut at = offset;
+    while at < end {
+        let j = base.chunk_at(at);
+        let range = base.chunk_range(j);
+        let stop = range.end.min(end);
+        let chunk = cached(cache, base.content_id(), base, j)?;
+        let from = (at - range.start) as usize;
+        let to = (stop - range.start) as usize;
+        out[(at - offset) as usize..(stop - offset) as usize].copy_from_slice(&chunk[from..to]);
+        at = stop;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -244,6 +276,47 @@ mod tests {
             !cache.contains((7, beyond)),
             "read-ahead went past its distance"
         );
+    }
+
+    #[test]
+    fn a_fine_tunes_base_chunks_come_through_the_cache_and_serve_the_base() {
+        let (base, original, dir) = archive(20_000, 4096);
+        // The same file with a few bytes changed, packed against the base.
+        let mut tuned = original.clone();
+        tuned.iter_mut().skip(200).step_by(97).for_each(|b| *b ^= 1);
+        let src = dir.path().join("tuned.safetensors");
+        std::fs::write(&src, &tuned).unwrap();
+        let opts = PackOptions {
+            chunk_size: 4096,
+            bases: crate::archive::BaseSources {
+                named: vec![dir.path().join("m.brv")],
+                ..Default::default()
+            },
+            ..PackOptions::default()
+        };
+        let brv = dir.path().join("tuned.brv");
+        pack_file(&src, &brv, &opts, &|_| {}).unwrap();
+        let fine = Arc::new(Archive::open(&brv).unwrap());
+        assert!(fine.chunks().iter().any(|c| c.base.is_some()));
+
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let reader = ArchiveReader::new(fine.content_id(), fine.clone());
+        let reply = reader.read(&cache, 0, tuned.len() as u32, 0).unwrap();
+        assert!(concat(&reply) == tuned);
+        // The base's chunks it used are cached under the base's id, where a
+        // reader of the base finds them (a copy of the base opened apart has
+        // the same id).
+        let id = base.content_id();
+        let used = fine.chunks().iter().filter(|c| c.base.is_some()).count();
+        let cached = (0..base.chunks().len()).filter(|&j| cache.contains((id, j)));
+        assert_eq!(cached.count(), used);
+        let again = Archive::open(dir.path().join("m.brv")).unwrap();
+        assert_eq!(again.content_id(), id);
+        assert_ne!(fine.content_id(), id);
+        let reply = ArchiveReader::new(id, base.clone())
+            .read(&cache, 0, original.len() as u32, 0)
+            .unwrap();
+        assert!(concat(&reply) == original);
     }
 
     #[test]
