@@ -93,3 +93,36 @@ for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100
   diff0=$("$py" "$scripts/xor_entropy.py" "$src" "$base_src" --difference)
   echo "| $1 | $2 | $n | $(size "$alone") | $(size "$delta") | $(ratio "$n" "$(size "$alone")") | $(ratio "$n" "$(size "$delta")") | $xor0 ($(ratio "$n" "$xor0")) | $diff0 ($(ratio "$n" "$diff0")) | $(mbps "$n" "$(printf '%s\n' "${pa[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${pb[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${un[@]}" | median)") | $read_mbps |"
 done
+
+# The base model saved again in two shard files (tensors split in half by order), as
+# a re-upload or a re-sharded save is: packed alone, against the base archive (tensors
+# matched by name), and with --dedup=STORE into the store (matched by content, no --base).
+reshard=$work/resharded-f32
+if [[ ! -f $reshard/model-2.safetensors ]]; then
+  mkdir -p "$reshard"
+  "$py" - "$base_f32" "$reshard" <<'PY'
+import sys
+from safetensors.numpy import load_file, save_file
+tensors = load_file(sys.argv[1])
+names = list(tensors)
+half = len(names) // 2
+for k, part in enumerate((names[:half], names[half:]), 1):
+    save_file({n: tensors[n] for n in part}, f"{sys.argv[2]}/model-{k}.safetensors")
+PY
+fi
+sum_sizes() { find "$1" -name "*.$2" -printf '%s\n' | awk '{s += $1} END {print s}'; }
+n=$(sum_sizes "$reshard" safetensors)
+rm -rf "$work/reshard-alone" "$work/reshard-base" "$store/resharded"
+"$brevis" pack -q "$reshard" "$work/reshard-alone"
+"$brevis" pack -q --base "$store/base-f32.brv" "$reshard" "$work/reshard-base"
+"$brevis" pack -q --dedup="$store" "$reshard" "$store/resharded"
+"$brevis" unpack -q "$store/resharded" "$work/reshard-out"
+diff -r "$work/reshard-out" "$reshard" >/dev/null || { log "resharded round trip differs"; exit 1; }
+rm -rf "$work/reshard-out"
+echo
+echo "| copy | original | alone | against the base (--base) | in the store (--dedup) |"
+echo "|---|---:|---:|---:|---:|"
+alone=$(sum_sizes "$work/reshard-alone" brv)
+based=$(sum_sizes "$work/reshard-base" brv)
+deduped=$(sum_sizes "$store/resharded" brv)
+echo "| base-f32 saved again as two shard files | $n | $alone ($(ratio "$n" "$alone")x) | $based ($(ratio "$n" "$based")x) | $deduped ($(ratio "$n" "$deduped")x) |"

@@ -561,6 +561,21 @@ fn dedup_matches_earlier_files_of_a_run_and_archives_already_in_the_store() {
     );
     assert!(len(&store.join("c.brv")) < 4096);
 
+    // A model packed into a folder of the store names the store to match.
+    let d = root.join("d");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("m.safetensors"), file(&[renamed(&x, "x2")])).unwrap();
+    let store_arg = format!("--dedup={}", s(&store));
+    ok(&["pack", "-q", &store_arg, s(&d), s(&store.join("d"))]);
+    assert_eq!(
+        bases_named(&store.join("d/m.brv")),
+        serde_json::json!(["../a.brv"])
+    );
+    fails_with(
+        &["pack", "--dedup=/nonexistent", s(&d), s(&root.join("e"))],
+        &["/nonexistent", "--dedup=STORE: not a directory"],
+    );
+
     // Packed again over itself, the run neither references an output it is
     // about to rewrite nor breaks the archives that depend on it.
     ok(&["pack", "-q", "--force", "--dedup", s(&src), s(&store)]);

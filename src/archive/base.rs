@@ -26,8 +26,9 @@ pub struct Bases {
     /// With deduplication, each tensor by its content: dtype, length, chunk
     /// length and the fingerprint of its chunks' checksums (see
     /// [`Archive::fingerprint`]), with the first archive that has it and
-    /// where.
-    contents: HashMap<Content, (u32, u64)>,
+    /// where, preferring one that holds it plainly (so that references do
+    /// not chain).
+    contents: HashMap<Content, Holder>,
     /// The chunk lengths of `contents`' keys, which a tensor is cut into to
     /// look it up.
     steps: BTreeSet<u64>,
@@ -39,6 +40,15 @@ pub struct Bases {
 /// What identifies a tensor's content (a hint: a match is coded as a
 /// residual like any other, so a collision costs size, never correctness).
 type Content = (String, u64, u64, u64);
+
+/// Which base holds a content, where in its source, and whether its chunks
+/// there are its own (not references to a base of its own).
+#[derive(Clone, Copy)]
+struct Holder {
+    which: u32,
+    start: u64,
+    plain: bool,
+}
 
 /// Where the bases of a pack come from.
 #[derive(Clone, Debug, Default)]
@@ -101,11 +111,21 @@ impl Bases {
 
     /// Adds tensor `t` of base `which` to the index by content.
     fn index_content(&mut self, archive: &Archive, which: u32, t: &TensorInfo) {
-        if let Some((print, step)) = archive.fingerprint(t.start..t.end) {
-            let key = (t.dtype.clone(), t.end - t.start, step, print);
-            self.contents.entry(key).or_insert((which, t.start));
-            self.steps.insert(step);
+        let Some((print, step)) = archive.fingerprint(t.start..t.end) else {
+            return;
+        };
+        let chunks = archive.chunk_at(t.start)..=archive.chunk_at(t.end - 1);
+        let holder = Holder {
+            which,
+            start: t.start,
+            plain: archive.chunks()[chunks].iter().all(|c| c.base.is_none()),
+        };
+        let key = (t.dtype.clone(), t.end - t.start, step, print);
+        let held = self.contents.entry(key).or_insert(holder);
+        if holder.plain && !held.plain {
+            *held = holder;
         }
+        self.steps.insert(step);
     }
 
     /// How the archive being written names base `which`.
@@ -134,9 +154,9 @@ impl Bases {
         }
         for &step in &self.steps {
             let key = (t.dtype.clone(), t.end - t.start, step, fingerprint(step)?);
-            if let Some(&(which, at)) = self.contents.get(&key) {
-                if self.admitted.admit(which) {
-                    return Ok(Some((which, at)));
+            if let Some(&held) = self.contents.get(&key) {
+                if self.admitted.admit(held.which) {
+                    return Ok(Some((held.which, held.start)));
                 }
             }
         }

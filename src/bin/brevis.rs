@@ -68,15 +68,16 @@ enum Command {
         #[arg(long, value_name = "BASE")]
         base: Option<PathBuf>,
         /// Also match tensors by content (dtype and bytes), not only by name,
-        /// against the --base archives, the archives already in DST (a
-        /// store; for a single file, those in DST's folder) and the files
-        /// this run packed before: a tensor stored there under any name
-        /// (re-uploads, repeated or tied weights, frozen layers of another
-        /// checkpoint) becomes a reference to that copy, and its archive
-        /// then needs that one to be read. Archives are indexed from their
-        /// chunk checksums, without decoding.
-        #[arg(long)]
-        dedup: bool,
+        /// against the --base archives, the archives already in the store
+        /// (STORE and its subfolders; without =STORE, DST for a directory
+        /// SRC, DST's folder for a file) and the files this run packed
+        /// before: a tensor stored there under any name (re-uploads,
+        /// repeated or tied weights, frozen layers of another checkpoint)
+        /// becomes a reference to that copy, and its archive then needs that
+        /// one to be read. Archives are indexed from their chunk checksums,
+        /// without decoding.
+        #[arg(long, value_name = "STORE", num_args = 0..=1, require_equals = true)]
+        dedup: Option<Option<PathBuf>>,
         /// Pack only shard I of N (0-based) of a directory's files, as one of
         /// N machines of a cluster job: every shard computes the same
         /// size-balanced split, and their outputs together are what one
@@ -281,25 +282,29 @@ struct Store {
 const MAX_STORE_ARCHIVES: usize = 1024;
 
 impl Store {
-    /// The archives already at `dst`: its tree for a directory SRC, the
-    /// archives beside DST for a file; without the outputs of `jobs`, which
-    /// the run may rewrite.
-    fn of(src: &Path, dst: &Path, jobs: &[Job]) -> Result<Store> {
-        let folder = match src.is_dir() {
-            true => Some(dst),
-            false => dst.parent().map(|p| match p.as_os_str().is_empty() {
-                true => Path::new("."),
-                false => p,
-            }),
+    /// The archives already in `store` (its tree), or without one at `dst`
+    /// (its tree for a directory SRC, the archives beside DST for a file);
+    /// without the outputs of `jobs`, which the run may rewrite.
+    fn of(src: &Path, dst: &Path, store: Option<&Path>, jobs: &[Job]) -> Result<Store> {
+        let mut found = match store {
+            Some(store) if !store.is_dir() => {
+                return Err(Error::invalid(store, "--dedup=STORE: not a directory"));
+            }
+            Some(store) => tree::find(store, "brv")?,
+            None if src.is_dir() => match dst.is_dir() {
+                true => tree::find(dst, "brv")?,
+                false => Vec::new(),
+            },
+            None => {
+                let folder = dst.parent().filter(|p| !p.as_os_str().is_empty());
+                let folder = folder.unwrap_or(Path::new("."));
+                match folder.is_dir() {
+                    true => archives_in(folder)?,
+                    false => Vec::new(),
+                }
+            }
         };
-        let folder = folder.filter(|f| f.is_dir());
-        let Some(folder) = folder else {
-            return Ok(Store::default());
-        };
-        let mut found = match src.is_dir() {
-            true => tree::find(folder, "brv")?,
-            false => archives_in(folder)?,
-        };
+        let folder = store.unwrap_or(dst);
         // Compared as canonical paths: an archive the run rewrites must not
         // become a base of anything, least of all of itself.
         let outputs: Vec<PathBuf> = jobs
@@ -480,7 +485,7 @@ fn run(cli: &Cli) -> Result<()> {
         } => {
             let opts = search.options(*chunk_size)?;
             if mirror::involves_store(src, dst) {
-                if base.is_some() || *dedup {
+                if base.is_some() || dedup.is_some() {
                     return Err(Error::invalid(
                         src,
                         "--base and --dedup are not supported with object-store URLs yet",
@@ -500,14 +505,14 @@ fn run(cli: &Cli) -> Result<()> {
             if !skipped {
                 warn_if_nothing_to_pack(src, &jobs);
             }
-            if *dedup && shard.is_some() {
+            if dedup.is_some() && shard.is_some() {
                 let reason = "--dedup with --shard: a shard would see other shards' outputs \
                               at times that vary; pack with --dedup in one process";
                 return Err(Error::invalid(src, reason));
             }
             let store = match dedup {
-                true => Store::of(src, dst, &jobs)?,
-                false => Store::default(),
+                Some(store) => Store::of(src, dst, store.as_deref(), &jobs)?,
+                None => Store::default(),
             };
             run_jobs(
                 cli,
@@ -523,7 +528,7 @@ fn run(cli: &Cli) -> Result<()> {
                                     None => Vec::new(),
                                 },
                                 store: store.before(job, &jobs),
-                                dedup: *dedup,
+                                dedup: dedup.is_some(),
                             },
                             ..opts.clone()
                         };
