@@ -687,3 +687,98 @@ fn an_archive_truncated_in_place_gives_errors_not_its_old_size() {
         "other files still read"
     );
 }
+
+/// Writes `path`, an archive of `count` chunks of zeros, each as slow to
+/// decode as the format lets a chunk be: 64 MiB, 31 Scans deep over a Const
+/// (within the work bound of docs/FORMAT.md).
+fn slow_archive(path: &Path, count: usize) {
+    use brevis::archive::{self, ChunkEntry, Index, MAX_CHUNK_BYTES};
+    use brevis::dsl::{encode_program, Literal, Op, Program, ScanOp, Type};
+    let ty = Type {
+        width: 32,
+        len: MAX_CHUNK_BYTES as usize / 4,
+    };
+    let mut program: Program<Literal> = Program {
+        ty,
+        op: Op::Const(0),
+    };
+    for k in 0..31 {
+        let op = [ScanOp::Xor, ScanOp::Add][k % 2];
+        let updates = Box::new(program);
+        program = Program {
+            ty,
+            op: Op::Scan {
+                op,
+                init: 0,
+                updates,
+            },
+        };
+    }
+    let mut record = Vec::new();
+    encode_program(&program, &mut record);
+    let zeros = vec![0u8; MAX_CHUNK_BYTES as usize];
+    let entry = ChunkEntry {
+        layout: brevis::safetensors::Layout::Word,
+        src_len: MAX_CHUNK_BYTES,
+        rec_len: record.len() as u64,
+        checksum: twox_hash::XxHash3_64::oneshot(&zeros),
+        base: None,
+    };
+    let index = Index {
+        source_len: MAX_CHUNK_BYTES * count as u64,
+        sha256: [0; 32],
+        chunk_size: MAX_CHUNK_BYTES,
+        bases: Vec::new(),
+        chunks: vec![entry; count],
+    };
+    let records = std::iter::repeat_n(&record[..], count);
+    std::fs::write(path, archive::assemble(records, &index, 1)).unwrap();
+}
+
+/// How long reading `len` bytes at `offset` of `path` takes, bypassing the
+/// page cache.
+fn timed_read(path: &Path, offset: u64, len: usize) -> Duration {
+    let start = Instant::now();
+    read_range(&open_direct(path), offset, len).unwrap();
+    start.elapsed()
+}
+
+#[test]
+fn a_slow_archive_does_not_hold_up_reads_of_other_files() {
+    let model = model();
+    slow_archive(&model.archives.join("slow.brv"), 4);
+    // Two threads take requests; slow chunks are too large to be cached.
+    let m = mount(&model.archives, &["--threads", "2", "--cache-size", "16M"]);
+    let slow = m.path("slow.safetensors");
+    let one_slow = timed_read(&slow, 0, 4096);
+    let busy = std::sync::atomic::AtomicBool::new(true);
+    let worst = std::thread::scope(|scope| {
+        // Three readers keep the slow archive's chunks decoding.
+        for t in 0..3u64 {
+            let (slow, busy) = (&slow, &busy);
+            scope.spawn(move || {
+                let mut k = t;
+                while busy.load(Ordering::Relaxed) {
+                    timed_read(slow, (k % 4) * (64 << 20) + k * 4096, 4096);
+                    k += 3;
+                }
+            });
+        }
+        std::thread::sleep(one_slow / 2);
+        // Meanwhile every chunk of another archive is read for the first time.
+        let other = m.path("model.safetensors");
+        let len = std::fs::metadata(&other).unwrap().len();
+        let worst = (0..len)
+            .step_by(64 << 10)
+            .map(|at| timed_read(&other, at, 4096))
+            .max()
+            .unwrap();
+        busy.store(false, Ordering::Relaxed);
+        worst
+    });
+    eprintln!("a slow chunk: {one_slow:?}; slowest read of another file meanwhile: {worst:?}");
+    assert!(
+        worst * 4 < one_slow,
+        "another file waited {worst:?}; a slow chunk takes {one_slow:?}"
+    );
+}

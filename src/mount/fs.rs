@@ -14,7 +14,7 @@ use fuser::{
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -43,6 +43,33 @@ pub struct BrevisFs {
     ttl: Duration,
     /// Source bytes decoded ahead of a sequential reader (see `ServeOptions`).
     read_ahead_bytes: u64,
+    /// Threads taking requests from the kernel, and how many of them are
+    /// waiting for chunks to decode (see [`BrevisFs::read_archive`]).
+    loops: usize,
+    waiting: Arc<AtomicUsize>,
+}
+
+/// One read counted among those waiting for chunks while it lives.
+struct Waiting {
+    counter: Arc<AtomicUsize>,
+    /// How many were waiting, this one included, when it started.
+    count: usize,
+}
+
+impl Waiting {
+    fn start(counter: &Arc<AtomicUsize>) -> Waiting {
+        let count = counter.fetch_add(1, Ordering::AcqRel) + 1;
+        Waiting {
+            counter: counter.clone(),
+            count,
+        }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// An open file.
@@ -58,7 +85,13 @@ const STATS_XATTR: &str = "user.brevis.stats";
 impl BrevisFs {
     /// A view of `nodes`; `watcher` (if any) is told of every directory shown so
     /// that changes in it reach the kernel.
-    pub fn new(nodes: Nodes, watcher: Option<Arc<Watcher>>, options: ServeOptions) -> BrevisFs {
+    /// `loops` threads take requests from the kernel.
+    pub fn new(
+        nodes: Nodes,
+        watcher: Option<Arc<Watcher>>,
+        options: ServeOptions,
+        loops: usize,
+    ) -> BrevisFs {
         BrevisFs {
             nodes,
             cache: Arc::new(ChunkCache::new(options.cache_bytes)),
@@ -67,6 +100,39 @@ impl BrevisFs {
             watcher,
             ttl: options.ttl,
             read_ahead_bytes: options.read_ahead_bytes.min(options.cache_bytes as u64 / 2),
+            loops,
+            waiting: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Answers a read of an archive. The thread taking requests decodes what
+    /// the read needs itself, unless every other such thread is already
+    /// waiting on decodes: then the read is answered from a thread of its
+    /// own, so that one always stays free for other files (a slow archive
+    /// never holds up reads of the rest).
+    fn read_archive(&self, handle: Arc<Handle>, offset: u64, size: u32, reply: ReplyData) {
+        let (cache, ahead) = (self.cache.clone(), self.read_ahead_bytes);
+        let waiting = Waiting::start(&self.waiting);
+        // With one thread there is none to keep free.
+        let spare = waiting.count < self.loops || self.loops == 1;
+        let answer = move || {
+            let Handle::Archive(reader) = handle.as_ref() else {
+                unreachable!("archive reads are of archive handles");
+            };
+            let result = reader.read(&cache, offset, size, ahead);
+            drop(waiting);
+            match result {
+                // The reply goes out straight from the chunks, with no copy
+                // into one buffer (see vendor/fuser/PATCHED.md).
+                Ok(data) => reply.data_vectored(&data.slices()),
+                Err(()) => reply.error(Errno::EIO),
+            }
+        };
+        if spare {
+            answer();
+        } else if let Err(e) = std::thread::Builder::new().spawn(answer) {
+            // The reply, dropped with the closure, answers EIO.
+            log::error!("cannot start a thread for a read: {e}");
         }
     }
 
@@ -206,14 +272,7 @@ impl Filesystem for BrevisFs {
             return reply.error(Errno::EBADF);
         };
         match handle.as_ref() {
-            Handle::Archive(reader) => {
-                match reader.read(&self.cache, offset, size, self.read_ahead_bytes) {
-                    // The reply goes out straight from the chunks, with no copy
-                    // into one buffer (see vendor/fuser/PATCHED.md).
-                    Ok(data) => reply.data_vectored(&data.slices()),
-                    Err(()) => reply.error(Errno::EIO),
-                }
-            }
+            Handle::Archive(_) => self.read_archive(handle, offset, size, reply),
             Handle::Plain(file) => {
                 let len = file.len().saturating_sub(offset).min(size as u64);
                 let mut buf = vec![0u8; len as usize];

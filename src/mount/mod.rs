@@ -213,7 +213,8 @@ pub fn serve(
             None
         }
     };
-    let fs = BrevisFs::new(nodes, watcher.clone(), options.serve.clone());
+    let loops = options.threads.max(1);
+    let fs = BrevisFs::new(nodes, watcher.clone(), options.serve.clone(), loops);
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(format!("brevis:{}", archives.display())),
@@ -226,7 +227,7 @@ pub fn serve(
     if options.allow_other {
         config.acl = SessionACL::All;
     }
-    config.n_threads = Some(options.threads.max(1));
+    config.n_threads = Some(loops);
     config.clone_fd = true;
     let mut session = fuser::Session::new(fs, mountpoint, &config)
         .map_err(|e| Error::invalid(mountpoint, mount_failure(e)))?;

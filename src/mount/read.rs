@@ -75,11 +75,16 @@ impl ArchiveReader {
         }
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
         self.prefetch(cache, span.clone())?;
-        let chunks: Vec<Chunk> = span
-            .clone()
-            .into_par_iter()
-            .map(|i| load(cache, self.id, archive, i))
-            .collect::<Result<_, ()>>()?;
+        // One chunk (most reads) is decoded by the calling thread, not
+        // queued on the decoding pool behind other files' work.
+        let chunks: Vec<Chunk> = match span.len() {
+            1 => vec![load(cache, self.id, archive, span.start)?],
+            _ => span
+                .clone()
+                .into_par_iter()
+                .map(|i| load(cache, self.id, archive, i))
+                .collect::<Result<_, ()>>()?,
+        };
         // Chunks this read went to the end of are done with (the kernel keeps
         // the pages); the last one may be continued by the next read. They are
         // demoted before read-ahead is queued, so that its decodes take their
