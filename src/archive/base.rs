@@ -12,7 +12,7 @@ use super::reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 use super::{pack_file, unpack_file, PackOptions, PackSummary};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{Layout, TensorInfo};
-use crate::synth::byte_planes_cost;
+use crate::synth::strided_planes_cost;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 
@@ -311,12 +311,11 @@ pub fn candidates(bytes: &[u8], residual: &[u8], layout: Layout) -> (bool, bool)
     (delta * 16 <= plain * 17, plain * 16 < delta * 17)
 }
 
-/// The order-0 cost of the byte planes of `bytes`' lanes.
+/// The order-0 cost of the byte planes of `bytes`' lanes (the planes of
+/// the elements' bytes: every layout's lanes split its elements on byte
+/// boundaries).
 fn planes_cost(bytes: &[u8], layout: Layout) -> usize {
-    super::encode::to_lanes(bytes, layout)
-        .iter()
-        .map(|lane| byte_planes_cost(lane, layout.lane_width()))
-        .sum()
+    strided_planes_cost(bytes, layout.element_bytes())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub use expand::{expansions, shapes, Expansion, Shape};
 pub use palette::palette_streams;
 pub use prior::Prior;
 pub use production::Production;
-pub use refit::{byte_planes_cost, Template};
+pub use refit::{byte_planes_cost, strided_planes_cost, Template};
 pub use scaled::scaled_streams;
 pub use search::{Found, Limits, Order, Setup};
 

@@ -66,7 +66,25 @@ pub fn byte_planes_cost(words: &[u32], width: u32) -> usize {
             c[(w >> (8 * k)) as usize & 0xff] += 1;
         }
     }
-    let n = words.len() as f64;
+    order0_bytes(&counts, words.len())
+}
+
+/// [`byte_planes_cost`] of elements of `stride` bytes, straight from their
+/// little-endian bytes (plane `k` holds byte `k` of every element).
+pub fn strided_planes_cost(bytes: &[u8], stride: usize) -> usize {
+    let mut counts = vec![[0u32; 256]; stride];
+    for element in bytes.chunks_exact(stride) {
+        for (c, &b) in counts.iter_mut().zip(element) {
+            c[b as usize] += 1;
+        }
+    }
+    order0_bytes(&counts, bytes.len() / stride)
+}
+
+/// The order-0 code length, in bytes, of planes of `n` symbols each with
+/// these counts.
+fn order0_bytes(counts: &[[u32; 256]], n: usize) -> usize {
+    let n = n as f64;
     let bits: f64 = (counts.iter().flatten())
         .filter(|&&c| c > 0)
         .map(|&c| c as f64 * (n / c as f64).log2())
@@ -351,6 +369,12 @@ mod tests {
             .collect();
         assert_eq!(byte_planes_cost(&words, 24), 4096 * 9 / 8);
         assert_eq!(byte_planes_cost(&[5; 100], 8), 0);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(
+            strided_planes_cost(&bytes, 4),
+            byte_planes_cost(&words, 32),
+            "the same planes from the bytes"
+        );
     }
 
     #[test]
