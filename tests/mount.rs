@@ -657,6 +657,20 @@ fn a_checkpoint_packed_against_its_base_reads_through_the_mount() {
         modified(originals.join("tuned.safetensors"))
     );
     assert!(m.log_text().is_empty(), "{}", m.log_text());
+    drop(m);
+
+    // With its base deleted, the fine-tune fails with EIO, naming both
+    // files in the log; other files still read.
+    std::fs::remove_file(store.join("base.brv")).unwrap();
+    let m = mount(&store, &[]);
+    let err = std::fs::read(m.path("tunes/tuned.safetensors")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert!(!m.path("base.safetensors").exists());
+    let log = m.log_text();
+    assert!(
+        log.contains("tuned.brv") && log.contains("needs the base archive"),
+        "{log}"
+    );
 }
 
 #[test]
