@@ -14,8 +14,8 @@ pub use base::{base_archives, detach};
 pub use decode::{decode_record, program_limits, record_version};
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{
-    assemble, BaseEntry, BaseSpan, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, MAX_CHUNK_BYTES,
-    QUANTIZED_VERSION, TRAILER_LEN,
+    assemble, BaseEntry, BaseSpan, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, MATCH_VERSION,
+    MAX_CHUNK_BYTES, QUANTIZED_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
