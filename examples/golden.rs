@@ -60,7 +60,11 @@ fn main() {
         }
         2 => based(dir),
         3 => dequantized(dir),
-        4 => differences(dir),
+        4 => {
+            differences(dir);
+            // The Match operator's archives (file names `match*`).
+            matched(dir);
+        }
         _ => panic!("{usage}: VERSION is 1 to 4"),
     }
 }
@@ -178,6 +182,56 @@ fn differences(dir: &Path) {
         };
         assert!(a.chunks().iter().any(differs), "{layout:?}");
     }
+}
+
+/// Version 4, the Match operator: a checkpoint whose words repeat earlier
+/// ones (an STFT-like basis of windowed cosines and sines, rows of BF16
+/// weights copied from earlier rows) and whose long JSON header repeats
+/// names, which the packer stores as copies of earlier words.
+fn matched(dir: &Path) {
+    let plain = Extras::default();
+    let n = 64usize;
+    let basis = (0..2 * (n / 2 + 1)).flat_map(|row| {
+        let (k, sine) = (row % (n / 2 + 1), row > n / 2);
+        (0..n).map(move |i| {
+            let tau = 2.0 * std::f64::consts::PI;
+            let window = 0.5 - 0.5 * (tau * i as f64 / n as f64).cos();
+            let phase = tau * ((k * i) % n) as f64 / n as f64;
+            let wave = if sine { phase.sin() } else { phase.cos() };
+            ((window * wave) as f32).to_bits()
+        })
+    });
+    let w = f32s(64 * 64, 41, 0.02);
+    let mut rng = Rng(42);
+    let mut rows: Vec<u16> = Vec::new();
+    for r in 0..64 {
+        let from = (!rng.next().is_multiple_of(4) && r > 0).then(|| rng.next() as usize % r);
+        let row: Vec<u16> = match from {
+            Some(f) => rows[f * 64..f * 64 + 64].to_vec(),
+            None => w[r * 64..r * 64 + 64].iter().map(|&x| bf16(x)).collect(),
+        };
+        rows.extend(row);
+    }
+    let mut tensors = vec![
+        tensor("stft.basis", "F32", &[66, 1, 64], bytes32(basis)),
+        tensor("rows.bf16", "BF16", &[64, 64], bytes16(rows)),
+    ];
+    for layer in 0..24 {
+        for part in ["attention.norm.bias", "feed_forward.norm.bias"] {
+            let b = f32s(16, 50 + layer, 0.01);
+            let name = format!("encoder.layer.{layer}.{part}");
+            tensors.push(tensor(
+                &name,
+                "F32",
+                &[16],
+                bytes32(b.iter().map(|x| x.to_bits())),
+            ));
+        }
+    }
+    let src = dir.join("match-basis.safetensors");
+    std::fs::write(&src, build(&tensors, &plain)).unwrap();
+    let a = pack(&src, 16 * 1024, None);
+    assert_eq!(a.version(), 4, "copies make a version 4 archive");
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and

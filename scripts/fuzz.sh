@@ -53,6 +53,39 @@ fi
 [ -e "$seeds/seed-v3.brv" ] || cp tests/golden/v3/dequantized.brv "$seeds/seed-v3.brv"
 # A format version 4 archive (chunks that are differences from their base).
 [ -e "$seeds/seed-v4.brv" ] || cp tests/golden/v4/difference-tuned.brv "$seeds/seed-v4.brv"
+# A format version 4 archive (Match programs: copies in a header, F32 and BF16
+# words) among the seeds, and its records among the record target's (each
+# as the target reads it: layout, element count - 1 as u16le, the record).
+[ -e "$seeds/seed-v4-match.brv" ] || cp tests/golden/v4/match-basis.brv "$seeds/seed-v4-match.brv"
+mkdir -p fuzz/corpus/record
+python3 - tests/golden/v4/match-basis.brv fuzz/corpus/record <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+off, n = struct.unpack_from("<QQ", b, len(b) - 32)
+idx, pos = b[off:off + n], 0
+def varint():
+    global pos
+    v = s = 0
+    while True:
+        c = idx[pos]; pos += 1; v |= (c & 0x7F) << s; s += 7
+        if c < 0x80:
+            return v
+varint(); pos += 32; varint()
+for _ in range(varint()):
+    pos += 32; varint(); pos += varint()
+at = 8
+for k in range(varint()):
+    kind = idx[pos]; pos += 1
+    src, rec = varint(), varint(); pos += 8
+    if kind & 0x80:
+        varint(); varint()
+    layout = kind & 0x7F
+    elements = src // [1, 2, 4, 8][layout]
+    if elements <= 65536:
+        seed = bytes([layout]) + struct.pack("<H", elements - 1) + b[at:at + rec]
+        open(f"{sys.argv[2]}/seed-v4-match-{k}", "wb").write(seed)
+    at += rec
+PY
 
 for target in "${targets[@]}"; do
   echo "== fuzz $target for ${seconds}s"

@@ -28,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 4] = [(1, 10), (2, 3), (3, 1), (4, 2)];
+const VERSIONS: [(u8, usize); 4] = [(1, 10), (2, 3), (3, 1), (4, 3)];
 
 #[test]
 fn golden_archives_decode_to_their_originals() {
@@ -111,6 +111,7 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
         }
         Op::Palette { .. } => "palette".into(),
         Op::Scaled { format, .. } => format!("scaled {}", Fields::Float(*format)),
+        Op::Match { .. } => "match".into(),
     };
     out.insert(feature);
     p.children().for_each(|c| features(c, out));
@@ -118,8 +119,13 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
 
 /// Everything the golden archives of `version` exercise.
 fn coverage(version: u8) -> BTreeSet<String> {
+    coverage_of(version, archives(version))
+}
+
+/// Everything the golden archives `found` of `version` exercise.
+fn coverage_of(version: u8, found: Vec<PathBuf>) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
-    for brv in archives(version) {
+    for brv in found {
         let a = Archive::open(&brv).unwrap();
         for (i, chunk) in a.chunks().iter().enumerate() {
             seen.insert(format!("layout {:?}", chunk.layout));
@@ -224,6 +230,39 @@ fn version_3_golden_archives_use_its_operators_and_earlier_versions_refuse_them(
             err.contains("unknown operator") || err.contains("lists no base"),
             "{err}"
         );
+    }
+}
+
+/// The version 4 golden archives of the Match operator (named `match*`).
+fn match_archives() -> Vec<PathBuf> {
+    let named = |p: &PathBuf| {
+        p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("match")
+    };
+    archives(4).into_iter().filter(named).collect()
+}
+
+#[test]
+fn version_4_match_archives_use_copies_and_earlier_versions_refuse_them() {
+    let found = match_archives();
+    assert!(!found.is_empty(), "no match* archive in tests/golden/v4");
+    let seen = coverage_of(4, found.clone());
+    assert!(seen.contains("match"), "match not covered: {seen:?}");
+    for brv in found {
+        let mut bytes = std::fs::read(&brv).unwrap();
+        assert_eq!(bytes[7], 4);
+        // The same bytes labelled version 3 must not decode: a Match is not
+        // an operator of version 3.
+        bytes[7] = 3;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relabelled.brv");
+        std::fs::write(&path, bytes).unwrap();
+        let a = Archive::open(&path).unwrap();
+        let err = archive::verify(&a, None, &|_| {}).unwrap_err().to_string();
+        assert!(err.contains("relabelled.brv"), "{err}");
+        assert!(err.contains("unknown operator"), "{err}");
     }
 }
 

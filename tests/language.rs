@@ -4,7 +4,10 @@
 
 use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
-use brevis::synth::{expansions, palette_streams, scaled_streams, synthesize, Hint, SynthOptions};
+use brevis::synth::{
+    expansions, match_program, match_streams, palette_streams, scaled_streams, synthesize, Hint,
+    SynthOptions,
+};
 use brevis::wire::WireError;
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -150,6 +153,13 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
                 },
             });
         }
+    }
+    // Copies of earlier words, where the matcher finds any.
+    if let Some(streams) = match_streams(t, width) {
+        let kids = (streams.into_iter())
+            .map(|(ty, s)| leaf(s, ty.width))
+            .collect();
+        out.push(match_program(ty, kids));
     }
     out.extend(
         expansions(&target, width, Hint { float: None }, None)
@@ -329,7 +339,7 @@ fn decoder_rejects_non_canonical_programs() {
     reject(&[6, 7, 1, 0, 1, 0], "do not fit");
     reject(&[2, 0, 4, 1, 0, 1, 0], "exceed");
     reject(&[2, 0, 0, 1, 0, 1, 0], "empty concat part");
-    reject(&[9], "unknown operator");
+    reject(&[200], "unknown operator");
     let deep: Vec<u8> = std::iter::repeat_n([4u8, 2, 4, 3], 40)
         .flatten()
         .chain([1, 0])
@@ -377,4 +387,139 @@ fn programs_that_do_too_much_work_are_refused() {
     let mut light = Vec::new();
     encode_program(&planes(2), &mut light);
     assert!(decode_program(&light, t(32), Limits::default()).is_ok());
+}
+
+/// Streams made of copies of their own earlier words (of every width), with
+/// literal words between them.
+fn repeated() -> impl Strategy<Value = (u32, Vec<u32>)> {
+    let step = prop_oneof![
+        1 => any::<u32>().prop_map(|w| (0usize, 0usize, w)),
+        2 => (1usize..200, 1usize..40).prop_map(|(d, l)| (d, l, 0)),
+    ];
+    (1u32..=32, prop::collection::vec(step, 1..60)).prop_map(|(width, steps)| {
+        let mut t: Vec<u32> = Vec::new();
+        for (dist, len, word) in steps {
+            if dist == 0 || dist > t.len() {
+                t.push(word & mask(width));
+            } else {
+                for _ in 0..len {
+                    t.push(t[t.len() - dist]);
+                }
+            }
+        }
+        (width, t)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The matcher's parse of a repeated stream, as a Match node, yields the
+    /// stream through bytes in every word type; a version 3 reader (no
+    /// Match) refuses it as an unknown operator.
+    #[test]
+    fn match_yields_its_target((width, t) in repeated()) {
+        let Some(streams) = match_streams(&t, width) else {
+            return Ok(());
+        };
+        let ty = Type { width, len: t.len() };
+        let kids = streams.into_iter().map(|(ty, s)| leaf(s, ty.width)).collect();
+        let p = match_program(ty, kids);
+        prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+        let mut bytes = Vec::new();
+        encode_program(&p, &mut bytes);
+        let v3 = Limits { matches: false, ..Limits::default() };
+        let err = decode_program(&bytes, ty, v3).unwrap_err();
+        prop_assert_eq!(err.reason, "unknown operator");
+    }
+}
+
+/// A Match node of `n` words of 8 bits over literal words and tokens as
+/// given (runs, lengths - 1, distances - 1), encoded.
+fn match_bytes(n: usize, lits: &[u32], runs: &[u32], lens: &[u32], dists: &[u32]) -> Vec<u8> {
+    let tw = match_token_width(n);
+    let kids = vec![
+        leaf(lits.into(), 8),
+        leaf(runs.into(), tw),
+        leaf(lens.into(), tw),
+        leaf(dists.into(), tw),
+    ];
+    let p = match_program(Type { width: 8, len: n }, kids);
+    let mut bytes = Vec::new();
+    encode_program(&p, &mut bytes);
+    bytes
+}
+
+/// Hostile tokens decode (the decoder cannot see them) but never run: every
+/// copy is checked against the words already produced and left to produce.
+#[test]
+fn match_refuses_hostile_copies() {
+    let ty = Type { width: 8, len: 8 };
+    let run = |bytes: &[u8]| -> Result<Vec<u32>, WireError> {
+        let (p, used) = decode_program(bytes, ty, Limits::default()).expect("decodes");
+        assert_eq!(used, bytes.len());
+        execute_all(&p)
+    };
+    let refused = |bytes: Vec<u8>, why: &str| {
+        let err = run(&bytes).expect_err(why);
+        assert!(err.reason.contains(why), "{err}");
+    };
+    // Well formed: 1 2 3, copy 3 from 3 back, then 9, copy 1 from 1 back.
+    let ok = match_bytes(8, &[1, 2, 3, 9], &[3, 1], &[2, 0], &[2, 0]);
+    assert_eq!(run(&ok).unwrap(), [1, 2, 3, 1, 2, 3, 9, 9]);
+    // An overlapping copy: 5, then 7 copies of the word 1 back.
+    let fill = match_bytes(8, &[5], &[1], &[6], &[0]);
+    assert_eq!(run(&fill).unwrap(), [5; 8]);
+    // A copy at the start: distance 1 reaches before the output (the
+    // smallest distance there is: distances are stored minus 1, so 0
+    // cannot be written).
+    refused(
+        match_bytes(8, &[1, 2, 3], &[0, 3], &[0, 3], &[0, 0]),
+        "before the output",
+    );
+    // A distance beyond what is produced.
+    refused(
+        match_bytes(8, &[1, 2, 3, 4], &[2], &[3], &[2]),
+        "before the output",
+    );
+    // A copy longer than the words left.
+    refused(match_bytes(8, &[1, 2], &[2], &[6], &[1]), "past the output");
+    // A literal run longer than the literals.
+    refused(
+        match_bytes(8, &[1, 2], &[3], &[0], &[0]),
+        "exceed the literals",
+    );
+    // Literals and copies that make fewer words than the output...
+    refused(
+        match_bytes(8, &[1, 2], &[2], &[1], &[1]),
+        "do not make the output",
+    );
+    // ... and more.
+    refused(
+        match_bytes(8, &[1, 2, 3, 4, 5], &[2], &[3], &[1]),
+        "do not make the output",
+    );
+}
+
+#[test]
+fn decoder_checks_match_counts() {
+    let ty = Type { width: 8, len: 4 };
+    let reject = |bytes: &[u8], why: &str| {
+        let err = decode_program(bytes, ty, Limits::default())
+            .err()
+            .unwrap_or_else(|| panic!("accepted {bytes:?}"));
+        assert!(err.reason.contains(why), "{bytes:?}: {err}");
+    };
+    // At most n - 1 copies (the first word is a literal)...
+    reject(&[9, 3, 0], "more copies than words");
+    // ... and copies and literals at most n words.
+    reject(&[9, 1, 2], "exceed its words");
+    reject(&[9, 0x81, 0x00], "non-canonical varint");
+    assert!(matches!(
+        decode_program(&[9, 0, 0], Type { width: 8, len: 1 }, Limits::default()),
+        Err(WireError {
+            reason: "match of fewer than two words",
+            ..
+        })
+    ));
 }

@@ -127,7 +127,9 @@ fn packed(case: &Case, budget: usize) -> Program<Literal> {
 fn structure_is_found_beyond_the_root() {
     let mut report = Vec::new();
     for case in structured_cases() {
-        let root = synth::synthesize(&case.words, case.width, case.hint, &opts(0));
+        // The root-only search (without the Match the packer may offer
+        // beside it, which finds runs of one word too).
+        let root = synth::search(&case.words, case.width, case.hint, &opts(0)).program;
         let deep = packed(&case, synth::DEFAULT_BUDGET);
         let best_first = synth::synthesize(
             &case.words,
@@ -283,8 +285,12 @@ proptest! {
     #[test]
     fn budget_zero_is_the_root_only_search((width, t) in small_stream(), float in prop::option::of(0usize..5)) {
         let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]) };
-        let found = synth::synthesize(&t, width, hint, &opts(0));
+        let found = synth::search(&t, width, hint, &opts(0)).program;
         prop_assert_eq!(size(&found), root_only(&t, width, hint));
+        // A Match, where the packer offers one, is kept only if smaller.
+        let packed = synth::synthesize(&t, width, hint, &opts(0));
+        prop_assert!(size(&packed) <= size(&found));
+        prop_assert!(runs_to(&packed, &t));
     }
 
     /// A prior may order the search but never make it worse than the root's
@@ -410,4 +416,47 @@ fn case_of(name: &'static str, t: &[u32]) -> Case {
         hint: F32,
         at_most: 1.0,
     }
+}
+
+/// Rows of a windowed cosine basis (as an STFT's convolution weights hold):
+/// each row's second half mirrors its first and rows share values column by
+/// column, so most words repeat an earlier word, but seldom two in a row.
+/// The packer stores it as a Match, far smaller than the search's program,
+/// and a JSON-like byte stream of repeated names too; plain weights are
+/// not even parsed into copies.
+#[test]
+fn repeated_words_become_a_match() {
+    let n = 64usize;
+    let t: Vec<u32> = (0..48)
+        .flat_map(|k| {
+            (0..n).map(move |i| {
+                let window = 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / n as f64).cos();
+                let phase = 2.0 * std::f64::consts::PI * ((k * i) % n) as f64 / n as f64;
+                ((window * phase.cos()) as f32).to_bits()
+            })
+        })
+        .collect();
+    let opts = opts(synth::DEFAULT_BUDGET);
+    let p = synth::synthesize(&t, 32, F32, &opts);
+    assert!(runs_to(&p, &t));
+    assert!(matches!(p.op, Op::Match { .. }), "{p}");
+    let plain = synth::search(&t, 32, F32, &opts).program;
+    assert!(
+        size(&p) * 4 < size(&plain) * 3,
+        "{} vs {}",
+        size(&p),
+        size(&plain)
+    );
+    // A header's worth of JSON: names and offsets that repeat.
+    let json: String = (0..60)
+        .map(|i| format!("\"layer.{}.attention.weight\":{{\"dtype\":\"F32\",\"shape\":[64,64],\"data_offsets\":[{},{}]}},", i % 12, i * 16384, (i + 1) * 16384))
+        .collect();
+    let bytes: Vec<u32> = json.bytes().map(u32::from).collect();
+    let p = synth::synthesize(&bytes, 8, INT, &opts);
+    assert!(runs_to(&p, &bytes));
+    assert!(matches!(p.op, Op::Match { .. }), "{p}");
+    // Weights: no Match, the search's program as before.
+    let w = weights(5, 16384);
+    let p = synth::synthesize(&w, 32, F32, &opts);
+    assert_eq!(p, synth::search(&w, 32, F32, &opts).program);
 }

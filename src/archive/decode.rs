@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::format::QUANTIZED_VERSION;
+use super::format::{MATCH_VERSION, QUANTIZED_VERSION};
 use crate::codec::Word;
 use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
 use crate::safetensors::Layout;
@@ -40,33 +40,37 @@ pub fn decode_record(
 pub fn program_limits(version: u8) -> Limits {
     Limits {
         quantized: version >= QUANTIZED_VERSION,
+        matches: version >= MATCH_VERSION,
         ..Limits::default()
     }
 }
 
 /// The oldest format version that can hold `record` (a record the packer
-/// made, which decodes): [`QUANTIZED_VERSION`] if a program uses an operator
-/// for quantized weights, else 1.
+/// made, which decodes): the newest of the versions its programs' operators
+/// need ([`QUANTIZED_VERSION`] for an operator for quantized weights,
+/// [`MATCH_VERSION`] for a Match), else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
-    fn uses_quantized<L>(p: &dsl::Program<L>) -> bool {
-        matches!(p.op, dsl::Op::Palette { .. } | dsl::Op::Scaled { .. })
-            || p.children().any(uses_quantized)
+    fn needs<L>(p: &dsl::Program<L>) -> u8 {
+        let own = match p.op {
+            dsl::Op::Palette { .. } | dsl::Op::Scaled { .. } => QUANTIZED_VERSION,
+            dsl::Op::Match { .. } => MATCH_VERSION,
+            _ => 1,
+        };
+        p.children().map(needs).fold(own, u8::max)
     }
     let ty = Type {
         width: layout.lane_width(),
         len: src_len / layout.element_bytes(),
     };
-    let mut pos = 0;
+    let (mut pos, mut version) = (0, 1);
     for _ in 0..layout.lanes() {
         let Ok((program, used)) = decode_program(&record[pos..], ty, Limits::default()) else {
             break;
         };
-        if uses_quantized(&program) {
-            return QUANTIZED_VERSION;
-        }
+        version = version.max(needs(&program));
         pos += used;
     }
-    1
+    version
 }
 
 /// `decode_record` with lane words held as `T`, whose width is the lane width.

@@ -11,7 +11,8 @@ use crate::wire::{put_varint, Reader, WireError};
 /// new version). An archive is written in the oldest version that can hold it:
 /// version 2 for an archive that references a base, version 3 for one whose
 /// programs use an operator for quantized weights (Palette, Scaled), version
-/// 4 for one with a chunk that is the difference from its base's values.
+/// 4 for one with a chunk that is the difference from its base's values or
+/// whose programs use a version 4 operator (Match).
 pub const FORMAT_VERSION: u8 = 4;
 
 /// The first version whose programs may use the operators for quantized
@@ -21,6 +22,10 @@ pub const QUANTIZED_VERSION: u8 = 3;
 /// The first version whose chunks may combine with their base as a
 /// difference of values ([`Combine::Difference`]).
 pub const DIFFERENCE_VERSION: u8 = 4;
+
+/// The first version whose programs may use the Match operator (copies of
+/// earlier words).
+pub const MATCH_VERSION: u8 = 4;
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 
@@ -430,11 +435,16 @@ mod tests {
         assert_eq!(check_head(&HEAD_MAGIC), Ok(1));
         assert_eq!(check_head(&head(2)), Ok(2));
         assert_eq!(check_head(&head(3)), Ok(3));
-        assert_eq!(check_head(&head(4)), Ok(4));
-        assert_eq!(check_head(&head(5)), Err(HeadError::UnknownVersion(5)));
+        assert_eq!(check_head(&head(MATCH_VERSION)), Ok(MATCH_VERSION));
+        let newer = FORMAT_VERSION + 1;
+        assert_eq!(
+            check_head(&head(newer)),
+            Err(HeadError::UnknownVersion(newer))
+        );
         assert_eq!(check_head(&head(0)), Err(HeadError::UnknownVersion(0)));
-        let message = HeadError::UnknownVersion(5).to_string();
-        assert!(message.contains("version 5 is not supported"), "{message}");
+        let message = HeadError::UnknownVersion(newer).to_string();
+        let expected = format!("version {newer} is not supported");
+        assert!(message.contains(&expected), "{message}");
         assert_eq!(check_head(b"BREVIS\x00"), Err(HeadError::NotAnArchive));
         assert_eq!(check_head(b"{\"a\": 1}   "), Err(HeadError::NotAnArchive));
     }

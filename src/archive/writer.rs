@@ -399,7 +399,7 @@ struct Output<'a> {
 impl Output<'_> {
     fn write(&mut self, records: Vec<(ChunkEntry, Vec<u8>)>) -> Result<()> {
         for (chunk, record) in records {
-            if self.version < super::QUANTIZED_VERSION {
+            if self.version < super::FORMAT_VERSION {
                 let needs = super::record_version(&record, chunk.layout, chunk.src_len as usize);
                 self.version = self.version.max(needs);
             }

@@ -21,6 +21,7 @@ const TAG_SCAN: u8 = 5;
 const TAG_MERGE: u8 = 6;
 const TAG_PALETTE: u8 = 7;
 const TAG_SCALED: u8 = 8;
+const TAG_MATCH: u8 = 9;
 
 /// Bounds on the shape of a decoded program; anything larger is rejected.
 #[derive(Clone, Copy, Debug)]
@@ -36,6 +37,8 @@ pub struct Limits {
     /// Whether the Palette and Scaled operators are accepted (format version 3
     /// and later).
     pub quantized: bool,
+    /// Whether the Match operator is accepted (format version 4 and later).
+    pub matches: bool,
 }
 
 impl Default for Limits {
@@ -45,6 +48,7 @@ impl Default for Limits {
             max_nodes: 1 << 16,
             max_work_factor: 128,
             quantized: true,
+            matches: true,
         }
     }
 }
@@ -69,6 +73,10 @@ impl LiteralSource for EncodedLit<'_> {
 
     fn or_words<T: Word>(&self, width: u32, or_in: OrIn, out: &mut [T]) -> Result<(), WireError> {
         self.check_used(codec::decode_or_in(self.bytes, width, or_in, out))
+    }
+
+    fn refuse(reason: &'static str) -> WireError {
+        WireError { at: 0, reason }
     }
 }
 
@@ -200,6 +208,12 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             encode_program(scales, out);
             encode_program(ints, out);
         }
+        Op::Match { parts } => {
+            out.push(TAG_MATCH);
+            put_varint(out, parts[1].ty.len as u64 - 1);
+            put_varint(out, parts[0].ty.len as u64 - 1);
+            parts.iter().for_each(|q| encode_program(q, out));
+        }
     }
 }
 
@@ -230,6 +244,9 @@ pub fn encoded_len(p: &Program<Literal>) -> usize {
             Op::Merge { fields, .. } => coded_len(fields_code(*fields)),
             Op::Palette { group, .. } => varint_len(*group as u64 - 2) + 1,
             Op::Scaled { group, .. } => varint_len(*group as u64 - 1) + 2,
+            Op::Match { parts } => {
+                varint_len(parts[1].ty.len as u64 - 1) + varint_len(parts[0].ty.len as u64 - 1)
+            }
         }
 }
 
@@ -326,6 +343,7 @@ impl<'a> Decoder<'a> {
             TAG_MERGE => self.merge(ty, depth)?,
             TAG_PALETTE if self.limits.quantized => self.palette(ty, depth)?,
             TAG_SCALED if self.limits.quantized => self.scaled(ty, depth)?,
+            TAG_MATCH if self.limits.matches => self.matches(ty, depth)?,
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })
@@ -523,6 +541,43 @@ impl<'a> Decoder<'a> {
             int_width,
             scales,
             ints,
+        })
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// A Match: `k` copies and `m` literal words, each at least one; the
+    /// first word is always a literal, so `k + m <= n`. What the tokens say
+    /// is checked as they run (see [`super::run_matches`]).
+    fn matches(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        if ty.len < 2 {
+            return self.fail(at, "match of fewer than two words");
+        }
+        let copies = self
+            .r
+            .varint_max(ty.len as u64 - 2, "match has more copies than words")?
+            as usize
+            + 1;
+        let literals = self.r.varint_max(
+            (ty.len - copies - 1) as u64,
+            "match literals and copies exceed its words",
+        )? as usize
+            + 1;
+        let lits = Type {
+            width: ty.width,
+            len: literals,
+        };
+        let tokens = Type {
+            width: super::match_token_width(ty.len),
+            len: copies,
+        };
+        let lits = self.node(lits, depth + 1)?;
+        let runs = self.node(tokens, depth + 1)?;
+        let lens = self.node(tokens, depth + 1)?;
+        let dists = self.node(tokens, depth + 1)?;
+        Ok(Op::Match {
+            parts: Box::new([lits, runs, lens, dists]),
         })
     }
 }

@@ -50,10 +50,27 @@ pub trait LiteralSource {
     /// Ors the words into `out` as a Merge field (`out.len()` words of
     /// `width` bits, see [`OrIn`]). Only called if `ors_in()`.
     fn or_words<T: Word>(&self, width: u32, or_in: OrIn, out: &mut [T]) -> Result<(), Self::Error>;
+
+    /// The error for a program whose literals' words make it invalid (a
+    /// Match's tokens that copy from outside the output).
+    fn refuse(reason: &'static str) -> Self::Error;
 }
 
+/// Why a synthesized program does not execute (a bug: the synthesizer builds
+/// valid programs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused(pub &'static str);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 impl LiteralSource for Literal {
-    type Error = std::convert::Infallible;
+    type Error = Refused;
     fn write_words<T: Word>(&self, _width: u32, out: &mut [T]) -> Result<(), Self::Error> {
         for (o, &w) in out.iter_mut().zip(self.words.iter()) {
             *o = T::from_u32(w);
@@ -68,6 +85,10 @@ impl LiteralSource for Literal {
     fn or_words<T: Word>(&self, _width: u32, m: OrIn, out: &mut [T]) -> Result<(), Self::Error> {
         m.apply_all(out, &self.words);
         Ok(())
+    }
+
+    fn refuse(reason: &'static str) -> Refused {
+        Refused(reason)
     }
 }
 
@@ -167,6 +188,21 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             }
             Ok(())
         })?,
+        Op::Match { parts } => {
+            let [lits, runs, lens, dists] = &**parts;
+            let k = runs.ty.len;
+            with_scratch(lits.ty.len, |words: &mut [T]| {
+                execute(lits, words)?;
+                with_scratch(3 * k, |tokens: &mut [u32]| {
+                    let (r, rest) = tokens.split_at_mut(k);
+                    let (l, d) = rest.split_at_mut(k);
+                    execute(runs, r)?;
+                    execute(lens, l)?;
+                    execute(dists, d)?;
+                    super::run_matches(out, words, r, l, d).map_err(L::refuse)
+                })
+            })?
+        }
     }
     Ok(())
 }

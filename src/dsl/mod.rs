@@ -14,7 +14,7 @@ mod scaled;
 pub use encoding::{
     decode_program, encode_program, encoded_len, EncodedLit, Limits, MAX_PALETTE_INDEX_WIDTH,
 };
-pub use exec::{execute, with_scratch, LiteralSource, KEEP_SCRATCH_BYTES};
+pub use exec::{execute, with_scratch, LiteralSource, Refused, KEEP_SCRATCH_BYTES};
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
 pub use scaled::{round_to, scaled_word, to_f32, MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
 
@@ -83,6 +83,14 @@ pub enum Op<L> {
         scales: Box<Program<L>>,
         ints: Box<Program<L>>,
     },
+    /// Copies of earlier words (format version 4): the output is made of runs
+    /// of literal words and copies of words already produced, as the token
+    /// streams say. `parts` are the literal words `b[m]`, then three token
+    /// streams of `t[k]` words, `t = match_token_width(n)`: per copy, the
+    /// literal words before it, its length minus 1 and its distance minus 1
+    /// (the literal words left after the last copy end the output). See
+    /// [`run_matches`] for the rules a decoder checks.
+    Match { parts: Box<[Program<L>; 4]> },
 }
 
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
@@ -124,6 +132,7 @@ impl<L> Program<L> {
                 values, indices, ..
             } => (&[], Some(values), Some(indices)),
             Op::Scaled { scales, ints, .. } => (&[], Some(scales), Some(ints)),
+            Op::Match { parts } => (&parts[..], None, None),
         };
         slice.iter().chain(first).chain(second)
     }
@@ -137,6 +146,60 @@ pub fn palette_table_len(index_width: u32) -> usize {
 /// Words of the `values` of a Palette of `len` words in groups of `group`.
 pub fn palette_values_len(len: usize, group: usize, index_width: u32) -> usize {
     len.div_ceil(group) * palette_table_len(index_width)
+}
+
+/// Width of a Match's token words for an output of `len` words: every
+/// count below `len` fits (at least 1 bit).
+pub fn match_token_width(len: usize) -> u32 {
+    (usize::BITS - len.saturating_sub(1).leading_zeros()).max(1)
+}
+
+/// Runs a Match's tokens into `out` (see [`Op::Match`]): literal runs from
+/// `lits`, copies of `lens[i] + 1` words from `dists[i] + 1` words back.
+/// Every run and copy is checked against what is already produced and what
+/// is left, so hostile tokens are refused, never followed: a copy from
+/// before the output's start or past its end, literal runs beyond the
+/// literals, literals and copies that do not make exactly `out.len()` words.
+/// Work is O(out.len() + runs.len()).
+pub fn run_matches<T: Copy>(
+    out: &mut [T],
+    lits: &[T],
+    runs: &[u32],
+    lens: &[u32],
+    dists: &[u32],
+) -> Result<(), &'static str> {
+    let n = out.len();
+    let (mut o, mut p) = (0usize, 0usize);
+    for ((&run, &len), &dist) in runs.iter().zip(lens).zip(dists) {
+        let run = run as usize;
+        if run > lits.len() - p || run > n - o {
+            return Err("match literal runs exceed the literals or the output");
+        }
+        out[o..o + run].copy_from_slice(&lits[p..p + run]);
+        o += run;
+        p += run;
+        let (len, dist) = (len as usize + 1, dist as usize + 1);
+        if dist > o {
+            return Err("match copy reaches before the output");
+        }
+        if len > n - o {
+            return Err("match copy runs past the output");
+        }
+        if dist >= len {
+            out.copy_within(o - dist..o - dist + len, o);
+        } else {
+            // Overlapping: each word may be one just copied.
+            for j in o..o + len {
+                out[j] = out[j - dist];
+            }
+        }
+        o += len;
+    }
+    if lits.len() - p != n - o {
+        return Err("match literals and copies do not make the output");
+    }
+    out[o..].copy_from_slice(&lits[p..]);
+    Ok(())
 }
 
 /// A readable one-line form, e.g. `merge[bf16](lit:huffman 8[4096], lit:raw 8[4096])`.
@@ -171,6 +234,7 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
             inner(scales),
             inner(ints)
         ),
+        Op::Match { parts } => format!("match({})", list(&parts[..])),
     }
 }
 

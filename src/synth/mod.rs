@@ -11,6 +11,7 @@
 
 mod context;
 mod expand;
+mod matches;
 mod palette;
 pub mod prior;
 mod production;
@@ -20,6 +21,7 @@ mod search;
 
 pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
+pub use matches::{match_program, match_streams, min_match};
 pub use palette::palette_streams;
 pub use prior::Prior;
 pub use production::Production;
@@ -127,11 +129,47 @@ pub const SEARCH_WORDS: usize = 1 << 18;
 /// re-fit to all of them; their smallest leaf where it does not re-fit).
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
     if words.len() <= SEARCH_WORDS {
-        return search(words, width, hint, opts).program;
+        let found = search(words, width, hint, opts).program;
+        return with_matches(words, width, hint, opts, found);
     }
     let found = search(&words[..SEARCH_WORDS], width, hint, opts).program;
     let refit = Template::of(&found).apply(words);
     refit.unwrap_or_else(|| leaf(words.into(), width).0)
+}
+
+/// `found`, or a Match node yielding `words` where its exact cost is
+/// smaller: tried only where [`matches::worth_trying`] says a sample of the
+/// words has repeats; its four streams are searched like any stream (the
+/// literal words with the stream's hint).
+pub fn with_matches(
+    words: &[u32],
+    width: u32,
+    hint: Hint,
+    opts: &SynthOptions,
+    found: Program<Literal>,
+) -> Program<Literal> {
+    if words.len() < 2 || !matches::worth_trying(words, width) {
+        return found;
+    }
+    let Some(streams) = matches::match_streams(words, width) else {
+        return found;
+    };
+    let kids = (streams.iter().enumerate())
+        .map(|(k, (ty, s))| {
+            let hint = if k == 0 { hint } else { Hint { float: None } };
+            search(s, ty.width, hint, opts).program
+        })
+        .collect();
+    let ty = Type {
+        width,
+        len: words.len(),
+    };
+    let m = matches::match_program(ty, kids);
+    if cost(&m) < cost(&found) && runs_to(&m, words) {
+        m
+    } else {
+        found
+    }
 }
 
 /// [`synthesize`], but first re-fitting the templates `like` (from other
@@ -212,8 +250,7 @@ pub fn cost(p: &Program<Literal>) -> usize {
 /// Whether `p` executes to exactly `target`.
 pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
     let mut out = vec![0u32; p.ty.len];
-    let Ok(()) = dsl::execute(p, &mut out);
-    out == target
+    dsl::execute(p, &mut out).is_ok() && out == target
 }
 
 /// Learns a prior from sample streams: each is searched without production costs

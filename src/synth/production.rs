@@ -24,6 +24,10 @@ pub enum Production {
     MergeBytePlanes,
     Palette,
     Scaled,
+    /// A Match node (format version 4). Not a production of the search's
+    /// grammar and not in [`Production::ALL`] (so priors are unchanged): the
+    /// packer offers a Match at a lane's root beside the search's program.
+    Match,
 }
 
 impl Production {
@@ -91,6 +95,7 @@ impl Production {
             Op::Merge { fields, .. } => Production::of_fields(*fields),
             Op::Palette { .. } => Production::Palette,
             Op::Scaled { .. } => Production::Scaled,
+            Op::Match { .. } => Production::Match,
         }
     }
 
@@ -118,6 +123,7 @@ impl Production {
                     | Production::ScanAdd
                     | Production::Palette
                     | Production::Scaled
+                    | Production::Match
             )
     }
 
@@ -141,6 +147,7 @@ impl Production {
             Production::MergeBytePlanes => "merge-bytes",
             Production::Palette => "palette",
             Production::Scaled => "scaled",
+            Production::Match => "match",
         }
     }
 

@@ -148,6 +148,9 @@ fn strip(p: &Program<Literal>) -> Program<Codec> {
             scales: Box::new(strip(scales)),
             ints: Box::new(strip(ints)),
         },
+        Op::Match { parts } => Op::Match {
+            parts: Box::new(parts.each_ref().map(strip)),
+        },
     };
     Program { ty: p.ty, op }
 }
@@ -162,6 +165,20 @@ fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>>
     };
     let node = match &shape.op {
         Op::Lit(codec) => return Some(literal(target, width, *codec)),
+        // The matcher parses the new stream; its streams are re-fit.
+        Op::Match { parts } => {
+            let streams = super::matches::match_streams(&target, width)?;
+            // A chunk of another length has token words of another width:
+            // those take a new leaf.
+            let kids: Vec<Program<Literal>> = (streams.into_iter())
+                .zip(parts.iter())
+                .map(|((t, s), sub)| match t.width == sub.ty.width {
+                    true => refit(sub, s),
+                    false => Some(leaf(s, t.width).0),
+                })
+                .collect::<Option<_>>()?;
+            return Some(super::matches::match_program(ty, kids));
+        }
         Op::Const(_) => return Some(leaf(target, width).0),
         Op::Concat(parts) => {
             // The same part lengths, the last one taking what is left.
