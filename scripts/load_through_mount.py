@@ -48,10 +48,16 @@ def check_torch(shown, original):
     import torch
     from safetensors.torch import load_file as load_torch
 
+    def bits(t):
+        # Bytes, not values: NaN != NaN, and -0.0 == 0.0.
+        return (t.dtype, t.shape, t.reshape(-1).view(torch.uint8))
+
     loaded = load_torch(shown)
     expected = load_torch(original)
     for name, value in expected.items():
-        assert torch.equal(loaded[name], value), f"{shown}: {name} differs (torch)"
+        (dtype, shape, got), (want_dtype, want_shape, want) = bits(loaded[name]), bits(value)
+        same = dtype == want_dtype and shape == want_shape and torch.equal(got, want)
+        assert same, f"{shown}: {name} differs (torch)"
     print(f"{shown}: identical in torch too ({len(expected)} tensors)")
 
 
