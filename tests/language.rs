@@ -320,15 +320,18 @@ proptest! {
     }
 }
 
+/// Asserts that decoding `bytes` as a program of type `ty` fails, saying `why`.
+fn rejected(bytes: &[u8], ty: Type, why: &str) {
+    let err = decode_program(bytes, ty, Limits::default())
+        .err()
+        .unwrap_or_else(|| panic!("accepted {bytes:?}"));
+    assert!(err.reason.contains(why), "{bytes:?}: {err}");
+}
+
 #[test]
 fn decoder_rejects_non_canonical_programs() {
     let ty = Type { width: 8, len: 4 };
-    let reject = |bytes: &[u8], why: &str| {
-        let err = decode_program(bytes, ty, Limits::default())
-            .err()
-            .unwrap_or_else(|| panic!("accepted {bytes:?}"));
-        assert!(err.reason.contains(why), "{bytes:?}: {err}");
-    };
+    let reject = |bytes: &[u8], why: &str| rejected(bytes, ty, why);
     reject(&[1, 0x80, 0x00], "non-canonical varint");
     reject(&[1, 0x80, 0x02], "constant exceeds width");
     reject(&[3, 0, 1, 7], "repeat of a constant");
@@ -504,12 +507,7 @@ fn match_refuses_hostile_copies() {
 #[test]
 fn decoder_checks_match_counts() {
     let ty = Type { width: 8, len: 4 };
-    let reject = |bytes: &[u8], why: &str| {
-        let err = decode_program(bytes, ty, Limits::default())
-            .err()
-            .unwrap_or_else(|| panic!("accepted {bytes:?}"));
-        assert!(err.reason.contains(why), "{bytes:?}: {err}");
-    };
+    let reject = |bytes: &[u8], why: &str| rejected(bytes, ty, why);
     // At most n - 1 copies (the first word is a literal)...
     reject(&[9, 3, 0], "more copies than words");
     // ... and copies and literals at most n words.
