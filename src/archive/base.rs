@@ -103,7 +103,6 @@ impl Bases {
                 source_len: archive.len(),
                 path: relative_path(folder, path)?,
             };
-            bases.admitted.load.push(archive.bases_load());
             bases.archives.push((archive, entry));
         }
         Ok(bases)
@@ -145,7 +144,8 @@ impl Bases {
     ) -> Result<Option<(u32, u64)>> {
         if let Some((which, b)) = self.tensors.get(&t.name) {
             let same = b.dtype == t.dtype && b.shape == t.shape;
-            if same && b.end - b.start == t.end - t.start && self.admitted.admit(*which) {
+            let load = self.archives[*which as usize].0.bases_load();
+            if same && b.end - b.start == t.end - t.start && self.admitted.admit(*which, load) {
                 return Ok(Some((*which, b.start)));
             }
         }
@@ -155,7 +155,8 @@ impl Bases {
         for &step in &self.steps {
             let key = (t.dtype.clone(), t.end - t.start, step, fingerprint(step)?);
             if let Some(&held) = self.contents.get(&key) {
-                if self.admitted.admit(held.which) {
+                let load = self.archives[held.which as usize].0.bases_load();
+                if self.admitted.admit(held.which, load) {
                     return Ok(Some((held.which, held.start)));
                 }
             }
@@ -184,19 +185,17 @@ fn needs(archive: &Archive, target: &Path) -> bool {
 /// chains shorter than [`MAX_BASE_DEPTH`].
 #[derive(Default)]
 struct Admitted {
-    /// Each base's own load: archives it opens, levels below it.
-    load: Vec<(usize, usize)>,
     taken: BTreeSet<u32>,
     opened: usize,
 }
 
 impl Admitted {
-    /// Whether base `which` is, or can now be, referenced.
-    fn admit(&mut self, which: u32) -> bool {
+    /// Whether base `which`, which opens `opened` archives `levels` deep
+    /// (see [`Archive::bases_load`]), is, or can now be, referenced.
+    fn admit(&mut self, which: u32, (opened, levels): (usize, usize)) -> bool {
         if self.taken.contains(&which) {
             return true;
         }
-        let (opened, levels) = self.load[which as usize];
         let fits = self.opened + 1 + opened <= MAX_OPENED_BASES && levels + 2 < MAX_BASE_DEPTH;
         if fits {
             self.taken.insert(which);
