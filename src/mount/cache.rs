@@ -95,7 +95,7 @@ impl ChunkCache {
 
     /// Bytes of decoded chunks held now.
     #[cfg(test)]
-    fn held_bytes(&self) -> usize {
+    pub(super) fn held_bytes(&self) -> usize {
         self.lock().bytes
     }
 
