@@ -269,19 +269,28 @@ mod whole {
     }
 }
 
+/// `dedup` as Python passes it: a flag, or the folder of the store.
+#[derive(FromPyObject)]
+enum Dedup {
+    Flag(bool),
+    Store(PathBuf),
+}
+
 /// Packs `src` (a .safetensors file, or a folder: other files are copied)
 /// into `dst` at effort `level` (1-9), against the archive or folder of
-/// archives `base` if given (matching tensors by content too with `dedup`).
+/// archives `base` if given. With `dedup` (True, or the store's folder),
+/// tensors are matched by content too, against `base`, the archives
+/// already in the store (by default `dst`) and the files packed before.
 /// Returns the bytes written.
 #[pyfunction]
-#[pyo3(signature = (src, dst, *, level = archive::DEFAULT_LEVEL, base = None, dedup = false, force = false))]
+#[pyo3(signature = (src, dst, *, level = archive::DEFAULT_LEVEL, base = None, dedup = Dedup::Flag(false), force = false))]
 fn pack(
     py: Python<'_>,
     src: PathBuf,
     dst: PathBuf,
     level: u8,
     base: Option<PathBuf>,
-    dedup: bool,
+    dedup: Dedup,
     force: bool,
 ) -> PyResult<u64> {
     if !archive::LEVELS.contains(&level) {
@@ -289,20 +298,19 @@ fn pack(
             "level {level} is not 1 to 9"
         )));
     }
+    let dedup = match &dedup {
+        Dedup::Flag(false) => None,
+        Dedup::Flag(true) => Some(None),
+        Dedup::Store(store) => Some(Some(store.as_path())),
+    };
     py.allow_threads(|| {
-        let bases = match &base {
-            Some(b) => archive::base_archives(b)?,
-            None => Vec::new(),
-        };
-        let opts = PackOptions {
-            bases: archive::BaseSources {
-                named: bases,
-                store: Vec::new(),
-                dedup,
-            },
-            ..PackOptions::at_level(level)
-        };
-        transform(&src, &dst, ("safetensors", "brv"), force, |job| {
+        let jobs = plan(&src, &dst, ("safetensors", "brv"), force)?;
+        let bases = archive::RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
+        run(&jobs, |job| {
+            let opts = PackOptions {
+                bases: bases.of(job, &jobs),
+                ..PackOptions::at_level(level)
+            };
             archive::pack_file(&job.src, &job.dst, &opts, &|_| {}).map(|s| s.bytes_out)
         })
     })
@@ -316,7 +324,8 @@ fn pack(
 #[pyo3(signature = (src, dst, *, force = false))]
 fn unpack(py: Python<'_>, src: PathBuf, dst: PathBuf, force: bool) -> PyResult<u64> {
     py.allow_threads(|| {
-        transform(&src, &dst, ("brv", "safetensors"), force, |job| {
+        let jobs = plan(&src, &dst, ("brv", "safetensors"), force)?;
+        run(&jobs, |job| {
             let archive = Inner::open_unmapped(&job.src)?;
             archive::unpack_file(&archive, &job.dst, &|_| {})?;
             Ok(archive.len())
@@ -340,25 +349,34 @@ fn verify(py: Python<'_>, path: PathBuf) -> PyResult<()> {
 
 /// Mirrors `src` into `dst` as the command line does: files ending in
 /// `exts.0` through `each`, others copied. Returns the bytes written.
-fn transform(
+/// The jobs that mirror `src` into `dst`, renaming `from` files to `to`.
+fn plan(
     src: &std::path::Path,
     dst: &std::path::Path,
     (from, to): (&str, &str),
     force: bool,
-    each: impl Fn(&tree::Job) -> brevis::Result<u64>,
-) -> brevis::Result<u64> {
+) -> brevis::Result<Vec<tree::Job>> {
     let existing = if force {
         Existing::Overwrite
     } else {
         Existing::Refuse
     };
+    tree::plan(src, dst, from, to, existing)
+}
+
+/// Runs `jobs` in order: `each` for the files to transform, a copy for the
+/// others. Returns the bytes written.
+fn run(
+    jobs: &[tree::Job],
+    each: impl Fn(&tree::Job) -> brevis::Result<u64>,
+) -> brevis::Result<u64> {
     let mut written = 0;
-    for job in tree::plan(src, dst, from, to, existing)? {
+    for job in jobs {
         if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         written += match job.action {
-            Action::Transform => each(&job)?,
+            Action::Transform => each(job)?,
             Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst)?,
         };
     }

@@ -110,6 +110,30 @@ def test_pack_unpack_verify_round_trip_and_refuse_overwrites(tmp_path):
         brevis.pack(src, brv, force=True, level=0)
 
 
+def test_dedup_matches_the_archives_already_in_the_store(tmp_path):
+    rng = np.random.default_rng(7)
+    weights = {f"w{i}": rng.standard_normal(20000).astype(np.float32) for i in range(3)}
+    first, second = tmp_path / "first.safetensors", tmp_path / "second.safetensors"
+    st_numpy_save(weights, str(first))
+    # The same tensors under other names, as a re-upload would have them.
+    st_numpy_save({f"renamed.{k}": v for k, v in weights.items()}, str(second))
+    store = tmp_path / "store"
+    store.mkdir()
+    alone = brevis.pack(second, tmp_path / "alone.brv")
+    brevis.pack(first, store / "first.brv")
+    # Matched against the store beside the output (True) or named (a path).
+    small = brevis.pack(second, store / "second.brv", dedup=True)
+    assert small * 20 < alone
+    named = brevis.pack(second, tmp_path / "elsewhere.brv", dedup=store)
+    assert named * 20 < alone
+    for brv in (store / "second.brv", tmp_path / "elsewhere.brv"):
+        out = tmp_path / "out.safetensors"
+        brevis.unpack(brv, out, force=True)
+        assert out.read_bytes() == second.read_bytes()
+    with pytest.raises(brevis.BrevisError, match="not a directory"):
+        brevis.pack(second, tmp_path / "x.brv", dedup=tmp_path / "nothing")
+
+
 def test_damaged_and_missing_archives_raise_naming_the_file(tmp_path, packed):
     src = next(s for s in CORPUS_FILES if dtypes_of(s) <= NUMPY_DTYPES)
     bad = tmp_path / "bad.brv"

@@ -7,6 +7,7 @@ mod decode;
 mod encode;
 mod format;
 mod reader;
+mod run_bases;
 mod source;
 mod unpack;
 mod writer;
@@ -20,6 +21,7 @@ pub use format::{
     HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, QUANTIZED_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
+pub use run_bases::RunBases;
 pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{

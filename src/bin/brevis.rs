@@ -2,7 +2,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-use brevis::archive::{self, Archive, BaseSources, PackOptions, DEFAULT_CHUNK_BYTES};
+use brevis::archive::{self, Archive, PackOptions, RunBases, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
 use brevis::remote::{mirror, Mirror, RemoteOptions};
@@ -246,107 +246,6 @@ fn expand_level_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std
     .collect()
 }
 
-/// The base archives of `out`, an output of packing into `dst` against
-/// `base`: `base` itself if it is an archive; for a folder, every archive
-/// under it (`found`), the one at `out`'s path relative to `dst` (or at a lone
-/// output's file name) first, so that its tensors win where names repeat.
-fn bases_of(dst: &Path, base: &Path, found: &[PathBuf], out: &Path) -> Vec<PathBuf> {
-    if !base.is_dir() {
-        return vec![base.to_path_buf()];
-    }
-    let rel = out
-        .strip_prefix(dst)
-        .ok()
-        .filter(|r| !r.as_os_str().is_empty());
-    let same = rel
-        .or_else(|| out.file_name().map(Path::new))
-        .map(|rel| base.join(rel));
-    let mut bases = found.to_vec();
-    if let Some(k) = bases.iter().position(|b| Some(b) == same.as_ref()) {
-        let first = bases.remove(k);
-        bases.insert(0, first);
-    }
-    bases
-}
-
-/// The archives a `pack --dedup` run matches tensors against by content,
-/// besides its bases.
-#[derive(Default)]
-struct Store {
-    /// Archives in the destination before the run that it does not rewrite.
-    kept: Vec<PathBuf>,
-}
-
-/// Most archives a store may hold for `pack --dedup` (each is opened and its
-/// index read for every file packed).
-const MAX_STORE_ARCHIVES: usize = 1024;
-
-impl Store {
-    /// The archives already in `store` (its tree), or without one at `dst`
-    /// (its tree for a directory SRC, the archives beside DST for a file);
-    /// without the outputs of `jobs`, which the run may rewrite.
-    fn of(src: &Path, dst: &Path, store: Option<&Path>, jobs: &[Job]) -> Result<Store> {
-        let mut found = match store {
-            Some(store) if !store.is_dir() => {
-                return Err(Error::invalid(store, "--dedup=STORE: not a directory"));
-            }
-            Some(store) => tree::find(store, "brv")?,
-            None if src.is_dir() => match dst.is_dir() {
-                true => tree::find(dst, "brv")?,
-                false => Vec::new(),
-            },
-            None => {
-                let folder = dst.parent().filter(|p| !p.as_os_str().is_empty());
-                let folder = folder.unwrap_or(Path::new("."));
-                match folder.is_dir() {
-                    true => archives_in(folder)?,
-                    false => Vec::new(),
-                }
-            }
-        };
-        let folder = store.unwrap_or(dst);
-        // Compared as canonical paths: an archive the run rewrites must not
-        // become a base of anything, least of all of itself.
-        let outputs: Vec<PathBuf> = jobs
-            .iter()
-            .filter_map(|j| j.dst.canonicalize().ok())
-            .collect();
-        found.retain(|a| a.canonicalize().is_ok_and(|a| !outputs.contains(&a)));
-        if found.len() > MAX_STORE_ARCHIVES {
-            let reason = format!(
-                "holds {} archives; --dedup indexes at most {MAX_STORE_ARCHIVES}",
-                found.len()
-            );
-            return Err(Error::invalid(folder, reason));
-        }
-        Ok(Store { kept: found })
-    }
-
-    /// What `job` is matched against: the archives kept, then the outputs
-    /// of the jobs before it that exist (written by this run, or kept).
-    fn before(&self, job: &Job, jobs: &[Job]) -> Vec<PathBuf> {
-        let earlier = jobs.iter().take_while(|j| !std::ptr::eq(*j, job));
-        let written = earlier
-            .filter(|j| j.action == Action::Transform && j.dst.is_file())
-            .map(|j| j.dst.clone());
-        self.kept.iter().cloned().chain(written).collect()
-    }
-}
-
-/// The archives directly in `folder` (not hidden: temporaries are).
-fn archives_in(folder: &Path) -> Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(folder).at(folder)? {
-        let path = entry.at(folder)?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !name.starts_with('.') && name.ends_with(".brv") && path.is_file() {
-            found.push(path);
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
 /// The shard that `spec` names, or an error naming `src`.
 fn parse_shard(src: &Path, spec: &str) -> Result<Shard> {
     Shard::parse(spec, |name| std::env::var(name).ok())
@@ -493,10 +392,6 @@ fn run(cli: &Cli) -> Result<()> {
                 }
                 return pack_with_store(cli, src, dst, outputs, shard.as_deref(), &opts);
             }
-            let found = match base {
-                Some(base) => archive::base_archives(base)?,
-                None => Vec::new(),
-            };
             let jobs = match shard {
                 Some(spec) => shard_jobs(src, dst, spec)?,
                 None => tree::plan(src, dst, "safetensors", "brv", outputs.existing())?,
@@ -510,10 +405,8 @@ fn run(cli: &Cli) -> Result<()> {
                               at times that vary; pack with --dedup in one process";
                 return Err(Error::invalid(src, reason));
             }
-            let store = match dedup {
-                Some(store) => Store::of(src, dst, store.as_deref(), &jobs)?,
-                None => Store::default(),
-            };
+            let dedup = dedup.as_ref().map(Option::as_deref);
+            let bases = RunBases::new(src, dst, base.as_deref(), dedup, &jobs)?;
             run_jobs(
                 cli,
                 Direction::Pack,
@@ -522,14 +415,7 @@ fn run(cli: &Cli) -> Result<()> {
                 |job, progress| {
                     local_job(job, progress, |job, progress| {
                         let opts = PackOptions {
-                            bases: BaseSources {
-                                named: match base {
-                                    Some(base) => bases_of(dst, base, &found, &job.dst),
-                                    None => Vec::new(),
-                                },
-                                store: store.before(job, &jobs),
-                                dedup: dedup.is_some(),
-                            },
+                            bases: bases.of(job, &jobs),
                             ..opts.clone()
                         };
                         let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
