@@ -24,6 +24,7 @@ pub mod shard;
 pub mod space;
 pub mod synth;
 pub mod tree;
+pub mod units;
 pub mod wire;
 
 pub use archive::{Archive, PackOptions, PackSummary};

@@ -83,6 +83,28 @@ fn output_is_identical_for_any_thread_count() {
     assert_eq!(std::fs::read(one).unwrap(), std::fs::read(two).unwrap());
 }
 
+/// `--chunk-size` takes sizes as the mount's options do: `1K` is 1024.
+#[test]
+fn chunk_sizes_take_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_dir(dir.path());
+    let src = model.join("shard/a.safetensors");
+    let [k, bytes, default] = ["k.brv", "bytes.brv", "default.brv"].map(|n| dir.path().join(n));
+    ok(&["pack", "--chunk-size", "1K", s(&src), s(&k)]);
+    ok(&["pack", "--chunk-size", "1024", s(&src), s(&bytes)]);
+    ok(&["pack", s(&src), s(&default)]);
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    assert_eq!(read(&k), read(&bytes));
+    assert_ne!(read(&k), read(&default));
+    let q = dir.path().join("q.brv");
+    let out = brevis(&["pack", "--chunk-size", "4Q", s(&src), s(&q)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // A usage error, as clap reports them.
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown unit \"Q\"; use K, M or G"), "{err}");
+    assert!(!q.exists());
+}
+
 /// `-1` .. `-9` are `--level`: every level round-trips, -9 is not larger than
 /// -8 (both search every chunk, -9 with a larger budget: the same search
 /// taken further), and levels outside 1..=9 are refused.

@@ -9,6 +9,7 @@ use brevis::remote::{mirror, Mirror, RemoteOptions};
 use brevis::shard::{self, Shard};
 use brevis::synth::{Order, Prior};
 use brevis::tree::{self, Action, Existing, Job};
+use brevis::units::parse_size;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
@@ -56,8 +57,9 @@ enum Command {
         dst: PathBuf,
         #[command(flatten)]
         outputs: OutputArgs,
-        /// Source bytes per independently decodable chunk.
-        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
+        /// Source bytes per independently decodable chunk, in bytes or with
+        /// a K, M or G suffix (64 B to 64M).
+        #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_CHUNK_BYTES, value_parser = parse_size)]
         chunk_size: usize,
         /// Code tensors against a base: an archive (e.g. the model a checkpoint
         /// was fine-tuned from), or for a directory SRC a directory of archives
@@ -101,7 +103,7 @@ enum Command {
         #[arg(long)]
         force: bool,
         /// Source bytes per chunk, as for pack.
-        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CHUNK_BYTES)]
+        #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_CHUNK_BYTES, value_parser = parse_size)]
         chunk_size: usize,
     },
     /// Write an archive that needs no base from one packed with --base: its
