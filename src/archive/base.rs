@@ -286,15 +286,30 @@ fn relative_path(from: &Path, to: &Path) -> Result<String> {
         .ok_or_else(|| Error::invalid(to, "cannot be named as a base: its path is not UTF-8"))
 }
 
+/// A chunk's bytes combined with its base's, and what they cost.
+pub struct Residual {
+    pub combine: Combine,
+    pub bytes: Vec<u8>,
+    /// The order-0 cost of its byte planes (see `planes_cost`).
+    pub cost: usize,
+}
+
 /// The cheaper residual of `bytes` against `base` (see [`Combine`]), by the
 /// order-0 cost of its byte planes; XOR where they tie.
-pub fn residual(bytes: &[u8], base: &[u8], layout: Layout) -> (Combine, Vec<u8>) {
-    let xor = Combine::Xor.residual(bytes, base, layout);
-    let difference = Combine::Difference.residual(bytes, base, layout);
-    if planes_cost(&difference, layout) < planes_cost(&xor, layout) {
-        (Combine::Difference, difference)
+pub fn residual(bytes: &[u8], base: &[u8], layout: Layout) -> Residual {
+    let [xor, difference] = [Combine::Xor, Combine::Difference].map(|combine| {
+        let bytes = combine.residual(bytes, base, layout);
+        let cost = planes_cost(&bytes, layout);
+        Residual {
+            combine,
+            bytes,
+            cost,
+        }
+    });
+    if difference.cost < xor.cost {
+        difference
     } else {
-        (Combine::Xor, xor)
+        xor
     }
 }
 
@@ -304,8 +319,8 @@ pub fn residual(bytes: &[u8], base: &[u8], layout: Layout) -> (Combine, Vec<u8>)
 /// The order-0 costs of both sets of byte planes decide where one is clearly
 /// cheaper (by a sixteenth); where they are close, both are coded and the
 /// smaller record kept.
-pub fn candidates(bytes: &[u8], residual: &[u8], layout: Layout) -> (bool, bool) {
-    let (plain, delta) = (planes_cost(bytes, layout), planes_cost(residual, layout));
+pub fn candidates(bytes: &[u8], residual: &Residual, layout: Layout) -> (bool, bool) {
+    let (plain, delta) = (planes_cost(bytes, layout), residual.cost);
     // At least one is tried: the residual where both cost nothing.
     (delta * 16 <= plain * 17, plain * 16 < delta * 17)
 }
@@ -336,17 +351,44 @@ mod tests {
 
     #[test]
     fn identical_chunks_code_as_residuals_and_unrelated_ones_plainly() {
+        let layout = Layout::Half;
+        let try_both = |bytes: &[u8], residual: &[u8]| {
+            let residual = Residual {
+                combine: Combine::Xor,
+                bytes: residual.to_vec(),
+                cost: planes_cost(residual, layout),
+            };
+            candidates(bytes, &residual, layout)
+        };
         let a: Vec<u8> = (0..4096u32)
             .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
             .collect();
         let zero = vec![0u8; a.len()];
-        let layout = Layout::Half;
-        assert_eq!(candidates(&a, &zero, layout), (true, false));
+        assert_eq!(try_both(&a, &zero), (true, false));
         let skewed: Vec<u8> = a.iter().map(|b| b & 1).collect();
-        assert_eq!(candidates(&skewed, &a, layout), (false, true));
-        assert_eq!(candidates(&a, &a, layout), (true, true), "close: both");
+        assert_eq!(try_both(&skewed, &a), (false, true));
+        assert_eq!(try_both(&a, &a), (true, true), "close: both");
         // Chunks too short to cost anything still get one coding.
-        assert_eq!(candidates(&[7, 7], &[0, 0], layout), (true, false));
-        assert_eq!(candidates(&[0, 0], &[0, 0], layout), (true, false));
+        assert_eq!(try_both(&[7, 7], &[0, 0]), (true, false));
+        assert_eq!(try_both(&[0, 0], &[0, 0]), (true, false));
+    }
+
+    #[test]
+    fn the_residual_is_the_cheaper_combination() {
+        let layout = Layout::Half;
+        let base: Vec<u8> = (0..2048u16)
+            .flat_map(|i| (0x3c00 + i).to_le_bytes())
+            .collect();
+        // One more in the last place than the base: XOR flips the bits a
+        // carry runs through, the difference is 1 throughout.
+        let next: Vec<u8> = (0..2048u16)
+            .flat_map(|i| (0x3c01 + i).to_le_bytes())
+            .collect();
+        let r = residual(&next, &base, layout);
+        assert!(matches!(r.combine, Combine::Difference));
+        assert_eq!(r.cost, planes_cost(&r.bytes, layout));
+        assert_eq!(r.bytes, Combine::Difference.residual(&next, &base, layout));
+        let same = residual(&base, &base, layout);
+        assert!(matches!(same.combine, Combine::Xor), "a tie is XOR");
     }
 }

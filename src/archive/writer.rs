@@ -639,15 +639,15 @@ fn pack_chunk(
         let encoded = encode_record_like(piece.bytes, layout, hint, synth, like, may_search)?;
         return Some(entry(encoded, None));
     };
-    let (combine, residual) = base::residual(piece.bytes, base_bytes, layout);
+    let residual = base::residual(piece.bytes, base_bytes, layout);
     let (try_residual, try_plain) = base::candidates(piece.bytes, &residual, layout);
     let span = BaseSpan {
         base: which,
         offset,
-        combine,
+        combine: residual.combine,
     };
     let delta = try_residual
-        .then(|| encode_record_like(&residual, layout, hint, synth, like, may_search))
+        .then(|| encode_record_like(&residual.bytes, layout, hint, synth, like, may_search))
         .map(|d| d.map(|d| entry(d, Some(span))));
     if matches!(delta, Some(None)) {
         // A misfit: searched later with the class's templates.
@@ -697,7 +697,7 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
         let mut run = Run::default();
         source.read_run(&[*p], &mut run.bytes, &mut run.base)?;
         let bytes = match p.base {
-            Some(_) => base::residual(&run.bytes, &run.base, p.element.layout).1,
+            Some(_) => base::residual(&run.bytes, &run.base, p.element.layout).bytes,
             None => run.bytes,
         };
         let hint = Hint {
