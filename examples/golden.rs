@@ -486,7 +486,7 @@ fn lit(words: Vec<u32>, width: u32, codec: Codec) -> Program<Literal> {
     let words: Arc<[u32]> = words.into();
     Program {
         ty,
-        op: Op::Lit(Literal { size, codec, words }),
+        op: Op::Lit(Literal::new(codec, size, words, stats)),
     }
 }
 

@@ -274,7 +274,7 @@ fn literal(words: Vec<u32>, width: u32, codec: Codec) -> Option<Program<Literal>
     let words = words.into();
     Some(Program {
         ty,
-        op: Op::Lit(Literal { size, codec, words }),
+        op: Op::Lit(Literal::new(codec, size, words, stats)),
     })
 }
 

@@ -164,7 +164,8 @@ pub fn encode(words: &[u32], width: u32, out: &mut Vec<u8>) -> Codec {
     codec
 }
 
-fn encode_with_stats(
+/// [`encode_with`] given the words' statistics.
+pub fn encode_with_stats(
     codec: Codec,
     words: &[u32],
     width: u32,

@@ -59,6 +59,15 @@ pub(super) fn quarter_ranges(n: usize) -> [Range<usize>; 4] {
     std::array::from_fn(|q| (q * c).min(n)..((q + 1) * c).min(n))
 }
 
+impl std::fmt::Debug for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stats")
+            .field("max", &self.max)
+            .field("distinct", &self.distinct())
+            .finish()
+    }
+}
+
 impl Stats {
     /// Panics if a word does not fit in `width` bits or the stream has 2^32
     /// words or more (caller bugs).
@@ -76,6 +85,16 @@ impl Stats {
         };
         assert!(max <= word_mask(width), "word exceeds width {width}");
         Stats { max, alphabet }
+    }
+
+    /// These statistics as a literal keeps them until it is encoded: without
+    /// the symbol index, which can take 2^width entries and is quick to
+    /// build again.
+    pub fn kept(mut self) -> Stats {
+        if let Some(alphabet) = &mut self.alphabet {
+            alphabet.index.take();
+        }
+        self
     }
 
     /// Number of distinct words, or None when there are more than 4096.

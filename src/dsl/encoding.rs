@@ -146,7 +146,8 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             out.push(TAG_LIT);
             put_varint(out, lit.size as u64);
             let start = out.len();
-            let ok = codec::encode_with(lit.codec, &lit.words, p.ty.width, out);
+            let (width, stats) = (p.ty.width, &lit.stats);
+            let ok = codec::encode_with_stats(lit.codec, &lit.words, width, stats, out);
             assert!(ok && out.len() - start == lit.size, "literal size drifted");
         }
         Op::Const(w) => {

@@ -18,7 +18,7 @@ pub use exec::{execute, with_scratch, LiteralSource, Refused, KEEP_SCRATCH_BYTES
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
 pub use scaled::{round_to, scaled_word, to_f32, MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
 
-use crate::codec::Codec;
+use crate::codec::{Codec, Stats};
 use std::fmt;
 use std::sync::Arc;
 
@@ -94,13 +94,38 @@ pub enum Op<L> {
 }
 
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Literal {
     /// Exact encoded size in bytes with `codec`.
     pub size: usize,
     pub codec: Codec,
     pub words: Arc<[u32]>,
+    /// The words' statistics, from choosing the codec: encoding the literal
+    /// needs them again.
+    pub stats: Arc<Stats>,
 }
+
+impl Literal {
+    /// `words` to be coded with `codec` in `size` bytes, as `stats` of them
+    /// showed.
+    pub fn new(codec: Codec, size: usize, words: Arc<[u32]>, stats: Stats) -> Literal {
+        Literal {
+            size,
+            codec,
+            words,
+            stats: Arc::new(stats.kept()),
+        }
+    }
+}
+
+/// Literals are their words and coding: the statistics follow from the words.
+impl PartialEq for Literal {
+    fn eq(&self, other: &Self) -> bool {
+        (self.size, self.codec, &self.words) == (other.size, other.codec, &other.words)
+    }
+}
+
+impl Eq for Literal {}
 
 /// Mask of the low `width` bits.
 pub fn mask(width: u32) -> u32 {

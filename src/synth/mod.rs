@@ -91,8 +91,9 @@ pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) 
     }
     let stats = Stats::new(&words, width);
     let (codec, size) = codec::best(&words, width, &stats);
-    let op = Op::Lit(Literal { codec, size, words });
-    (Program { ty, op }, stats.distinct())
+    let distinct = stats.distinct();
+    let op = Op::Lit(Literal::new(codec, size, words, stats));
+    (Program { ty, op }, distinct)
 }
 
 /// A length no leaf of `words` (see [`leaf`]) encodes below, found without

@@ -265,11 +265,7 @@ fn literal(target: Arc<[u32]>, width: u32, codec: Codec) -> Program<Literal> {
     let (codec, size) = codec::best_of(candidates, &target, width, &stats);
     Program {
         ty,
-        op: Op::Lit(Literal {
-            size,
-            codec,
-            words: target,
-        }),
+        op: Op::Lit(Literal::new(codec, size, target, stats)),
     }
 }
 
