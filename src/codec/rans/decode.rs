@@ -17,7 +17,11 @@ pub(super) enum Slots<T> {
     /// byte alphabets of long streams costs less than the two below. SIMD
     /// decoders are bound by their gathers, so one lookup instead of two
     /// decoded FP8 streams at scale 14 ~1.15x as fast as the split layout,
-    /// though its table (64 KiB) no longer fits the L1 cache.
+    /// though its table (64 KiB) no longer fits the L1 cache. Tables that do
+    /// fit it at 14 (a byte word per slot, 16 KiB, and `freq, start` per
+    /// word) decoded the corpus's scale-14 archives 1.5-1.8x slower than
+    /// this one: the second lookup waits for the first, and the SIMD loop
+    /// is bound by that latency.
     Fused(Vec<u32>),
     Split {
         /// `freq << 16 | (slot - start)` (`freq <= 2^14` and `slot - start
