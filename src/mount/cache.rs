@@ -57,6 +57,10 @@ struct Held {
     cached: usize,
     /// Buffers of decodes in progress.
     decoding: usize,
+    /// Buffers of decodes let go beyond the budget (see
+    /// `ChunkCache::get_or_decode`), not counted in it: reads of chunks
+    /// that fit go on meanwhile.
+    beyond: usize,
     /// Buffers of chunks no one holds any more, handed to the next decodes:
     /// reusing them spares the page faults and zeroing of fresh memory.
     spares: Vec<Vec<u8>>,
@@ -65,7 +69,7 @@ struct Held {
     /// decode: while there is one, it will free memory or let its read go on,
     /// so a read finding no room waits.
     active: usize,
-    /// The most `total()` has been.
+    /// The most `total() + beyond` has been.
     #[cfg(test)]
     peak: usize,
 }
@@ -118,13 +122,20 @@ enum Asker {
     Read { mine: usize },
 }
 
+/// Where a decode's buffer is counted.
+#[derive(Clone, Copy)]
+enum Counted {
+    Within,
+    Beyond,
+}
+
 /// What a reader of a chunk finds.
 enum Attempt<'a> {
     Ready(Chunk),
     /// Another reader is decoding it.
     Decoding(Arc<Flight>),
-    /// The caller is to decode it into this buffer, counted in the budget.
-    Admitted(Arc<Flight>, Vec<u8>),
+    /// The caller is to decode it into this buffer.
+    Admitted(Arc<Flight>, Vec<u8>, Counted),
     /// No room for its buffer. The budget stays locked, so that no change is
     /// missed before the caller waits on it.
     NoRoom(MutexGuard<'a, Held>),
@@ -190,9 +201,11 @@ impl ChunkCache {
     /// `enclosing`: decodes in progress that wait for this one (a fine-tune's
     /// chunk waits for its base's). When its buffer does not fit the budget,
     /// the read waits until it does, or until no decode but those is active
-    /// (not waiting itself): then it goes over the budget, as nothing else
-    /// could free memory. So a chunk larger than the budget is decoded alone,
-    /// and the base chunks its decode needs with it, one per level.
+    /// (not waiting itself): then it goes beyond the budget, as nothing else
+    /// could free memory. Reads of chunks that fit go on meanwhile, but none
+    /// goes beyond while it is active: chunks larger than the budget are
+    /// decoded one at a time (with the base chunks a decode needs, one per
+    /// level).
     pub fn get_or_decode(
         &self,
         key: ChunkKey,
@@ -213,9 +226,9 @@ impl ChunkCache {
                     waiting.begin(&mut self.budget.lock());
                     return flight.wait();
                 }
-                Attempt::Admitted(flight, buffer) => {
+                Attempt::Admitted(flight, buffer, counted) => {
                     drop(waiting);
-                    return self.decode_into(key, &flight, buffer, len, decode);
+                    return self.decode_into(key, &flight, (buffer, counted), len, decode);
                 }
                 Attempt::NoRoom(mut held) => {
                     waiting.begin(&mut held);
@@ -234,8 +247,8 @@ impl ChunkCache {
         len: usize,
         decode: impl FnOnce(&mut [u8]) -> Result<(), String>,
     ) {
-        if let Attempt::Admitted(flight, buffer) = self.attempt(key, len, Asker::Ahead) {
-            let _ = self.decode_into(key, &flight, buffer, len, decode);
+        if let Attempt::Admitted(flight, buffer, counted) = self.attempt(key, len, Asker::Ahead) {
+            let _ = self.decode_into(key, &flight, (buffer, counted), len, decode);
         }
     }
 
@@ -253,24 +266,28 @@ impl ChunkCache {
         }
         let reused =
             (state.reusable(len, &self.budget)).or_else(|| state.make_room(len, &self.budget));
-        let buffer = match reused {
+        let (buffer, counted) = match reused {
             Some(buffer) => {
-                self.budget.lock().start_decode(buffer.capacity());
-                buffer
+                let mut held = self.budget.lock();
+                // It left the count when taken: spares a reader let go of
+                // since may have filled its place, and make way for it again.
+                held.fits(buffer.capacity(), self.budget.capacity);
+                held.start_decode(buffer.capacity(), Counted::Within);
+                (buffer, Counted::Within)
             }
             None => {
                 let size = fresh_size(len);
                 let mut held = self.budget.lock();
-                if !held.admits(size, asker, self.budget.capacity) {
+                let Some(counted) = held.place(size, asker, self.budget.capacity) else {
                     return Attempt::NoRoom(held);
-                }
-                held.start_decode(size);
-                vec![0; size]
+                };
+                held.start_decode(size, counted);
+                (vec![0; size], counted)
             }
         };
         let flight = Arc::new(Flight::default());
         state.decoding.insert(key, flight.clone());
-        Attempt::Admitted(flight, buffer)
+        Attempt::Admitted(flight, buffer, counted)
     }
 
     /// Runs an admitted decode of `key` into `bytes` and lands its result.
@@ -278,7 +295,7 @@ impl ChunkCache {
         &self,
         key: ChunkKey,
         flight: &Flight,
-        mut bytes: Vec<u8>,
+        (mut bytes, counted): (Vec<u8>, Counted),
         len: usize,
         decode: impl FnOnce(&mut [u8]) -> Result<(), String>,
     ) -> Result<Chunk, String> {
@@ -288,6 +305,7 @@ impl ChunkCache {
             cache: self,
             key,
             size: bytes.capacity(),
+            counted,
             flight,
             result: Some(Err("the decoder panicked".to_string())),
         };
@@ -312,7 +330,13 @@ impl ChunkCache {
     /// Ends the decode of `key`, whose buffer took `size` bytes: a decoded
     /// chunk that fits is kept (evicting others until the budget is kept),
     /// and readers waiting for it or for room are woken.
-    fn land(&self, key: ChunkKey, size: usize, flight: &Flight, result: Result<Chunk, String>) {
+    fn land(
+        &self,
+        key: ChunkKey,
+        (size, counted): (usize, Counted),
+        flight: &Flight,
+        result: Result<Chunk, String>,
+    ) {
         {
             let mut state = self.lock();
             state.decoding.remove(&key);
@@ -329,8 +353,7 @@ impl ChunkCache {
             });
             {
                 let mut held = self.budget.lock();
-                held.decoding -= size;
-                held.active -= 1;
+                held.end_decode(size, counted);
                 if keep.is_some() {
                     held.cached += size;
                 }
@@ -395,12 +418,8 @@ impl State {
                 (None, Some(len)) => fresh_size(len),
                 (None, None) => 0,
             };
-            if held.total() + adding <= budget.capacity {
+            if held.fits(adding, budget.capacity) {
                 return reused;
-            }
-            if let Some(spare) = held.spares.pop() {
-                held.spare_bytes -= spare.capacity();
-                continue;
             }
             // Nothing left to let go of: a buffer found does not fit.
             let (_, evicted) = self.ready.pop_lru()?;
@@ -446,17 +465,47 @@ impl Held {
         self.cached + self.decoding + self.spare_bytes
     }
 
-    /// Whether a new buffer of `size` bytes may be taken for `asker`.
-    fn admits(&self, size: usize, asker: Asker, capacity: usize) -> bool {
-        let alone = matches!(asker, Asker::Read { mine } if self.active == mine);
-        self.total() + size <= capacity || alone
+    /// Whether `adding` more bytes fit the budget, after freeing as many
+    /// spare buffers as that takes.
+    fn fits(&mut self, adding: usize, capacity: usize) -> bool {
+        while self.total() + adding > capacity {
+            let Some(spare) = self.spares.pop() else {
+                return false;
+            };
+            self.spare_bytes -= spare.capacity();
+        }
+        true
+    }
+
+    /// Where a new buffer of `size` bytes for `asker` is counted, if it may
+    /// be taken now.
+    fn place(&mut self, size: usize, asker: Asker, capacity: usize) -> Option<Counted> {
+        // (A reader may have let go of a buffer, kept spare, since room was made.)
+        if self.fits(size, capacity) {
+            return Some(Counted::Within);
+        }
+        match asker {
+            Asker::Read { mine } if self.active == mine => Some(Counted::Beyond),
+            _ => None,
+        }
     }
 
     /// Counts a decode into a buffer of `size` bytes (reused or fresh).
-    fn start_decode(&mut self, size: usize) {
-        self.decoding += size;
+    fn start_decode(&mut self, size: usize, counted: Counted) {
+        match counted {
+            Counted::Within => self.decoding += size,
+            Counted::Beyond => self.beyond += size,
+        }
         self.active += 1;
         self.note_peak();
+    }
+
+    fn end_decode(&mut self, size: usize, counted: Counted) {
+        match counted {
+            Counted::Within => self.decoding -= size,
+            Counted::Beyond => self.beyond -= size,
+        }
+        self.active -= 1;
     }
 
     /// The smallest spare buffer that suits `len` bytes, if there is one.
@@ -474,7 +523,7 @@ impl Held {
     fn note_peak(&mut self) {
         #[cfg(test)]
         {
-            self.peak = self.peak.max(self.total());
+            self.peak = self.peak.max(self.total() + self.beyond);
         }
     }
 }
@@ -556,6 +605,7 @@ struct Landing<'a> {
     key: ChunkKey,
     /// Bytes of its buffer.
     size: usize,
+    counted: Counted,
     flight: &'a Flight,
     result: Option<Result<Chunk, String>>,
 }
@@ -563,7 +613,8 @@ struct Landing<'a> {
 impl Drop for Landing<'_> {
     fn drop(&mut self) {
         let result = self.result.take().expect("set until drop");
-        self.cache.land(self.key, self.size, self.flight, result);
+        let buffer = (self.size, self.counted);
+        self.cache.land(self.key, buffer, self.flight, result);
     }
 }
 
