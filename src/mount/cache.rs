@@ -216,10 +216,10 @@ impl ChunkCache {
         let mut waiting = Waiting {
             budget: &self.budget,
             enclosing,
-            since: false,
+            begun: false,
         };
         loop {
-            let mine = if waiting.since { 0 } else { enclosing };
+            let mine = if waiting.begun { 0 } else { enclosing };
             match self.attempt(key, len, Asker::Read { mine }) {
                 Attempt::Ready(chunk) => return Ok(chunk),
                 Attempt::Decoding(flight) => {
@@ -264,8 +264,9 @@ impl ChunkCache {
         if let Some(flight) = state.decoding.get(&key) {
             return Attempt::Decoding(flight.clone());
         }
-        let reused =
-            (state.reusable(len, &self.budget)).or_else(|| state.make_room(len, &self.budget));
+        let reused = state
+            .reusable(len, &self.budget)
+            .or_else(|| state.make_room(len, &self.budget));
         let (buffer, counted) = match reused {
             Some(buffer) => {
                 let mut held = self.budget.lock();
@@ -534,24 +535,25 @@ struct Waiting<'a> {
     budget: &'a Budget,
     /// The read's decodes in progress around this request.
     enclosing: usize,
-    since: bool,
+    /// Whether they are marked waiting.
+    begun: bool,
 }
 
 impl Waiting<'_> {
     /// Marks the enclosing decodes waiting, once: a read whose own decodes
     /// are all that is active may then go over the budget.
     fn begin(&mut self, held: &mut Held) {
-        if !self.since && self.enclosing > 0 {
+        if !self.begun && self.enclosing > 0 {
             held.active -= self.enclosing;
             self.budget.room.notify_all();
         }
-        self.since = true;
+        self.begun = true;
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if self.since {
+        if self.begun {
             self.budget.lock().active += self.enclosing;
         }
     }
