@@ -52,10 +52,13 @@ struct Cli {
     /// Stay in the foreground and log to stderr.
     #[arg(short, long)]
     foreground: bool,
-    /// Memory for decoded chunks, in bytes or with a K, M or G suffix. The
-    /// kernel's page cache keeps what was read besides this, so the chunk cache
-    /// only needs to hold chunks between the reads that share them and those
-    /// decoded ahead; a larger one helps random reads larger than the page cache.
+    /// Memory for decoded chunks, in bytes or with a K, M or G suffix: the
+    /// chunks kept, those being decoded and spare buffers all count. A read
+    /// waits for room, and read-ahead does without; a chunk larger than this
+    /// is decoded one at a time, beyond it. The kernel's page cache keeps what
+    /// was read besides this, so the chunk cache only needs to hold chunks
+    /// between the reads that share them and those decoded ahead; a larger
+    /// one helps random reads larger than the page cache.
     #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     cache_size: usize,
     /// Bytes decoded ahead of a reader that reads sequentially, so that both

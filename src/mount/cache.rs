@@ -1,11 +1,14 @@
-//! Decoded chunks shared by every reader of the mount: an LRU bounded in bytes,
-//! with single-flight decoding so that readers wanting one chunk decode it once.
+//! Decoded chunks shared by every reader of the mount: an LRU with
+//! single-flight decoding, so that readers wanting one chunk decode it once,
+//! within one memory budget for every buffer it holds: the chunks it keeps,
+//! the ones being decoded, and spare buffers kept for reuse.
 
 #![forbid(unsafe_code)]
 
 use lru::LruCache;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 /// A chunk: which archive (an id the caller keeps unique per archive file) and
 /// which of its chunks.
@@ -23,33 +26,52 @@ pub struct Buffer {
     bytes: Vec<u8>,
     /// How many of `bytes` are the chunk's.
     len: usize,
-    spares: Arc<Spares>,
+    budget: Arc<Budget>,
 }
 
 pub struct ChunkCache {
-    capacity: usize,
     state: Mutex<State>,
-    spares: Arc<Spares>,
+    budget: Arc<Budget>,
 }
 
 struct State {
     ready: LruCache<ChunkKey, Ready>,
-    /// Bytes held by `ready` (buffer capacities).
-    bytes: usize,
     decoding: HashMap<ChunkKey, Arc<Flight>>,
 }
 
-/// Buffers of chunks no one holds any more, handed to the next decodes:
-/// reusing them spares the page faults and zeroing of fresh memory. (Locked
-/// on its own, and only ever after `State`, since a buffer may come back
-/// while the state is locked.)
-#[derive(Default)]
-struct Spares(Mutex<SpareList>);
+/// The memory of the cache's buffers against its capacity. (Locked on its
+/// own, and only ever after `State`, since a buffer may come back while the
+/// state is locked; a buffer is never let go of while this is locked.)
+struct Budget {
+    capacity: usize,
+    held: Mutex<Held>,
+    /// Signalled when a decode ends or starts waiting: a read waiting for
+    /// room looks again.
+    room: Condvar,
+}
 
+/// What the budget counts (buffer capacities, in bytes).
 #[derive(Default)]
-struct SpareList {
-    buffers: Vec<Vec<u8>>,
-    bytes: usize,
+struct Held {
+    /// Buffers of the chunks in `State::ready`.
+    cached: usize,
+    /// Buffers of decodes in progress.
+    decoding: usize,
+    /// Buffers of decodes let go beyond the budget (see
+    /// `ChunkCache::get_or_decode`), not counted in it: reads of chunks
+    /// that fit go on meanwhile.
+    beyond: usize,
+    /// Buffers of chunks no one holds any more, handed to the next decodes:
+    /// reusing them spares the page faults and zeroing of fresh memory.
+    spares: Vec<Vec<u8>>,
+    spare_bytes: usize,
+    /// Decodes in progress that are not waiting, for room or for another
+    /// decode: while there is one, it will free memory or let its read go on,
+    /// so a read finding no room waits.
+    active: usize,
+    /// The most `total() + beyond` has been.
+    #[cfg(test)]
+    peak: usize,
 }
 
 /// A decoded chunk in the cache.
@@ -65,10 +87,22 @@ const SPARE_BYTES: usize = 8 << 20;
 /// Most spare buffers kept, so that finding one stays quick when they are tiny.
 const SPARE_COUNT: usize = 256;
 
+/// How long a read waits for room before it looks again, should a change
+/// have gone unsignalled.
+const RECHECK: Duration = Duration::from_millis(100);
+
 /// Whether a buffer of `size` bytes suits a chunk of `len`: large enough, and
 /// not so large that a small chunk ties up memory the cache counts as its.
 fn suits(size: usize, len: usize) -> bool {
     size >= len && size <= 2 * len.next_power_of_two()
+}
+
+/// Bytes of a fresh buffer for a chunk of `len`: rounded up to a power of
+/// two, so that a tensor's shorter last chunk leaves room for a full chunk
+/// when its buffer is reused. (Calloc leaves the pages past `len` untouched
+/// until they are used.)
+fn fresh_size(len: usize) -> usize {
+    len.next_power_of_two()
 }
 
 /// One decode in progress, awaited by the readers that arrived after it started.
@@ -78,25 +112,63 @@ struct Flight {
     done: Condvar,
 }
 
+/// Who asks for a buffer when the budget has no room for it.
+#[derive(Clone, Copy)]
+enum Asker {
+    /// Read-ahead, which does without.
+    Ahead,
+    /// A read, which goes over the budget rather than wait for nothing: once
+    /// no decode but its own `mine` is active, no other can free memory.
+    Read { mine: usize },
+}
+
+/// Where a decode's buffer is counted.
+#[derive(Clone, Copy)]
+enum Counted {
+    Within,
+    Beyond,
+}
+
+/// What a reader of a chunk finds.
+enum Attempt<'a> {
+    Ready(Chunk),
+    /// Another reader is decoding it.
+    Decoding(Arc<Flight>),
+    /// The caller is to decode it into this buffer.
+    Admitted(Arc<Flight>, Vec<u8>, Counted),
+    /// No room for its buffer. The budget stays locked, so that no change is
+    /// missed before the caller waits on it.
+    NoRoom(MutexGuard<'a, Held>),
+}
+
 impl ChunkCache {
-    /// A cache holding at most `capacity` bytes of decoded chunks (a chunk larger
-    /// than that is decoded for its readers and not kept).
+    /// A cache whose buffers (chunks kept, being decoded, spare) take at most
+    /// `capacity` bytes, but for a read that would otherwise wait for nothing
+    /// (see `get_or_decode`). A chunk larger than that is not kept.
     pub fn new(capacity: usize) -> ChunkCache {
         ChunkCache {
-            capacity,
             state: Mutex::new(State {
                 ready: LruCache::unbounded(),
-                bytes: 0,
                 decoding: HashMap::new(),
             }),
-            spares: Arc::default(),
+            budget: Arc::new(Budget {
+                capacity,
+                held: Mutex::default(),
+                room: Condvar::new(),
+            }),
         }
     }
 
     /// Bytes of decoded chunks held now.
     #[cfg(test)]
     pub(super) fn held_bytes(&self) -> usize {
-        self.lock().bytes
+        self.budget.lock().cached
+    }
+
+    /// The most bytes its buffers (kept, being decoded, spare) have taken.
+    #[cfg(test)]
+    pub(super) fn peak_bytes(&self) -> usize {
+        self.budget.lock().peak
     }
 
     /// Whether `key` is decoded or being decoded.
@@ -125,41 +197,124 @@ impl ChunkCache {
     /// is decoding it. `decode` gets `len` bytes to overwrite (of a reused
     /// buffer or fresh memory). A failed decode is reported to everyone
     /// waiting on it and not kept, so a later read tries again.
+    ///
+    /// `enclosing`: decodes in progress that wait for this one (a fine-tune's
+    /// chunk waits for its base's). When its buffer does not fit the budget,
+    /// the read waits until it does, or until no decode but those is active
+    /// (not waiting itself): then it goes beyond the budget, as nothing else
+    /// could free memory. Reads of chunks that fit go on meanwhile, but none
+    /// goes beyond while it is active: chunks larger than the budget are
+    /// decoded one at a time (with the base chunks a decode needs, one per
+    /// level).
     pub fn get_or_decode(
         &self,
         key: ChunkKey,
         len: usize,
+        enclosing: usize,
         decode: impl FnOnce(&mut [u8]) -> Result<(), String>,
     ) -> Result<Chunk, String> {
-        let (flight, mut bytes) = {
-            let mut state = self.lock();
-            if let Some(ready) = state.ready.get_mut(&key) {
-                ready.read_through = false;
-                return Ok(ready.chunk.clone());
-            }
-            if let Some(flight) = state.decoding.get(&key) {
-                let flight = flight.clone();
-                drop(state);
-                return flight.wait();
-            }
-            let flight = Arc::new(Flight::default());
-            state.decoding.insert(key, flight.clone());
-            let buffer = state.take_buffer(len, &self.spares);
-            (flight, buffer)
+        let mut waiting = Waiting {
+            budget: &self.budget,
+            enclosing,
+            begun: false,
         };
+        loop {
+            let mine = if waiting.begun { 0 } else { enclosing };
+            match self.attempt(key, len, Asker::Read { mine }) {
+                Attempt::Ready(chunk) => return Ok(chunk),
+                Attempt::Decoding(flight) => {
+                    waiting.begin(&mut self.budget.lock());
+                    return flight.wait();
+                }
+                Attempt::Admitted(flight, buffer, counted) => {
+                    drop(waiting);
+                    return self.decode_into(key, &flight, (buffer, counted), len, decode);
+                }
+                Attempt::NoRoom(mut held) => {
+                    waiting.begin(&mut held);
+                    drop(self.budget.room.wait_timeout(held, RECHECK));
+                }
+            }
+        }
+    }
+
+    /// Decodes `key` as `get_or_decode` does, ahead of its reader, unless it is
+    /// decoded or being decoded already, or its buffer does not fit the
+    /// budget. Errors are left for the read that needs the chunk to report.
+    pub fn decode_ahead(
+        &self,
+        key: ChunkKey,
+        len: usize,
+        decode: impl FnOnce(&mut [u8]) -> Result<(), String>,
+    ) {
+        if let Attempt::Admitted(flight, buffer, counted) = self.attempt(key, len, Asker::Ahead) {
+            let _ = self.decode_into(key, &flight, (buffer, counted), len, decode);
+        }
+    }
+
+    /// The chunk if it is there or being decoded, else a buffer to decode it
+    /// into if the budget has room for one (reused, or fresh memory after
+    /// freeing spares and evicting chunks) or `asker` goes over it.
+    fn attempt(&self, key: ChunkKey, len: usize, asker: Asker) -> Attempt<'_> {
+        let mut state = self.lock();
+        if let Some(ready) = state.ready.get_mut(&key) {
+            ready.read_through = false;
+            return Attempt::Ready(ready.chunk.clone());
+        }
+        if let Some(flight) = state.decoding.get(&key) {
+            return Attempt::Decoding(flight.clone());
+        }
+        let reused = state
+            .reusable(len, &self.budget)
+            .or_else(|| state.make_room(len, &self.budget));
+        let (buffer, counted) = match reused {
+            Some(buffer) => {
+                let mut held = self.budget.lock();
+                // It left the count when taken: spares a reader let go of
+                // since may have filled its place, and make way for it again.
+                held.fits(buffer.capacity(), self.budget.capacity);
+                held.start_decode(buffer.capacity(), Counted::Within);
+                (buffer, Counted::Within)
+            }
+            None => {
+                let size = fresh_size(len);
+                let mut held = self.budget.lock();
+                let Some(counted) = held.place(size, asker, self.budget.capacity) else {
+                    return Attempt::NoRoom(held);
+                };
+                held.start_decode(size, counted);
+                (vec![0; size], counted)
+            }
+        };
+        let flight = Arc::new(Flight::default());
+        state.decoding.insert(key, flight.clone());
+        Attempt::Admitted(flight, buffer, counted)
+    }
+
+    /// Runs an admitted decode of `key` into `bytes` and lands its result.
+    fn decode_into(
+        &self,
+        key: ChunkKey,
+        flight: &Flight,
+        (mut bytes, counted): (Vec<u8>, Counted),
+        len: usize,
+        decode: impl FnOnce(&mut [u8]) -> Result<(), String>,
+    ) -> Result<Chunk, String> {
         // If `decode` panics, waiters must not sleep forever: the guard ends the
         // flight with an error as it unwinds.
         let mut landing = Landing {
             cache: self,
             key,
-            flight: &flight,
+            size: bytes.capacity(),
+            counted,
+            flight,
             result: Some(Err("the decoder panicked".to_string())),
         };
         let result = decode(&mut bytes[..len]).map(|()| {
             Arc::new(Buffer {
                 bytes,
                 len,
-                spares: self.spares.clone(),
+                budget: self.budget.clone(),
             })
         });
         landing.result = Some(result.clone());
@@ -173,54 +328,61 @@ impl ChunkCache {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn land(&self, key: ChunkKey, flight: &Flight, result: Result<Chunk, String>) {
+    /// Ends the decode of `key`, whose buffer took `size` bytes: a decoded
+    /// chunk that fits is kept (evicting others until the budget is kept),
+    /// and readers waiting for it or for room are woken.
+    fn land(
+        &self,
+        key: ChunkKey,
+        (size, counted): (usize, Counted),
+        flight: &Flight,
+        result: Result<Chunk, String>,
+    ) {
         {
             let mut state = self.lock();
             state.decoding.remove(&key);
-            if let Ok(chunk) = &result {
-                if chunk.capacity() <= self.capacity {
-                    state.bytes += chunk.capacity();
-                    let ready = Ready {
-                        chunk: chunk.clone(),
-                        read_through: false,
-                    };
-                    if let Some(old) = state.ready.put(key, ready) {
-                        state.bytes -= old.chunk.capacity();
-                    }
-                    while state.bytes > self.capacity {
-                        let (_, evicted) = state.ready.pop_lru().expect("bytes > 0");
-                        state.bytes -= evicted.chunk.capacity();
-                    }
+            let keep = result
+                .as_ref()
+                .ok()
+                .filter(|_| size <= self.budget.capacity);
+            let replaced = keep.and_then(|chunk| {
+                let ready = Ready {
+                    chunk: chunk.clone(),
+                    read_through: false,
+                };
+                state.ready.put(key, ready)
+            });
+            {
+                let mut held = self.budget.lock();
+                held.end_decode(size, counted);
+                if keep.is_some() {
+                    held.cached += size;
+                }
+                if let Some(old) = &replaced {
+                    held.cached -= old.chunk.capacity();
                 }
             }
+            drop(replaced);
+            state.shrink(&self.budget, None);
         }
+        self.budget.room.notify_all();
         *flight.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
         flight.done.notify_all();
     }
 }
 
 impl State {
-    /// A buffer of at least `len` bytes for a new decode: a reused one if
-    /// there is one large enough, else fresh memory, rounded up to a power of
-    /// two so that a tensor's shorter last chunk leaves room for a full chunk
-    /// when its buffer is reused. (Calloc leaves the pages past `len`
-    /// untouched until they are used.)
-    fn take_buffer(&mut self, len: usize, spares: &Spares) -> Vec<u8> {
-        self.reusable(len, spares)
-            .unwrap_or_else(|| vec![0; len.next_power_of_two()])
-    }
-
     /// A spare buffer of at least `len` bytes, else the buffer of a chunk read
     /// through (least recent first). Read-through chunks too small for `len`,
     /// or still held by a reader, leave the cache on the way; their buffers
     /// become spares once no one holds them.
-    fn reusable(&mut self, len: usize, spares: &Spares) -> Option<Vec<u8>> {
-        if let Some(buffer) = spares.take(len) {
+    fn reusable(&mut self, len: usize, budget: &Budget) -> Option<Vec<u8>> {
+        if let Some(buffer) = budget.lock().take_spare(len) {
             return Some(buffer);
         }
         while self.ready.peek_lru().is_some_and(|(_, r)| r.read_through) {
             let (_, ready) = self.ready.pop_lru().expect("peeked");
-            self.bytes -= ready.chunk.capacity();
+            budget.lock().cached -= ready.chunk.capacity();
             if let Ok(mut buffer) = Arc::try_unwrap(ready.chunk) {
                 if suits(buffer.bytes.len(), len) {
                     return Some(std::mem::take(&mut buffer.bytes));
@@ -229,36 +391,170 @@ impl State {
         }
         None
     }
+
+    /// Frees spare buffers, then evicts the least recent chunks, until a
+    /// decode of `len` bytes fits the budget, and returns the buffer of an
+    /// evicted chunk that suits it, if no reader held one. Nothing when the
+    /// decode would not fit even then: other decodes hold the room, or the
+    /// chunk is larger than the budget (it is decoded without emptying the
+    /// cache).
+    fn make_room(&mut self, len: usize, budget: &Budget) -> Option<Vec<u8>> {
+        if budget.lock().decoding + fresh_size(len) > budget.capacity {
+            return None;
+        }
+        self.shrink(budget, Some(len))
+    }
+
+    /// Frees spare buffers, then evicts the least recent chunks, until the
+    /// budget has room for a decode of `wanted` bytes (none: until it is
+    /// kept). The first evicted buffer no reader holds that suits `wanted`
+    /// is returned for it, if it fits; others are freed at once rather than
+    /// kept spare (they would be freed next).
+    fn shrink(&mut self, budget: &Budget, wanted: Option<usize>) -> Option<Vec<u8>> {
+        let mut reused: Option<Vec<u8>> = None;
+        loop {
+            let mut held = budget.lock();
+            let adding = match (&reused, wanted) {
+                (Some(buffer), _) => buffer.capacity(),
+                (None, Some(len)) => fresh_size(len),
+                (None, None) => 0,
+            };
+            if held.fits(adding, budget.capacity) {
+                return reused;
+            }
+            // Nothing left to let go of: a buffer found does not fit.
+            let (_, evicted) = self.ready.pop_lru()?;
+            held.cached -= evicted.chunk.capacity();
+            drop(held);
+            if let Ok(mut buffer) = Arc::try_unwrap(evicted.chunk) {
+                let bytes = std::mem::take(&mut buffer.bytes);
+                if reused.is_none() && wanted.is_some_and(|len| suits(bytes.len(), len)) {
+                    reused = Some(bytes);
+                }
+            }
+        }
+    }
 }
 
-impl Spares {
-    fn lock(&self) -> MutexGuard<'_, SpareList> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+impl Budget {
+    fn lock(&self) -> MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `buffer` for later decodes if there is room, in the budget and
+    /// among the spares. (An empty one is what a buffer reused in place
+    /// leaves behind: nothing to lock for.)
+    fn keep(&self, buffer: Vec<u8>) {
+        let size = buffer.capacity();
+        if size == 0 {
+            return;
+        }
+        let mut held = self.lock();
+        if held.total() + size <= self.capacity
+            && held.spares.len() < SPARE_COUNT
+            && held.spare_bytes + size <= SPARE_BYTES
+        {
+            held.spare_bytes += size;
+            held.spares.push(buffer);
+            held.note_peak();
+        }
+    }
+}
+
+impl Held {
+    fn total(&self) -> usize {
+        self.cached + self.decoding + self.spare_bytes
+    }
+
+    /// Whether `adding` more bytes fit the budget, after freeing as many
+    /// spare buffers as that takes.
+    fn fits(&mut self, adding: usize, capacity: usize) -> bool {
+        while self.total() + adding > capacity {
+            let Some(spare) = self.spares.pop() else {
+                return false;
+            };
+            self.spare_bytes -= spare.capacity();
+        }
+        true
+    }
+
+    /// Where a new buffer of `size` bytes for `asker` is counted, if it may
+    /// be taken now.
+    fn place(&mut self, size: usize, asker: Asker, capacity: usize) -> Option<Counted> {
+        // (A reader may have let go of a buffer, kept spare, since room was made.)
+        if self.fits(size, capacity) {
+            return Some(Counted::Within);
+        }
+        match asker {
+            Asker::Read { mine } if self.active == mine => Some(Counted::Beyond),
+            _ => None,
+        }
+    }
+
+    /// Counts a decode into a buffer of `size` bytes (reused or fresh).
+    fn start_decode(&mut self, size: usize, counted: Counted) {
+        match counted {
+            Counted::Within => self.decoding += size,
+            Counted::Beyond => self.beyond += size,
+        }
+        self.active += 1;
+        self.note_peak();
+    }
+
+    fn end_decode(&mut self, size: usize, counted: Counted) {
+        match counted {
+            Counted::Within => self.decoding -= size,
+            Counted::Beyond => self.beyond -= size,
+        }
+        self.active -= 1;
     }
 
     /// The smallest spare buffer that suits `len` bytes, if there is one.
-    fn take(&self, len: usize) -> Option<Vec<u8>> {
-        let mut list = self.lock();
+    fn take_spare(&mut self, len: usize) -> Option<Vec<u8>> {
         // Among equals, the last one back: the likeliest to be in the CPU
         // caches still.
-        let (i, _) = (list.buffers.iter().enumerate().rev())
+        let (i, _) = (self.spares.iter().enumerate().rev())
             .filter(|(_, b)| suits(b.len(), len))
             .min_by_key(|(_, b)| b.len())?;
-        let buffer = list.buffers.swap_remove(i);
-        list.bytes -= buffer.capacity();
+        let buffer = self.spares.swap_remove(i);
+        self.spare_bytes -= buffer.capacity();
         Some(buffer)
     }
 
-    /// Keeps `buffer` for later decodes if there is room. (An empty one is
-    /// what a buffer reused in place leaves behind: nothing to lock for.)
-    fn keep(&self, buffer: Vec<u8>) {
-        if buffer.capacity() == 0 {
-            return;
+    fn note_peak(&mut self) {
+        #[cfg(test)]
+        {
+            self.peak = self.peak.max(self.total() + self.beyond);
         }
-        let mut list = self.lock();
-        if list.buffers.len() < SPARE_COUNT && list.bytes + buffer.capacity() <= SPARE_BYTES {
-            list.bytes += buffer.capacity();
-            list.buffers.push(buffer);
+    }
+}
+
+/// A read's decodes that wait for another decode or for room: they are not
+/// active meanwhile (see `Held::active`), and are again when it drops.
+struct Waiting<'a> {
+    budget: &'a Budget,
+    /// The read's decodes in progress around this request.
+    enclosing: usize,
+    /// Whether they are marked waiting.
+    begun: bool,
+}
+
+impl Waiting<'_> {
+    /// Marks the enclosing decodes waiting, once: a read whose own decodes
+    /// are all that is active may then go over the budget.
+    fn begin(&mut self, held: &mut Held) {
+        if !self.begun && self.enclosing > 0 {
+            held.active -= self.enclosing;
+            self.budget.room.notify_all();
+        }
+        self.begun = true;
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.begun {
+            self.budget.lock().active += self.enclosing;
         }
     }
 }
@@ -286,7 +582,7 @@ impl std::fmt::Debug for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        self.spares.keep(std::mem::take(&mut self.bytes));
+        self.budget.keep(std::mem::take(&mut self.bytes));
     }
 }
 
@@ -309,6 +605,9 @@ impl Flight {
 struct Landing<'a> {
     cache: &'a ChunkCache,
     key: ChunkKey,
+    /// Bytes of its buffer.
+    size: usize,
+    counted: Counted,
     flight: &'a Flight,
     result: Option<Result<Chunk, String>>,
 }
@@ -316,7 +615,8 @@ struct Landing<'a> {
 impl Drop for Landing<'_> {
     fn drop(&mut self) {
         let result = self.result.take().expect("set until drop");
-        self.cache.land(self.key, self.flight, result);
+        let buffer = (self.size, self.counted);
+        self.cache.land(self.key, buffer, self.flight, result);
     }
 }
 
@@ -333,7 +633,7 @@ mod tests {
             assert_eq!(buffer, want, "{why}");
             Ok(())
         };
-        cache.get_or_decode(key, want.len(), check).unwrap();
+        cache.get_or_decode(key, want.len(), 0, check).unwrap();
     }
 
     /// A decoder that fills the chunk with `byte`.
@@ -348,30 +648,31 @@ mod tests {
     fn stays_within_capacity_and_evicts_least_recent() {
         let cache = ChunkCache::new(300);
         for i in 0..3 {
-            cache.get_or_decode((0, i), 128, fill(i as u8)).unwrap();
+            cache.get_or_decode((0, i), 128, 0, fill(i as u8)).unwrap();
         }
         assert_eq!(cache.held_bytes(), 256);
         assert!(!cache.contains((0, 0)), "oldest chunk evicted");
         assert!(cache.contains((0, 1)) && cache.contains((0, 2)));
         // Touching 1 makes 2 the least recent.
         let one = cache
-            .get_or_decode((0, 1), 128, |_| unreachable!())
+            .get_or_decode((0, 1), 128, 0, |_| unreachable!())
             .unwrap();
         assert_eq!(&one[..], &[1; 128]);
-        cache.get_or_decode((0, 3), 128, fill(3)).unwrap();
+        cache.get_or_decode((0, 3), 128, 0, fill(3)).unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 2)));
         // A demoted chunk goes first, though it was used last.
         cache.demote((0, 3));
-        cache.get_or_decode((0, 4), 128, fill(4)).unwrap();
+        cache.get_or_decode((0, 4), 128, 0, fill(4)).unwrap();
         assert!(cache.contains((0, 1)) && !cache.contains((0, 3)));
     }
 
     #[test]
     fn evicted_buffers_are_handed_to_later_decodes() {
-        let cache = ChunkCache::new(128);
-        cache.get_or_decode((0, 0), 128, fill(1)).unwrap();
-        let held = cache.get_or_decode((0, 1), 128, fill(2)).unwrap();
-        // Chunk 0 was evicted while no one held it: its buffer comes back.
+        let cache = ChunkCache::new(256);
+        cache.get_or_decode((0, 0), 128, 0, fill(1)).unwrap();
+        let held = cache.get_or_decode((0, 1), 128, 0, fill(2)).unwrap();
+        // Room for chunk 2 is made by evicting chunk 0, which no one holds:
+        // its buffer comes back.
         decode_expecting(&cache, (0, 2), &[1; 128], "");
         // Chunk 1 was evicted while a reader held it: its buffer stays theirs.
         decode_expecting(
@@ -381,16 +682,22 @@ mod tests {
             "a held chunk's buffer must not be reused",
         );
         assert_eq!(&held[..], &[2; 128]);
-        // Until they let go of it.
+        assert!(cache.peak_bytes() <= 256);
+
+        // Until they let go of it: it is spare when the budget has room.
+        let cache = ChunkCache::new(1 << 20);
+        let held = cache.get_or_decode((0, 0), 128, 0, fill(4)).unwrap();
+        cache.demote((0, 0));
+        decode_expecting(&cache, (0, 1), &[0; 128], "still held");
         drop(held);
-        decode_expecting(&cache, (0, 4), &[2; 128], "the buffer the reader let go of");
+        decode_expecting(&cache, (0, 2), &[4; 128], "the buffer the reader let go of");
     }
 
     #[test]
     fn read_through_chunks_lend_their_buffers_first() {
         let cache = ChunkCache::new(1 << 20);
-        cache.get_or_decode((0, 0), 128, fill(1)).unwrap();
-        cache.get_or_decode((0, 1), 128, fill(2)).unwrap();
+        cache.get_or_decode((0, 0), 128, 0, fill(1)).unwrap();
+        cache.get_or_decode((0, 1), 128, 0, fill(2)).unwrap();
         cache.demote((0, 0));
         // Room is left, yet the chunk read through gives its buffer up.
         decode_expecting(&cache, (0, 2), &[1; 128], "");
@@ -404,10 +711,10 @@ mod tests {
             cache.demote((0, i));
         }
         cache
-            .get_or_decode((0, 1), 128, |_| unreachable!())
+            .get_or_decode((0, 1), 128, 0, |_| unreachable!())
             .unwrap();
         for i in 4..=6 {
-            cache.get_or_decode((0, i), 128, fill(0)).unwrap();
+            cache.get_or_decode((0, i), 128, 0, fill(0)).unwrap();
         }
         assert!(!cache.contains((0, 2)) && !cache.contains((0, 3)));
         assert!(cache.contains((0, 1)), "read again: not to be taken");
@@ -417,10 +724,10 @@ mod tests {
     fn buffers_are_reused_for_chunks_they_fit() {
         let cache = ChunkCache::new(1 << 20);
         // A tensor's last, shorter chunk gets room for a full one.
-        cache.get_or_decode((0, 0), 100, fill(1)).unwrap();
+        cache.get_or_decode((0, 0), 100, 0, fill(1)).unwrap();
         cache.demote((0, 0));
         let longer = cache
-            .get_or_decode((0, 1), 120, |buffer| {
+            .get_or_decode((0, 1), 120, 0, |buffer| {
                 assert_eq!(buffer.len(), 120);
                 assert_eq!(buffer[..100], [1; 100], "the shorter chunk's buffer");
                 buffer.fill(2);
@@ -430,13 +737,13 @@ mod tests {
         assert_eq!(longer.len(), 120);
         drop(longer);
         // A buffer too small is passed over, and stays spare.
-        cache.get_or_decode((0, 2), 10, fill(3)).unwrap();
+        cache.get_or_decode((0, 2), 10, 0, fill(3)).unwrap();
         cache.demote((0, 1));
         cache.demote((0, 2));
         decode_expecting(&cache, (0, 3), &[2; 100], "chunk 1's buffer");
         decode_expecting(&cache, (0, 4), &[3; 10], "the spare that fits");
         // A buffer far larger than a chunk is left for a chunk it suits.
-        cache.get_or_decode((0, 5), 1024, fill(5)).unwrap();
+        cache.get_or_decode((0, 5), 1024, 0, fill(5)).unwrap();
         cache.demote((0, 5));
         decode_expecting(&cache, (0, 6), &[0; 10], "fresh, not the 1 KiB buffer");
         decode_expecting(&cache, (0, 7), &[5; 1000], "");
@@ -446,14 +753,14 @@ mod tests {
     fn the_smallest_spare_that_suits_is_taken() {
         let cache = ChunkCache::new(1 << 20);
         for (i, len) in [(0, 200), (1, 100), (2, 60)] {
-            cache.get_or_decode((0, i), len, fill(i as u8)).unwrap();
+            cache.get_or_decode((0, i), len, 0, fill(i as u8)).unwrap();
         }
         for i in 0..3 {
             cache.demote((0, i));
         }
         // The read-through chunks are all too small for a long one: their
         // buffers (256, 128 and 64 bytes) become spares.
-        cache.get_or_decode((0, 3), 300, fill(3)).unwrap();
+        cache.get_or_decode((0, 3), 300, 0, fill(3)).unwrap();
         decode_expecting(&cache, (0, 4), &[2; 60], "chunk 2's 64 bytes");
     }
 
@@ -461,10 +768,10 @@ mod tests {
     fn a_read_through_buffer_is_reused_even_when_too_large_to_keep_spare() {
         let len = SPARE_BYTES + 1;
         let cache = ChunkCache::new(4 * len.next_power_of_two());
-        cache.get_or_decode((0, 0), len, fill(7)).unwrap();
+        cache.get_or_decode((0, 0), len, 0, fill(7)).unwrap();
         cache.demote((0, 0));
         cache
-            .get_or_decode((0, 1), len, |buffer| {
+            .get_or_decode((0, 1), len, 0, |buffer| {
                 assert!(buffer.iter().all(|&b| b == 7), "chunk 0's buffer");
                 Ok(())
             })
@@ -474,7 +781,7 @@ mod tests {
     #[test]
     fn oversized_chunks_are_served_but_not_kept() {
         let cache = ChunkCache::new(10);
-        let chunk = cache.get_or_decode((1, 0), 11, fill(7)).unwrap();
+        let chunk = cache.get_or_decode((1, 0), 11, 0, fill(7)).unwrap();
         assert_eq!(&chunk[..], &[7; 11]);
         assert_eq!(cache.held_bytes(), 0);
         assert!(!cache.contains((1, 0)));
@@ -484,11 +791,11 @@ mod tests {
     fn errors_reach_the_reader_and_are_not_kept() {
         let cache = ChunkCache::new(1000);
         let err = cache
-            .get_or_decode((0, 0), 100, |_| Err("bad".into()))
+            .get_or_decode((0, 0), 100, 0, |_| Err("bad".into()))
             .unwrap_err();
         assert_eq!(err, "bad");
         assert!(!cache.contains((0, 0)));
-        let ok = cache.get_or_decode((0, 0), 1, fill(1)).unwrap();
+        let ok = cache.get_or_decode((0, 0), 1, 0, fill(1)).unwrap();
         assert_eq!(&ok[..], &[1]);
     }
 
@@ -502,7 +809,7 @@ mod tests {
                 s.spawn(|| {
                     start.wait();
                     let chunk = cache
-                        .get_or_decode((9, 9), 1000, |buffer| {
+                        .get_or_decode((9, 9), 1000, 0, |buffer| {
                             decodes.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(50));
                             fill(5)(buffer)
@@ -519,12 +826,12 @@ mod tests {
     fn a_panicking_decode_releases_its_waiters() {
         let cache = ChunkCache::new(1 << 20);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            cache.get_or_decode((2, 2), 2, |_| panic!("decoder bug"))
+            cache.get_or_decode((2, 2), 2, 0, |_| panic!("decoder bug"))
         }));
         assert!(caught.is_err());
         assert!(!cache.contains((2, 2)), "the flight ended");
         let ok = cache
-            .get_or_decode((2, 2), 2, |buffer| {
+            .get_or_decode((2, 2), 2, 0, |buffer| {
                 buffer.copy_from_slice(&[1, 2]);
                 Ok(())
             })
