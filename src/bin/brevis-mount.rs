@@ -122,7 +122,22 @@ struct Cli {
     retries: usize,
 }
 
+/// glibc gives each thread that allocates an arena of its own and keeps
+/// what each one held at its most: with the decoding and request threads
+/// each taking chunk-sized buffers, that is several times what the chunk
+/// cache bounds. Two arenas keep the mount near its `--cache-size` (test
+/// `chunks_larger_than_the_cache_are_decoded_one_at_a_time`, docs/RELIABILITY.md).
+fn limit_malloc_arenas() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt takes two integers and only sets a tunable of the
+    // allocator; it is called before any thread is started.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let cli = Cli::parse();
     let level = ["warn", "info", "debug"][cli.verbose.min(2) as usize];
     let (archives, mountpoint) = match mount::check_paths(&cli.archives, &cli.mountpoint) {
