@@ -29,9 +29,10 @@ pub struct Bases {
     /// where, preferring one that holds it plainly (so that references do
     /// not chain).
     contents: HashMap<Content, Holder>,
-    /// The chunk lengths of `contents`' keys, which a tensor is cut into to
-    /// look it up.
-    steps: BTreeSet<u64>,
+    /// The chunk lengths of `contents`' keys per dtype and length, which a
+    /// tensor of that dtype and length is cut into to look it up (only
+    /// those: each length read means reading the tensor again).
+    steps: HashMap<(String, u64), BTreeSet<u64>>,
     /// What the archive being written references so far, kept within what
     /// a reader opens (see [`Admitted`]).
     admitted: Admitted,
@@ -79,7 +80,7 @@ impl Bases {
             archives: Vec::new(),
             tensors: HashMap::new(),
             contents: HashMap::new(),
-            steps: BTreeSet::new(),
+            steps: HashMap::new(),
             admitted: Admitted::default(),
         };
         let store = sources.store.iter().filter(|_| sources.dedup);
@@ -124,7 +125,8 @@ impl Bases {
         if holder.plain && !held.plain {
             *held = holder;
         }
-        self.steps.insert(step);
+        let kind = (t.dtype.clone(), t.end - t.start);
+        self.steps.entry(kind).or_default().insert(step);
     }
 
     /// How the archive being written names base `which`.
@@ -149,10 +151,11 @@ impl Bases {
                 return Ok(Some((*which, b.start)));
             }
         }
-        if self.contents.is_empty() || t.start == t.end {
+        let kind = (t.dtype.clone(), t.end - t.start);
+        let Some(steps) = self.steps.get(&kind).filter(|_| t.start < t.end) else {
             return Ok(None);
-        }
-        for &step in &self.steps {
+        };
+        for &step in steps {
             let key = (t.dtype.clone(), t.end - t.start, step, fingerprint(step)?);
             if let Some(&held) = self.contents.get(&key) {
                 let load = self.archives[held.which as usize].0.bases_load();
@@ -371,6 +374,50 @@ mod tests {
         // Chunks too short to cost anything still get one coding.
         assert_eq!(try_both(&[7, 7], &[0, 0]), (true, false));
         assert_eq!(try_both(&[0, 0], &[0, 0]), (true, false));
+    }
+
+    /// A tensor is read to be looked up by content only where the store
+    /// has one of its dtype and length: reading it once per chunk length
+    /// of every tensor in the store made `--dedup` cost a multiple of the
+    /// pack.
+    #[test]
+    fn only_tensors_of_a_stored_dtype_and_length_are_read_to_be_matched() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = r#"{"a":{"dtype":"F32","shape":[1024],"data_offsets":[0,4096]},"b":{"dtype":"F32","shape":[3],"data_offsets":[4096,4108]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend((0..4108u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8));
+        let (src, brv) = (dir.path().join("m.safetensors"), dir.path().join("m.brv"));
+        std::fs::write(&src, &bytes).unwrap();
+        pack_file(&src, &brv, &PackOptions::default(), &|_| {}).unwrap();
+        let sources = BaseSources {
+            store: vec![brv],
+            dedup: true,
+            ..BaseSources::default()
+        };
+        let mut bases = Bases::open(&sources, &dir.path().join("out.brv")).unwrap();
+        let tensor = |name: &str, dtype: &str, len: u64| TensorInfo {
+            name: name.into(),
+            dtype: dtype.into(),
+            shape: vec![len / 4],
+            start: 100,
+            end: 100 + len,
+        };
+        let reads = std::cell::Cell::new(0);
+        let count = |_| {
+            reads.set(reads.get() + 1);
+            Ok(0)
+        };
+        for t in [tensor("x", "F32", 8192), tensor("y", "I32", 4096)] {
+            assert_eq!(bases.offset_of(&t, count).unwrap(), None);
+        }
+        assert_eq!(
+            reads.get(),
+            0,
+            "no stored tensor has their dtype and length"
+        );
+        bases.offset_of(&tensor("z", "F32", 4096), count).unwrap();
+        assert_eq!(reads.get(), 1, "one chunk length to look it up with");
     }
 
     #[test]
