@@ -13,7 +13,7 @@ use super::{pack_file, unpack_file, PackOptions, PackSummary};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{Layout, TensorInfo};
 use crate::synth::strided_planes_cost;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 
 /// The base archives of a pack, opened, with the tensors of their sources.
@@ -23,24 +23,22 @@ pub struct Bases {
     /// Each tensor name of the archives matched by name, with the first
     /// archive (in the given order) that has it.
     tensors: HashMap<String, (u32, TensorInfo)>,
-    /// With deduplication, each tensor by its content: dtype, length, chunk
-    /// length and the fingerprint of its chunks' checksums (see
+    /// With deduplication, each tensor by its content: per dtype and length,
+    /// per chunk length the fingerprint of its chunks' checksums (see
     /// [`Archive::fingerprint`]), with the first archive that has it and
     /// where, preferring one that holds it plainly (so that references do
-    /// not chain).
-    contents: HashMap<Content, Holder>,
-    /// The chunk lengths of `contents`' keys per dtype and length, which a
-    /// tensor of that dtype and length is cut into to look it up (only
-    /// those: each length read means reading the tensor again).
-    steps: HashMap<(String, u64), BTreeSet<u64>>,
+    /// not chain). A tensor is looked up by reading it once per chunk length
+    /// stored for its dtype and length, and only those.
+    contents: HashMap<Kind, BTreeMap<u64, HashMap<u64, Holder>>>,
     /// What the archive being written references so far, kept within what
     /// a reader opens (see [`Admitted`]).
     admitted: Admitted,
 }
 
-/// What identifies a tensor's content (a hint: a match is coded as a
+/// A tensor's dtype and length in bytes. With its fingerprint at a chunk
+/// length, what identifies its content (a hint: a match is coded as a
 /// residual like any other, so a collision costs size, never correctness).
-type Content = (String, u64, u64, u64);
+type Kind = (String, u64);
 
 /// Which base holds a content, where in its source, and whether its chunks
 /// there are its own (not references to a base of its own).
@@ -80,7 +78,6 @@ impl Bases {
             archives: Vec::new(),
             tensors: HashMap::new(),
             contents: HashMap::new(),
-            steps: HashMap::new(),
             admitted: Admitted::default(),
         };
         let store = sources.store.iter().filter(|_| sources.dedup);
@@ -120,13 +117,12 @@ impl Bases {
             start: t.start,
             plain: archive.chunks()[chunks].iter().all(|c| c.base.is_none()),
         };
-        let key = (t.dtype.clone(), t.end - t.start, step, print);
-        let held = self.contents.entry(key).or_insert(holder);
+        let kind = (t.dtype.clone(), t.end - t.start);
+        let prints = self.contents.entry(kind).or_default().entry(step);
+        let held = prints.or_default().entry(print).or_insert(holder);
         if holder.plain && !held.plain {
             *held = holder;
         }
-        let kind = (t.dtype.clone(), t.end - t.start);
-        self.steps.entry(kind).or_default().insert(step);
     }
 
     /// How the archive being written names base `which`.
@@ -152,12 +148,11 @@ impl Bases {
             }
         }
         let kind = (t.dtype.clone(), t.end - t.start);
-        let Some(steps) = self.steps.get(&kind).filter(|_| t.start < t.end) else {
+        let Some(steps) = self.contents.get(&kind).filter(|_| t.start < t.end) else {
             return Ok(None);
         };
-        for &step in steps {
-            let key = (t.dtype.clone(), t.end - t.start, step, fingerprint(step)?);
-            if let Some(&held) = self.contents.get(&key) {
+        for (&step, prints) in steps {
+            if let Some(&held) = prints.get(&fingerprint(step)?) {
                 let load = self.archives[held.which as usize].0.bases_load();
                 if self.admitted.admit(held.which, load) {
                     return Ok(Some((held.which, held.start)));
