@@ -759,8 +759,15 @@ fn timed_read(path: &Path, offset: u64, len: usize) -> Duration {
     start.elapsed()
 }
 
-#[test]
-fn a_slow_archive_does_not_hold_up_reads_of_other_files() {
+/// While three readers keep a slow archive's chunks decoding, each with reads
+/// of `slow_len` bytes at `slow_at(k)` (k = 0, 1, ...), every chunk of another
+/// archive is read for the first time, `other_len` bytes every 64 KiB: the time
+/// one slow chunk takes, and the slowest of those reads.
+fn reads_beside_a_slow_archive(
+    slow_at: fn(u64) -> u64,
+    slow_len: usize,
+    other_len: usize,
+) -> (Duration, Duration) {
     let model = model();
     slow_archive(&model.archives.join("slow.brv"), 4);
     // Two threads take requests; slow chunks are too large to be cached.
@@ -769,30 +776,51 @@ fn a_slow_archive_does_not_hold_up_reads_of_other_files() {
     let one_slow = timed_read(&slow, 0, 4096);
     let busy = std::sync::atomic::AtomicBool::new(true);
     let worst = std::thread::scope(|scope| {
-        // Three readers keep the slow archive's chunks decoding.
         for t in 0..3u64 {
             let (slow, busy) = (&slow, &busy);
             scope.spawn(move || {
                 let mut k = t;
                 while busy.load(Ordering::Relaxed) {
-                    timed_read(slow, (k % 4) * (64 << 20) + k * 4096, 4096);
+                    timed_read(slow, slow_at(k), slow_len);
                     k += 3;
                 }
             });
         }
         std::thread::sleep(one_slow / 2);
-        // Meanwhile every chunk of another archive is read for the first time.
         let other = m.path("model.safetensors");
         let len = std::fs::metadata(&other).unwrap().len();
         let worst = (0..len)
             .step_by(64 << 10)
-            .map(|at| timed_read(&other, at, 4096))
+            .map(|at| timed_read(&other, at, other_len))
             .max()
             .unwrap();
         busy.store(false, Ordering::Relaxed);
         worst
     });
     eprintln!("a slow chunk: {one_slow:?}; slowest read of another file meanwhile: {worst:?}");
+    (one_slow, worst)
+}
+
+#[test]
+fn a_slow_archive_does_not_hold_up_reads_of_other_files() {
+    // Reads of one chunk, here and there in the slow archive.
+    let (one_slow, worst) =
+        reads_beside_a_slow_archive(|k| (k % 4) * (64 << 20) + k * 4096, 4096, 4096);
+    assert!(
+        worst * 4 < one_slow,
+        "another file waited {worst:?}; a slow chunk takes {one_slow:?}"
+    );
+}
+
+/// Reads that span several chunks, of the slow archive and of the other, go
+/// through the decoding pool too: the slow ones must not make the others
+/// wait for it.
+#[test]
+fn reads_of_several_chunks_are_not_held_up_by_a_slow_archive_s() {
+    // Each slow read spans two of its 64 MiB chunks; each read of the other
+    // archive spans two or three of its 64 KiB chunks.
+    let (one_slow, worst) =
+        reads_beside_a_slow_archive(|k| (k % 3 + 1) * (64 << 20) - 2048, 4096, 128 << 10);
     assert!(
         worst * 4 < one_slow,
         "another file waited {worst:?}; a slow chunk takes {one_slow:?}"

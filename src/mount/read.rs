@@ -10,7 +10,7 @@ use crate::archive::Archive;
 use rayon::prelude::*;
 use std::io::IoSlice;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A read that lands within this distance of where the handle's last read
@@ -75,16 +75,7 @@ impl ArchiveReader {
         }
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
         self.prefetch(cache, span.clone())?;
-        // One chunk (most reads) is decoded by the calling thread, not
-        // queued on the decoding pool behind other files' work.
-        let chunks: Vec<Chunk> = match span.len() {
-            1 => vec![load(cache, self.id, archive, span.start)?],
-            _ => span
-                .clone()
-                .into_par_iter()
-                .map(|i| load(cache, self.id, archive, i))
-                .collect::<Result<_, ()>>()?,
-        };
+        let chunks = self.load_span(cache, span.clone())?;
         // Chunks this read went to the end of are done with (the kernel keeps
         // the pages); the last one may be continued by the next read. They are
         // demoted before read-ahead is queued, so that its decodes take their
@@ -104,6 +95,31 @@ impl ArchiveReader {
             })
             .collect();
         Ok(ReadReply { pieces })
+    }
+
+    /// The chunks of `span`, in order. The calling thread takes each chunk
+    /// itself (from the cache, waiting for a decode of it already under way,
+    /// or decoding it), so a read never waits for the decoding pool to get to
+    /// it behind other files' work; the chunks after the first are also
+    /// offered to the pool, whose free threads decode them meanwhile.
+    fn load_span(&self, cache: &Arc<ChunkCache>, span: Range<usize>) -> Result<Vec<Chunk>, ()> {
+        let done = Arc::new(AtomicBool::new(false));
+        for i in span.clone().skip(1) {
+            let (cache, archive, id, done) =
+                (cache.clone(), self.archive.clone(), self.id, done.clone());
+            rayon::spawn(move || {
+                // Reached after the read took it: nothing left to help with.
+                if done.load(Ordering::Relaxed) {
+                    return;
+                }
+                decode_ahead(&cache, id, &archive, i);
+            });
+        }
+        let chunks = span
+            .map(|i| load(cache, self.id, &self.archive, i))
+            .collect();
+        done.store(true, Ordering::Relaxed);
+        chunks
     }
 
     /// Queues decoding of the chunks from `next` on, up to `distance` past
@@ -139,12 +155,7 @@ impl ArchiveReader {
             // Errors are left for the read that needs the chunk to report, and
             // so are chunks the cache has no room for now.
             let _ = archive.prefetch(first..last + 1);
-            wanted.into_par_iter().for_each(|i| {
-                let len = archive.chunks()[i].src_len as usize;
-                cache.decode_ahead((id, i), len, |buffer| {
-                    decode(&cache, &archive, i, 1, buffer)
-                });
-            });
+            (wanted.into_par_iter()).for_each(|i| decode_ahead(&cache, id, &archive, i));
         });
     }
 
@@ -168,6 +179,14 @@ impl ArchiveReader {
 /// Chunk `i` of an archive, from the cache or decoded and verified into it.
 fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chunk, ()> {
     cached(cache, id, archive, i, 0).map_err(|message| log::error!("{message}"))
+}
+
+/// Decodes chunk `i` of an archive into the cache ahead of the read that will
+/// want it, if the cache has room and no one has it (see
+/// [`ChunkCache::decode_ahead`]).
+fn decode_ahead(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) {
+    let len = archive.chunks()[i].src_len as usize;
+    cache.decode_ahead((id, i), len, |buffer| decode(cache, archive, i, 1, buffer));
 }
 
 /// Chunk `i` of `archive` under `id`, from the cache or decoded into it,
