@@ -6,11 +6,13 @@
 use crate::archive::{Archive, Combine};
 use crate::codec;
 use crate::dsl::{decode_program, describe, EncodedLit, Op, Program, Type};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::safetensors::TensorInfo;
 use crate::synth::Production;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
 
 /// One row of the report: a tensor, or the header and other non-tensor bytes.
 #[derive(Clone, Debug)]
@@ -34,46 +36,47 @@ pub struct Row {
     pub productions: BTreeMap<&'static str, usize>,
 }
 
+/// What is known of an archive before its rows, and the totals after them.
 pub struct Report {
-    pub rows: Vec<Row>,
     /// The archives this one references, as its index names them.
     pub bases: Vec<String>,
     pub source_len: u64,
     pub archive_len: u64,
+    /// How many program nodes each production made, over the whole archive
+    /// (complete once every row has been given out).
+    pub productions: BTreeMap<&'static str, usize>,
 }
 
-/// Builds the report; every record is parsed (not executed) and checked.
-pub fn inspect(archive: &Archive) -> Result<Report> {
+/// Reports on `archive`: gives `each` one row per tensor, in the order of
+/// their bytes, then the header, gaps and trailing bytes' row, and returns
+/// the totals. Every record is parsed (not executed) and checked. Rows go out
+/// as they are done, so a header of a million tensors is not held twice.
+pub fn inspect(archive: &Archive, mut each: impl FnMut(&Row) -> Result<()>) -> Result<Report> {
     let layout = (archive.source_layout())
         .map_err(|reason| Error::invalid(archive.path(), format!("archived header: {reason}")))?;
-    let mut rows: Vec<Row> = layout.tensors.iter().map(Row::of_tensor).collect();
+    let mut report = Report::of(archive);
     let mut other = Row::new("(header, gaps and trailing bytes)", "", vec![]);
-    // Tensors are sorted and disjoint; empty ones own no chunk.
-    let spans: Vec<(u64, u64, usize)> = (layout.tensors.iter().enumerate())
-        .filter(|(_, t)| t.start < t.end)
-        .map(|(k, t)| (t.start, t.end, k))
-        .collect();
-    for i in 0..archive.chunks().len() {
-        let start = archive.chunk_range(i).start;
-        let k = spans.partition_point(|s| s.1 <= start);
-        let row = match spans.get(k) {
-            Some(&(s, _, idx)) if s <= start => &mut rows[idx],
-            _ => &mut other,
-        };
-        row.add_chunk(archive, i)?;
+    // Tensors are sorted and disjoint, and no chunk straddles a tensor's
+    // bounds: the chunks before a tensor's start are the header's or gaps'.
+    let count = archive.chunks().len();
+    let mut i = 0;
+    for tensor in &layout.tensors {
+        let mut row = Row::of_tensor(tensor);
+        for (owner, stop) in [(&mut other, tensor.start), (&mut row, tensor.end)] {
+            while i < count && archive.chunk_range(i).start < stop {
+                owner.add_chunk(archive, i)?;
+                i += 1;
+            }
+        }
+        report.add(&row);
+        each(&row)?;
     }
-    rows.push(other);
-    Ok(Report {
-        rows,
-        bases: archive
-            .index()
-            .bases
-            .iter()
-            .map(|b| b.path.clone())
-            .collect(),
-        source_len: archive.len(),
-        archive_len: archive.archive_len(),
-    })
+    for i in i..count {
+        other.add_chunk(archive, i)?;
+    }
+    report.add(&other);
+    each(&other)?;
+    Ok(report)
 }
 
 impl Row {
@@ -164,25 +167,86 @@ fn literal_name(l: &EncodedLit) -> &'static str {
 }
 
 impl Report {
-    /// How many program nodes each production made, over the whole archive.
-    pub fn productions(&self) -> BTreeMap<&'static str, usize> {
-        let mut all = BTreeMap::new();
-        for row in &self.rows {
-            for (p, n) in &row.productions {
-                *all.entry(*p).or_default() += n;
-            }
+    fn of(archive: &Archive) -> Report {
+        let bases = archive.index().bases.iter();
+        Report {
+            bases: bases.map(|b| b.path.clone()).collect(),
+            source_len: archive.len(),
+            archive_len: archive.archive_len(),
+            productions: BTreeMap::new(),
         }
-        all
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({
-            "source_bytes": self.source_len,
-            "archive_bytes": self.archive_len,
-            "ratio": self.source_len as f64 / self.archive_len.max(1) as f64,
-            "bases": self.bases,
-            "productions": self.productions(),
-            "tensors": self.rows.iter().map(Row::to_json).collect::<Vec<_>>(),
-        })
+    fn add(&mut self, row: &Row) {
+        for (p, n) in &row.productions {
+            *self.productions.entry(*p).or_default() += n;
+        }
     }
+
+    pub fn ratio(&self) -> f64 {
+        self.source_len as f64 / self.archive_len.max(1) as f64
+    }
+}
+
+/// Where the report goes, as errors name it.
+const OUTPUT: &str = "standard output";
+
+/// Writes the report of `archive` as a table, a line per row as it is done.
+pub fn write_table(archive: &Archive, out: &mut impl Write) -> Result<()> {
+    let at = Path::new(OUTPUT);
+    for base in &archive.index().bases {
+        let base = &base.path;
+        writeln!(out, "base: {base} (chunks marked 'base ^' store their XOR with it, 'base +' their difference from its values)").at(at)?;
+    }
+    writeln!(
+        out,
+        "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7}  program / codecs",
+        "tensor", "dtype", "shape", "bytes in", "bytes out", "ratio"
+    )
+    .at(at)?;
+    let report = inspect(archive, |row| {
+        let codecs: Vec<String> = row.codecs.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+        writeln!(
+            out,
+            "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7.3}  {} [{}]",
+            row.name,
+            row.dtype,
+            format!("{:?}", row.shape),
+            row.bytes_in,
+            row.bytes_out,
+            row.ratio(),
+            row.program,
+            codecs.join(" ")
+        )
+        .at(at)
+    })?;
+    let productions: Vec<String> = (report.productions.iter())
+        .map(|(p, n)| format!("{p}:{n}"))
+        .collect();
+    writeln!(out, "productions: {}", productions.join(" ")).at(at)?;
+    let (source, archived) = (report.source_len, report.archive_len);
+    let ratio = report.ratio();
+    writeln!(out, "total: {source} -> {archived} bytes, ratio {ratio:.4}").at(at)
+}
+
+/// Writes the report of `archive` as one JSON object: its sizes and bases,
+/// `tensors` (the rows, one per line as each is done), then `productions`.
+pub fn write_json(archive: &Archive, out: &mut impl Write) -> Result<()> {
+    let at = Path::new(OUTPUT);
+    let head = Report::of(archive);
+    let fields = json!({
+        "source_bytes": head.source_len,
+        "archive_bytes": head.archive_len,
+        "ratio": head.ratio(),
+        "bases": head.bases,
+    });
+    // The object's fields but its closing brace, then the rows.
+    let fields = fields.to_string();
+    write!(out, "{},\"tensors\":[", &fields[..fields.len() - 1]).at(at)?;
+    let mut first = true;
+    let report = inspect(archive, |row| {
+        let comma = if std::mem::take(&mut first) { "" } else { "," };
+        write!(out, "{comma}\n{}", row.to_json()).at(at)
+    })?;
+    writeln!(out, "\n],\"productions\":{}}}", json!(report.productions)).at(at)
 }

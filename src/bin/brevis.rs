@@ -13,6 +13,7 @@ use brevis::units::parse_size;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -553,30 +554,35 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Inspect { archive, json } => {
             let found = tree::find(archive, "brv")?;
             let single = found.len() == 1 && found[0] == *archive;
-            let mut reports = Vec::new();
-            for path in &found {
-                let report = inspect::inspect(&Archive::open_unmapped(path)?)?;
-                if *json {
-                    reports.push(serde_json::json!({
-                        "path": path.display().to_string(),
-                        "report": report.to_json(),
-                    }));
-                } else {
-                    if !single {
-                        println!("== {}", path.display());
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let at = Path::new("standard output");
+            // Several archives: a list of {"path", "report"} objects in JSON,
+            // a heading line before each table otherwise.
+            if *json && !single {
+                write!(out, "[").at(at)?;
+            }
+            for (k, path) in found.iter().enumerate() {
+                let archive = Archive::open_unmapped(path)?;
+                let shown = serde_json::Value::from(path.display().to_string());
+                match (*json, single) {
+                    (true, true) => inspect::write_json(&archive, &mut out)?,
+                    (true, false) => {
+                        let comma = if k == 0 { "" } else { "," };
+                        write!(out, "{comma}{{\"path\":{shown},\"report\":").at(at)?;
+                        inspect::write_json(&archive, &mut out)?;
+                        write!(out, "}}").at(at)?;
                     }
-                    print_report(&report);
+                    (false, true) => inspect::write_table(&archive, &mut out)?,
+                    (false, false) => {
+                        writeln!(out, "== {}", path.display()).at(at)?;
+                        inspect::write_table(&archive, &mut out)?;
+                    }
                 }
             }
-            if *json {
-                let out = if single {
-                    reports.swap_remove(0)["report"].take()
-                } else {
-                    serde_json::Value::Array(reports)
-                };
-                println!("{out:#}");
+            if *json && !single {
+                writeln!(out, "]").at(at)?;
             }
-            Ok(())
+            out.flush().at(at)
         }
     }
 }
@@ -730,40 +736,4 @@ fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {
     .expect("valid template");
     bar.set_style(style);
     bar
-}
-
-fn print_report(report: &inspect::Report) {
-    for base in &report.bases {
-        println!("base: {base} (chunks marked 'base ^' store their XOR with it, 'base +' their difference from its values)");
-    }
-    println!(
-        "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7}  program / codecs",
-        "tensor", "dtype", "shape", "bytes in", "bytes out", "ratio"
-    );
-    for row in &report.rows {
-        let codecs: Vec<String> = row.codecs.iter().map(|(c, n)| format!("{c}:{n}")).collect();
-        println!(
-            "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7.3}  {} [{}]",
-            row.name,
-            row.dtype,
-            format!("{:?}", row.shape),
-            row.bytes_in,
-            row.bytes_out,
-            row.ratio(),
-            row.program,
-            codecs.join(" ")
-        );
-    }
-    let productions: Vec<String> = report
-        .productions()
-        .iter()
-        .map(|(p, n)| format!("{p}:{n}"))
-        .collect();
-    println!("productions: {}", productions.join(" "));
-    println!(
-        "total: {} -> {} bytes, ratio {:.4}",
-        report.source_len,
-        report.archive_len,
-        report.source_len as f64 / report.archive_len.max(1) as f64
-    );
 }
