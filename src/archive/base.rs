@@ -83,7 +83,9 @@ impl Bases {
         let store = sources.store.iter().filter(|_| sources.dedup);
         let named = sources.named.len();
         for (k, path) in sources.named.iter().chain(store).enumerate() {
-            let archive = Archive::open(path)?;
+            // Read with positional reads, not a map: a base truncated while
+            // the pack reads it is then an error naming it, not a SIGBUS.
+            let archive = Archive::open_unmapped(path)?;
             if rewritten.as_deref().is_some_and(|d| needs(&archive, d)) {
                 continue;
             }
@@ -413,6 +415,37 @@ mod tests {
         );
         bases.offset_of(&tensor("z", "F32", 4096), count).unwrap();
         assert_eq!(reads.get(), 1, "one chunk length to look it up with");
+    }
+
+    #[test]
+    fn a_base_truncated_while_packing_against_it_is_an_error_not_a_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = r#"{"a":{"dtype":"F32","shape":[65536],"data_offsets":[0,262144]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend((0..262144u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8));
+        let (src, brv) = (dir.path().join("m.safetensors"), dir.path().join("m.brv"));
+        std::fs::write(&src, &bytes).unwrap();
+        let options = PackOptions {
+            chunk_size: 4096,
+            ..PackOptions::default()
+        };
+        pack_file(&src, &brv, &options, &|_| {}).unwrap();
+        let sources = BaseSources {
+            named: vec![brv.clone()],
+            ..BaseSources::default()
+        };
+        let bases = Bases::open(&sources, &dir.path().join("out.brv")).unwrap();
+        // Truncated in place after it was opened: its records are gone.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&brv)
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+        let mut out = vec![0u8; 4096];
+        let err = bases.read(0, 200_000, &mut out).unwrap_err().to_string();
+        assert!(err.contains("m.brv"), "{err}");
     }
 
     #[test]
