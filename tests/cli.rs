@@ -6,6 +6,7 @@ mod common;
 
 use cli::*;
 use common::*;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -625,4 +626,61 @@ fn a_header_of_many_tensors_packs_in_bounded_memory() {
         let peak = peak_rss_kib(&[&["inspect", "-q", s(&dst)], json].concat());
         assert!(peak < 120 << 10, "inspect {json:?}: peak RSS {peak} KiB");
     }
+}
+
+/// A FIFO given as a prior, or as the original `verify --against` compares
+/// with, is refused at once instead of waiting for a writer; a prior file far
+/// larger than any prior is refused without being read whole. (A writer
+/// opens the FIFO after 10 s, so a build that waits on it fails here rather
+/// than hanging.)
+#[test]
+fn fifos_and_huge_files_as_prior_or_original_are_refused_without_blocking() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_temp(
+        dir.path(),
+        "m.safetensors",
+        &build(&every_dtype(), &Extras::default()),
+    );
+    let brv = dir.path().join("m.brv");
+    ok(&["pack", "-q", s(&src), s(&brv)]);
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let (watch, path) = (done.clone(), fifo.clone());
+    std::thread::spawn(move || {
+        for _ in 0..100 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if watch.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+        // Non-blocking: fails at once if no one is waiting to read.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path);
+    });
+    let out = dir.path().join("out.brv");
+    fails(
+        &["pack", "-q", "--prior", s(&fifo), s(&src), s(&out)],
+        "not a regular file",
+    );
+    fails(
+        &["verify", "-q", s(&brv), "--against", s(&fifo)],
+        "not a regular file",
+    );
+    done.store(true, Ordering::Relaxed);
+    let huge = dir.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    fails(
+        &["pack", "-q", "--prior", s(&huge), s(&src), s(&out)],
+        "larger than 16 MiB",
+    );
+    assert!(!out.exists());
 }

@@ -22,7 +22,7 @@ pub use format::{
 };
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use run_bases::RunBases;
-pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
+pub use source::{open_regular, ByteSource, FileSource, LocalFiles, SourceOpener};
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
     calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,

@@ -9,7 +9,7 @@
 use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Bytes of one archive, read by range.
@@ -73,10 +73,17 @@ impl SourceOpener for LocalFiles {
     }
 }
 
-/// Opens `path` if it is a regular file (symbolic links followed).
+/// Opens `path` if it is a regular file (symbolic links followed). The file
+/// is opened without blocking and then checked, so a FIFO (even one put in
+/// its place meanwhile) is refused instead of waiting for a writer.
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    if !std::fs::metadata(path)?.is_file() {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    // (O_NONBLOCK changes nothing for a regular file: its reads never block.)
+    if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
-    File::open(path)
+    Ok(file)
 }

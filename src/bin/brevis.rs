@@ -13,7 +13,7 @@ use brevis::units::parse_size;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -340,8 +340,16 @@ fn pack_with_store(
     )
 }
 
+/// A prior file is a few kilobytes of JSON; anything far larger is not one.
+const MAX_PRIOR_BYTES: u64 = 16 << 20;
+
 fn read_prior(path: &Path) -> Result<Prior> {
-    let text = std::fs::read_to_string(path).at(path)?;
+    let file = brevis::archive::open_regular(path).at(path)?;
+    let mut text = String::new();
+    (file.take(MAX_PRIOR_BYTES + 1).read_to_string(&mut text)).at(path)?;
+    if text.len() as u64 > MAX_PRIOR_BYTES {
+        return Err(Error::invalid(path, "not a prior file: larger than 16 MiB"));
+    }
     let json = serde_json::from_str(&text)
         .map_err(|e| Error::invalid(path, format!("not a prior file: {e}")))?;
     Prior::from_json(&json).map_err(|e| Error::invalid(path, format!("not a prior file: {e}")))
@@ -648,7 +656,6 @@ fn run_jobs(
         };
         // Written, not printed: with SIGPIPE ignored (a run that talks to a
         // store) a reader that has gone is an error to leave, not a panic.
-        use std::io::Write;
         let _ = writeln!(
             std::io::stdout(),
             "{} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
