@@ -188,8 +188,8 @@ impl Report {
     }
 }
 
-/// Where the report goes, as errors name it.
-const OUTPUT: &str = "standard output";
+/// Where a report goes, as errors name it.
+pub const OUTPUT: &str = "standard output";
 
 /// Writes the report of `archive` as a table, a line per row as it is done.
 pub fn write_table(archive: &Archive, out: &mut impl Write) -> Result<()> {

@@ -563,7 +563,7 @@ fn run(cli: &Cli) -> Result<()> {
             let found = tree::find(archive, "brv")?;
             let single = found.len() == 1 && found[0] == *archive;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let at = Path::new("standard output");
+            let at = Path::new(inspect::OUTPUT);
             // Several archives: a list of {"path", "report"} objects in JSON,
             // a heading line before each table otherwise.
             if *json && !single {
