@@ -684,3 +684,45 @@ fn fifos_and_huge_files_as_prior_or_original_are_refused_without_blocking() {
     );
     assert!(!out.exists());
 }
+
+/// Left to itself, pack gives a tensor of steady statistics chunks of 1 MiB
+/// (its code tables paid a quarter as often); `--chunk-size` is kept as given.
+#[test]
+fn chunks_widen_where_they_pay_unless_a_size_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    // BF16 words of a few exponents (weight-like), in 4 MiB.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let words: Vec<u8> = (0..2u64 << 20)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let exponent = [120u16, 121, 119, 122][(x >> 62) as usize];
+            ((x as u16 & 0x807f) | exponent << 7).to_le_bytes()
+        })
+        .collect();
+    let file = build(
+        &[tensor("w", "BF16", &[2 << 20], words)],
+        &Extras::default(),
+    );
+    let src = write_temp(dir.path(), "m.safetensors", &file);
+    let longest = |brv: &Path| {
+        let archive = brevis::Archive::open_unmapped(brv).unwrap();
+        archive.chunks().iter().map(|c| c.src_len).max().unwrap()
+    };
+    let (wide, fixed) = (dir.path().join("wide.brv"), dir.path().join("fixed.brv"));
+    ok(&["pack", "-q", s(&src), s(&wide)]);
+    ok(&["pack", "-q", "--chunk-size", "256K", s(&src), s(&fixed)]);
+    assert_eq!(longest(&wide), 1 << 20);
+    assert_eq!(longest(&fixed), 256 << 10);
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size(&wide) < size(&fixed),
+        "{} {}",
+        size(&wide),
+        size(&fixed)
+    );
+    for brv in [&wide, &fixed] {
+        ok(&["verify", "-q", s(brv), "--against", s(&src)]);
+    }
+}

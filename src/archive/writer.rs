@@ -13,7 +13,8 @@ use crate::atomic::{stamp, write_atomically};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout};
 use crate::synth::{
-    learn_prior, Hint, Prior, SynthOptions, Template, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK,
+    learn_prior, order0_bytes, plane_counts, Hint, Prior, SynthOptions, Template, DEFAULT_BUDGET,
+    DEFAULT_REFIT_SLACK,
 };
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -32,6 +33,9 @@ pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
 pub struct PackOptions {
     /// Source bytes per chunk (rounded down to whole elements).
     pub chunk_size: usize,
+    /// Let a tensor take chunks of twice or four times `chunk_size` where
+    /// its bytes' statistics say they code smaller (see [`tensor_chunk`]).
+    pub wider_chunks: bool,
     pub synth: SynthOptions,
     /// Learn a prior from a sample of the file before packing (unless the search
     /// is root-only or `synth.prior` was already given).
@@ -73,6 +77,7 @@ impl PackOptions {
         };
         PackOptions {
             chunk_size: DEFAULT_CHUNK_BYTES,
+            wider_chunks: true,
             synth: SynthOptions {
                 budget,
                 refit_slack,
@@ -187,12 +192,12 @@ struct Source<'a> {
 }
 
 impl<'a> Source<'a> {
-    fn open(path: &'a Path, chunk_size: usize, bases: Bases) -> Result<Self> {
+    fn open(path: &'a Path, chunk_size: usize, wider: bool, bases: Bases) -> Result<Self> {
         let file = File::open(path).at(path)?;
         let size = file.metadata().at(path)?.len();
         let chunk = chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64;
         let mut bases = bases;
-        let plan = plan(path, &file, size, chunk, &mut bases)?;
+        let plan = plan(path, &file, size, (chunk, wider), &mut bases)?;
         Ok(Source {
             path,
             file,
@@ -227,8 +232,16 @@ impl<'a> Source<'a> {
     }
 }
 
-/// Chunks covering `[0, size)`: header, tensors, and any gaps between them.
-fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &mut Bases) -> Result<Vec<Planned>> {
+/// Chunks covering `[0, size)`: header, tensors, and any gaps between them;
+/// with `wider`, a tensor without a base may take wider chunks (see
+/// [`tensor_chunk`]).
+fn plan(
+    src: &Path,
+    file: &File,
+    size: u64,
+    (chunk, wider): (u64, bool),
+    bases: &mut Bases,
+) -> Result<Vec<Planned>> {
     let layout = safetensors::parse(size, |n| {
         let mut buf = vec![0u8; n as usize];
         file.read_exact_at(&mut buf, 0).map(|_| buf)
@@ -256,11 +269,73 @@ fn plan(src: &Path, file: &File, size: u64, chunk: u64, bases: &mut Bases) -> Re
         let key = (&t.dtype, &t.shape, base.is_some());
         let class = *classes.entry(key).or_insert(next);
         let group = (Some(class), class == next, base);
-        push_region(&mut plan, (t.start, t.end), element, group, chunk);
+        let step = match base {
+            None if wider => {
+                let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
+                tensor_chunk(t.end - t.start, element, chunk, read)?
+            }
+            _ => chunk,
+        };
+        push_region(&mut plan, (t.start, t.end), element, group, step);
         at = at.max(t.end);
     }
     push_region(&mut plan, (at, size), bytes, none, chunk);
     Ok(plan)
+}
+
+/// How many times the chunk size a tensor's chunks may be.
+const WIDER_CHUNKS: [u64; 3] = [1, 2, 4];
+/// Chunks of the widest size a tensor's choice is estimated on (its first
+/// bytes).
+const WIDTH_SAMPLE_CHUNKS: u64 = 4;
+/// Estimated bytes of a literal's code table per symbol, and of its other
+/// fixed parts (rANS states, lengths), in [`tensor_chunk`]'s estimate: what
+/// byte planes' rANS tables take on the corpus.
+const TABLE_BYTES_PER_SYMBOL: usize = 1;
+const LITERAL_FIXED_BYTES: usize = 150;
+
+/// The chunk size of a tensor of `len` bytes of `element`s, read by `read`:
+/// of `chunk` and its multiples in [`WIDER_CHUNKS`], the one that codes its
+/// first bytes smallest by an estimate (each chunk's byte planes coded
+/// order-0, each with its table, or stored raw). Small chunks follow the
+/// statistics where they change along the tensor; wide ones pay for their
+/// tables fewer times. A tensor of a few chunks keeps `chunk`.
+fn tensor_chunk(
+    len: u64,
+    element: Element,
+    chunk: u64,
+    read: impl Fn(u64, &mut [u8]) -> Result<()>,
+) -> Result<u64> {
+    let e = element.layout.element_bytes() as u64;
+    let step = |m: u64| ((chunk * m).min(super::MAX_CHUNK_BYTES) / e).max(1) * e;
+    let widest = step(WIDER_CHUNKS[WIDER_CHUNKS.len() - 1]);
+    if len < 2 * widest {
+        return Ok(chunk);
+    }
+    let mut sample = vec![0u8; (WIDTH_SAMPLE_CHUNKS * widest).min(len) as usize];
+    read(0, &mut sample)?;
+    let cost = |step: u64| -> usize {
+        (sample.chunks(step as usize))
+            .map(|piece| estimated_planes_cost(piece, e as usize))
+            .sum()
+    };
+    let best = WIDER_CHUNKS
+        .iter()
+        .map(|&m| step(m))
+        .min_by_key(|&s| cost(s));
+    Ok(best.unwrap_or(chunk))
+}
+
+/// [`plane_counts`]'s planes of `bytes` each coded order-0 with a
+/// table, or raw where that is smaller: an estimate of a chunk's size.
+fn estimated_planes_cost(bytes: &[u8], stride: usize) -> usize {
+    let n = bytes.len() / stride;
+    let coded = |counts: &[u32; 256]| {
+        let symbols = counts.iter().filter(|&&c| c > 0).count();
+        let table = TABLE_BYTES_PER_SYMBOL * symbols + LITERAL_FIXED_BYTES;
+        (order0_bytes(std::slice::from_ref(counts), n) + table).min(n)
+    };
+    plane_counts(bytes, stride).iter().map(coded).sum()
 }
 
 /// Packs the safetensors file `src` into the archive `dst`, written under a
@@ -272,7 +347,7 @@ pub fn pack_file(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
     let bases = Bases::open(&opts.bases, dst)?;
-    let source = Source::open(src, opts.chunk_size, bases)?;
+    let source = Source::open(src, opts.chunk_size, opts.wider_chunks, bases)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
@@ -714,6 +789,67 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
-    let source = Source::open(src, chunk_size, Bases::open(&BaseSources::default(), src)?)?;
+    let bases = Bases::open(&BaseSources::default(), src)?;
+    let source = Source::open(src, chunk_size, false, bases)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` BF16 words whose exponent is drawn from `exponents` (a noisy
+    /// weight-like spread), the rest of the bits random.
+    fn bf16_words(n: usize, exponents: &[u16], seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        (0..n)
+            .flat_map(|_| {
+                let r = next();
+                // Later exponents of the list are rarer.
+                let k = (r as u32).leading_zeros() as usize % exponents.len();
+                let word = (r >> 32) as u16 & 0x807f | exponents[k] << 7;
+                word.to_le_bytes()
+            })
+            .collect()
+    }
+
+    fn chunk_of(bytes: &[u8]) -> u64 {
+        let read = |at: u64, out: &mut [u8]| {
+            out.copy_from_slice(&bytes[at as usize..][..out.len()]);
+            Ok(())
+        };
+        let element = Element::of_dtype("BF16");
+        tensor_chunk(bytes.len() as u64, element, 256 << 10, read).unwrap()
+    }
+
+    #[test]
+    fn tensors_of_steady_statistics_take_wider_chunks() {
+        let steady = bf16_words(4 << 20, &[120, 121, 119, 122, 118, 123], 7);
+        assert_eq!(chunk_of(&steady), 1 << 20);
+    }
+
+    #[test]
+    fn tensors_whose_statistics_change_keep_the_chunk_size() {
+        // Every 256 KiB, another range of exponents: wider chunks would code
+        // two ranges with one table.
+        let pieces: Vec<u8> = (0..16u16)
+            .flat_map(|k| {
+                let base = 100 + 12 * (k % 2);
+                bf16_words(128 << 10, &[base, base + 1, base + 2, base + 3], k as u64)
+            })
+            .collect();
+        assert_eq!(chunk_of(&pieces), 256 << 10);
+    }
+
+    #[test]
+    fn tensors_of_a_few_chunks_keep_the_chunk_size() {
+        let small = bf16_words(512 << 10, &[120, 121], 3);
+        assert_eq!(chunk_of(&small), 256 << 10);
+    }
 }

@@ -60,9 +60,11 @@ enum Command {
         #[command(flatten)]
         outputs: OutputArgs,
         /// Source bytes per independently decodable chunk, in bytes or with
-        /// a K, M or G suffix (64 B to 64M).
-        #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_CHUNK_BYTES, value_parser = parse_size)]
-        chunk_size: usize,
+        /// a K, M or G suffix (64 B to 64M). Left out: 256K, and 512K or 1M
+        /// for a tensor whose bytes' statistics say wider chunks code it
+        /// smaller (they pay for their code tables fewer times).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        chunk_size: Option<usize>,
         /// Code tensors against a base: an archive (e.g. the model a checkpoint
         /// was fine-tuned from), or for a directory SRC a directory of archives
         /// matched by relative path. Tensors of the same name, dtype and shape
@@ -211,9 +213,14 @@ struct SearchArgs {
 }
 
 impl SearchArgs {
-    fn options(&self, chunk_size: usize) -> Result<PackOptions> {
+    /// The pack options these arguments ask for, with chunks of
+    /// `chunk_size` if given (else the default size, wider where it pays).
+    fn options(&self, chunk_size: Option<usize>) -> Result<PackOptions> {
         let mut opts = PackOptions::at_level(self.level);
-        opts.chunk_size = chunk_size;
+        if let Some(size) = chunk_size {
+            opts.chunk_size = size;
+            opts.wider_chunks = false;
+        }
         let synth = &mut opts.synth;
         if let Some(budget) = self.budget {
             synth.budget = budget;
@@ -481,7 +488,7 @@ fn run(cli: &Cli) -> Result<()> {
             let started = Instant::now();
             let archive = Archive::open_unmapped(src)?;
             let bar = progress_bar(cli, archive.len());
-            let opts = search.options(DEFAULT_CHUNK_BYTES)?;
+            let opts = search.options(None)?;
             let summary = archive::detach(&archive, dst, &opts, &|done| bar.set_position(done));
             bar.finish_and_clear();
             let summary = summary?;

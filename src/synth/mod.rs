@@ -25,7 +25,7 @@ pub use matches::{match_program, match_streams, min_match};
 pub use palette::palette_streams;
 pub use prior::Prior;
 pub use production::Production;
-pub use refit::{byte_planes_cost, strided_planes_cost, Template};
+pub use refit::{byte_planes_cost, order0_bytes, plane_counts, strided_planes_cost, Template};
 pub use scaled::scaled_streams;
 pub use search::{Found, Limits, Order, Setup};
 

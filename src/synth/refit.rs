@@ -72,18 +72,24 @@ pub fn byte_planes_cost(words: &[u32], width: u32) -> usize {
 /// [`byte_planes_cost`] of elements of `stride` bytes, straight from their
 /// little-endian bytes (plane `k` holds byte `k` of every element).
 pub fn strided_planes_cost(bytes: &[u8], stride: usize) -> usize {
+    order0_bytes(&plane_counts(bytes, stride), bytes.len() / stride)
+}
+
+/// The byte counts of each plane of elements of `stride` bytes (plane `k`
+/// holds byte `k` of every element).
+pub fn plane_counts(bytes: &[u8], stride: usize) -> Vec<[u32; 256]> {
     let mut counts = vec![[0u32; 256]; stride];
     for element in bytes.chunks_exact(stride) {
         for (c, &b) in counts.iter_mut().zip(element) {
             c[b as usize] += 1;
         }
     }
-    order0_bytes(&counts, bytes.len() / stride)
+    counts
 }
 
 /// The order-0 code length, in bytes, of planes of `n` symbols each with
 /// these counts.
-fn order0_bytes(counts: &[[u32; 256]], n: usize) -> usize {
+pub fn order0_bytes(counts: &[[u32; 256]], n: usize) -> usize {
     let n = n as f64;
     let bits: f64 = (counts.iter().flatten())
         .filter(|&&c| c > 0)
