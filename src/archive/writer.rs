@@ -254,9 +254,20 @@ fn plan(
     let bytes = Element::BYTES;
     let none = (None, false, None);
     push_region(&mut plan, (0, layout.header_end), bytes, none, chunk);
+    // Each tensor's chunk size, estimated in parallel (a tensor with a base
+    // keeps `chunk`).
+    let steps: Vec<u64> = (layout.tensors.par_iter())
+        .map(|t| match wider {
+            true => {
+                let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
+                tensor_chunk(t.end - t.start, Element::of_dtype(&t.dtype), chunk, read)
+            }
+            false => Ok(chunk),
+        })
+        .collect::<Result<_>>()?;
     let mut at = layout.header_end;
     let mut classes = HashMap::new();
-    for t in &layout.tensors {
+    for (t, &wide) in layout.tensors.iter().zip(&steps) {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
         let element = Element::of_dtype(&t.dtype);
         let base = bases.offset_of(t, |step| {
@@ -269,13 +280,7 @@ fn plan(
         let key = (&t.dtype, &t.shape, base.is_some());
         let class = *classes.entry(key).or_insert(next);
         let group = (Some(class), class == next, base);
-        let step = match base {
-            None if wider => {
-                let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
-                tensor_chunk(t.end - t.start, element, chunk, read)?
-            }
-            _ => chunk,
-        };
+        let step = if base.is_none() { wide } else { chunk };
         push_region(&mut plan, (t.start, t.end), element, group, step);
         at = at.max(t.end);
     }
@@ -307,35 +312,46 @@ fn tensor_chunk(
     read: impl Fn(u64, &mut [u8]) -> Result<()>,
 ) -> Result<u64> {
     let e = element.layout.element_bytes() as u64;
-    let step = |m: u64| ((chunk * m).min(super::MAX_CHUNK_BYTES) / e).max(1) * e;
-    let widest = step(WIDER_CHUNKS[WIDER_CHUNKS.len() - 1]);
-    if len < 2 * widest {
+    let narrow = (chunk / e).max(1) * e;
+    let widest = narrow * WIDER_CHUNKS[WIDER_CHUNKS.len() - 1];
+    if len < 2 * widest || widest > super::MAX_CHUNK_BYTES {
         return Ok(chunk);
     }
     let mut sample = vec![0u8; (WIDTH_SAMPLE_CHUNKS * widest).min(len) as usize];
     read(0, &mut sample)?;
-    let cost = |step: u64| -> usize {
-        (sample.chunks(step as usize))
-            .map(|piece| estimated_planes_cost(piece, e as usize))
+    // Each narrow chunk's planes are counted once; a wider chunk's counts
+    // are the sum of its narrow ones'.
+    let stride = e as usize;
+    let pieces: Vec<(Vec<[u32; 256]>, usize)> = (sample.chunks(narrow as usize))
+        .map(|piece| (plane_counts(piece, stride), piece.len() / stride))
+        .collect();
+    let cost = |m: u64| -> usize {
+        (pieces.chunks(m as usize))
+            .map(|group| {
+                let mut counts = vec![[0u32; 256]; stride];
+                for (piece, _) in group {
+                    for (sum, plane) in counts.iter_mut().zip(piece) {
+                        sum.iter_mut().zip(plane).for_each(|(s, c)| *s += c);
+                    }
+                }
+                let n = group.iter().map(|(_, n)| n).sum();
+                counts
+                    .iter()
+                    .map(|plane| estimated_plane_cost(plane, n))
+                    .sum::<usize>()
+            })
             .sum()
     };
-    let best = WIDER_CHUNKS
-        .iter()
-        .map(|&m| step(m))
-        .min_by_key(|&s| cost(s));
-    Ok(best.unwrap_or(chunk))
+    let best = WIDER_CHUNKS.iter().min_by_key(|&&m| cost(m));
+    Ok(best.map_or(chunk, |m| narrow * m))
 }
 
-/// [`plane_counts`]'s planes of `bytes` each coded order-0 with a
-/// table, or raw where that is smaller: an estimate of a chunk's size.
-fn estimated_planes_cost(bytes: &[u8], stride: usize) -> usize {
-    let n = bytes.len() / stride;
-    let coded = |counts: &[u32; 256]| {
-        let symbols = counts.iter().filter(|&&c| c > 0).count();
-        let table = TABLE_BYTES_PER_SYMBOL * symbols + LITERAL_FIXED_BYTES;
-        (order0_bytes(std::slice::from_ref(counts), n) + table).min(n)
-    };
-    plane_counts(bytes, stride).iter().map(coded).sum()
+/// A byte plane of `n` bytes with these counts coded order-0 with a table,
+/// or raw where that is smaller: an estimate of its literal's size.
+fn estimated_plane_cost(counts: &[u32; 256], n: usize) -> usize {
+    let symbols = counts.iter().filter(|&&c| c > 0).count();
+    let table = TABLE_BYTES_PER_SYMBOL * symbols + LITERAL_FIXED_BYTES;
+    (order0_bytes(std::slice::from_ref(counts), n) + table).min(n)
 }
 
 /// Packs the safetensors file `src` into the archive `dst`, written under a
