@@ -73,10 +73,14 @@ impl SourceOpener for LocalFiles {
     }
 }
 
-/// Opens `path` if it is a regular file (symbolic links followed). The file
-/// is opened without blocking and then checked, so a FIFO (even one put in
-/// its place meanwhile) is refused instead of waiting for a writer.
+/// Opens `path` if it is a regular file (symbolic links followed). Anything
+/// else is refused without being opened (opening a device may act on it);
+/// the file is then opened without blocking and checked again, so a FIFO put
+/// in its place meanwhile is refused too instead of waiting for a writer.
 pub fn open_regular(path: &Path) -> io::Result<File> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)

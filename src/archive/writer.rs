@@ -33,8 +33,9 @@ pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
 pub struct PackOptions {
     /// Source bytes per chunk (rounded down to whole elements).
     pub chunk_size: usize,
-    /// Let a tensor take chunks of twice or four times `chunk_size` where
-    /// its bytes' statistics say they code smaller (see [`tensor_chunk`]).
+    /// Let a tensor take chunks of twice or four times `chunk_size` (up to
+    /// 1 MiB) where its bytes' statistics say they code smaller (see
+    /// [`tensor_chunk`]); false keeps every chunk at `chunk_size`.
     pub wider_chunks: bool,
     pub synth: SynthOptions,
     /// Learn a prior from a sample of the file before packing (unless the search
@@ -293,6 +294,9 @@ const WIDER_CHUNKS: [u64; 3] = [1, 2, 4];
 /// Chunks of the widest size a tensor's choice is estimated on (its first
 /// bytes).
 const WIDTH_SAMPLE_CHUNKS: u64 = 4;
+/// Chunks are not widened beyond this: wider ones pay for their tables in
+/// a smaller share of their bytes, and it bounds the sample (4 MiB a tensor).
+const WIDEST_CHUNK: u64 = 1 << 20;
 /// Estimated bytes of a literal's code table per symbol, and of its other
 /// fixed parts (rANS states, lengths), in [`tensor_chunk`]'s estimate: what
 /// byte planes' rANS tables take on the corpus.
@@ -314,7 +318,7 @@ fn tensor_chunk(
     let e = element.layout.element_bytes() as u64;
     let narrow = (chunk / e).max(1) * e;
     let widest = narrow * WIDER_CHUNKS[WIDER_CHUNKS.len() - 1];
-    if len < 2 * widest || widest > super::MAX_CHUNK_BYTES {
+    if len < 2 * widest || widest > WIDEST_CHUNK {
         return Ok(chunk);
     }
     let mut sample = vec![0u8; (WIDTH_SAMPLE_CHUNKS * widest).min(len) as usize];

@@ -186,7 +186,15 @@ fn load(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) -> Result<Chun
 /// [`ChunkCache::decode_ahead`]).
 fn decode_ahead(cache: &ChunkCache, id: u64, archive: &Archive, i: usize) {
     let len = archive.chunks()[i].src_len as usize;
-    cache.decode_ahead((id, i), len, |buffer| decode(cache, archive, i, 1, buffer));
+    // This runs as a job of the decoding pool, where a panic (a decoder bug)
+    // would abort the mount: it fails this chunk's decode instead, which the
+    // read that needs the chunk then retries and reports.
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.decode_ahead((id, i), len, |buffer| decode(cache, archive, i, 1, buffer))
+    }));
+    if decoded.is_err() {
+        log::error!("{}: decoding chunk {i} panicked", archive.path().display());
+    }
 }
 
 /// Chunk `i` of `archive` under `id`, from the cache or decoded into it,
