@@ -234,15 +234,14 @@ pub fn write_table(archive: &Archive, out: &mut impl Write) -> Result<()> {
 pub fn write_json(archive: &Archive, out: &mut impl Write) -> Result<()> {
     let at = Path::new(OUTPUT);
     let head = Report::of(archive);
-    let fields = json!({
-        "source_bytes": head.source_len,
-        "archive_bytes": head.archive_len,
-        "ratio": head.ratio(),
-        "bases": head.bases,
-    });
-    // The object's fields but its closing brace, then the rows.
-    let fields = fields.to_string();
-    write!(out, "{},\"tensors\":[", &fields[..fields.len() - 1]).at(at)?;
+    let (source, archived) = (head.source_len, head.archive_len);
+    let (ratio, bases) = (json!(head.ratio()), json!(head.bases));
+    write!(
+        out,
+        "{{\"source_bytes\":{source},\"archive_bytes\":{archived},"
+    )
+    .at(at)?;
+    write!(out, "\"ratio\":{ratio},\"bases\":{bases},\"tensors\":[").at(at)?;
     let mut first = true;
     let report = inspect(archive, |row| {
         let comma = if std::mem::take(&mut first) { "" } else { "," };

@@ -11,7 +11,7 @@ use super::encode::{encode_record_like, to_lanes, Encoded};
 use super::format::{checksum, encode_trailer, head, BaseSpan, ChunkEntry, Index, HEAD_MAGIC};
 use crate::atomic::{stamp, write_atomically};
 use crate::error::{Error, IoContext, Result};
-use crate::safetensors::{self, Element, Layout};
+use crate::safetensors::{self, Element, Layout, TensorInfo};
 use crate::synth::{
     learn_prior, order0_bytes, plane_counts, Hint, Prior, SynthOptions, Template, DEFAULT_BUDGET,
     DEFAULT_REFIT_SLACK,
@@ -255,33 +255,41 @@ fn plan(
     let bytes = Element::BYTES;
     let none = (None, false, None);
     push_region(&mut plan, (0, layout.header_end), bytes, none, chunk);
-    // Each tensor's chunk size, estimated in parallel (a tensor with a base
-    // keeps `chunk`).
-    let steps: Vec<u64> = (layout.tensors.par_iter())
-        .map(|t| match wider {
-            true => {
-                let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
-                tensor_chunk(t.end - t.start, Element::of_dtype(&t.dtype), chunk, read)
-            }
-            false => Ok(chunk),
+    // Each tensor's bytes, and where a base has them.
+    let read_of = |t: &TensorInfo| {
+        let start = t.start;
+        move |at: u64, out: &mut [u8]| file.read_exact_at(out, start + at).at(src)
+    };
+    let found: Vec<_> = (layout.tensors.iter())
+        .map(|t| {
+            bases.offset_of(t, |step| {
+                base::fingerprint(t.end - t.start, step, read_of(t))
+            })
+        })
+        .collect::<Result<_>>()?;
+    // The chunk size of each tensor without a base, estimated in parallel.
+    let steps: Vec<u64> = (layout.tensors.par_iter().zip(&found))
+        .map(|(t, base)| match (wider, base) {
+            (true, None) => tensor_chunk(
+                t.end - t.start,
+                Element::of_dtype(&t.dtype),
+                chunk,
+                read_of(t),
+            ),
+            _ => Ok(chunk),
         })
         .collect::<Result<_>>()?;
     let mut at = layout.header_end;
     let mut classes = HashMap::new();
-    for (t, &wide) in layout.tensors.iter().zip(&steps) {
+    for ((t, base), step) in layout.tensors.iter().zip(found).zip(steps) {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
-        let element = Element::of_dtype(&t.dtype);
-        let base = bases.offset_of(t, |step| {
-            let read = |at: u64, out: &mut [u8]| file.read_exact_at(out, t.start + at).at(src);
-            base::fingerprint(t.end - t.start, step, read)
-        })?;
         // Chunks coded against a base are a class apart: their residuals against
         // the base look nothing like the values.
         let next = classes.len();
         let key = (&t.dtype, &t.shape, base.is_some());
         let class = *classes.entry(key).or_insert(next);
         let group = (Some(class), class == next, base);
-        let step = if base.is_none() { wide } else { chunk };
+        let element = Element::of_dtype(&t.dtype);
         push_region(&mut plan, (t.start, t.end), element, group, step);
         at = at.max(t.end);
     }
