@@ -45,7 +45,7 @@ const _: () = assert!(LANES == 32 && STATE_LOW == 1 << 16);
 #[target_feature(enable = "avx2,popcnt")]
 pub(super) unsafe fn decode_avx2<T: Word, const G: usize>(
     groups: &mut Groups<G>,
-    table: &DecodeTable<T>,
+    table: &DecodeTable,
     data: &[u8],
     out: &mut [T],
 ) -> (usize, usize) {
@@ -58,7 +58,7 @@ pub(super) unsafe fn decode_avx2<T: Word, const G: usize>(
 #[target_feature(enable = "avx2,popcnt,avx512f")]
 pub(super) unsafe fn decode_avx512<T: Word, const G: usize>(
     groups: &mut Groups<G>,
-    table: &DecodeTable<T>,
+    table: &DecodeTable,
     data: &[u8],
     out: &mut [T],
 ) -> (usize, usize) {
@@ -66,13 +66,11 @@ pub(super) unsafe fn decode_avx512<T: Word, const G: usize>(
     unsafe { decode_table::<T, Zmm, G>(groups, table, data, out) }
 }
 
-/// Where a decoder's gathers read: the slots of a [`DecodeTable`] of
-/// `2^scale` entries, in the fused layout or in the split one (whose
-/// word table has the padding that 4-byte reads need).
+/// Where a decoder's gathers read: the `2^scale` slots of a
+/// [`DecodeTable`], 4-byte entries in the fused layout, 8-byte ones in the
+/// wide layout.
 struct Tables {
-    fused: *const i32,
-    packed: *const i32,
-    words: *const i32,
+    slots: *const u8,
     scale: u32,
 }
 
@@ -103,12 +101,12 @@ trait Block: Copy {
     /// that layout, and the states must be in `[2^16, 2^32)` (so no
     /// step overflows).
     #[inline(always)]
-    unsafe fn step<T: Word, const FUSED: bool>(&mut self, tables: &Tables) -> Self {
+    unsafe fn step<const FUSED: bool>(&mut self, tables: &Tables) -> Self {
         let mut words = *self;
         for (x, word) in self.vectors().iter_mut().zip(words.vectors()) {
             // SAFETY: the caller upholds this method's contract, which is
             // `step_vector`'s.
-            *word = unsafe { step_vector::<Self::Vector, T, FUSED>(x, tables) };
+            *word = unsafe { step_vector::<Self::Vector, FUSED>(x, tables) };
         }
         words
     }
@@ -134,7 +132,7 @@ trait Block: Copy {
 #[inline(always)]
 unsafe fn decode_table<T: Word, B: Block, const G: usize>(
     groups: &mut Groups<G>,
-    table: &DecodeTable<T>,
+    table: &DecodeTable,
     data: &[u8],
     out: &mut [T],
 ) -> (usize, usize) {
@@ -142,7 +140,7 @@ unsafe fn decode_table<T: Word, B: Block, const G: usize>(
     unsafe {
         match table.slots {
             Slots::Fused(_) => decode::<T, B, G, true>(groups, table, data, out),
-            Slots::Split { .. } => decode::<T, B, G, false>(groups, table, data, out),
+            Slots::Wide(_) => decode::<T, B, G, false>(groups, table, data, out),
         }
     }
 }
@@ -157,38 +155,25 @@ unsafe fn decode_table<T: Word, B: Block, const G: usize>(
 #[inline(always)]
 unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
     groups: &mut Groups<G>,
-    table: &DecodeTable<T>,
+    table: &DecodeTable,
     data: &[u8],
     out: &mut [T],
 ) -> (usize, usize) {
     let size = 1usize << table.scale;
-    let null = std::ptr::null();
-    // Gathers index the tables by `x & (size - 1)`, so they stay inside
-    // them (a word gather reads 4 bytes, which the padding covers).
-    let scale = table.scale;
+    // Gathers index the tables by `x & (size - 1)`, so they stay inside them.
     let tables = match &table.slots {
         Slots::Fused(fused) => {
             assert!(FUSED && fused.len() == size);
-            let fused = fused.as_ptr() as *const i32;
-            Tables {
-                fused,
-                packed: null,
-                words: null,
-                scale,
-            }
+            fused.as_ptr() as *const u8
         }
-        Slots::Split { packed, words } => {
-            assert!(!FUSED && packed.len() == size);
-            assert!((size - 1) * size_of::<T>() + 4 <= size_of_val(words.as_slice()));
-            let packed = packed.as_ptr() as *const i32;
-            let words = words.as_ptr() as *const i32;
-            Tables {
-                fused: null,
-                packed,
-                words,
-                scale,
-            }
+        Slots::Wide(wide) => {
+            assert!(!FUSED && wide.len() == size);
+            wide.as_ptr() as *const u8
         }
+    };
+    let tables = Tables {
+        slots: tables,
+        scale: table.scale,
     };
     // SAFETY: the caller has the CPU features `B` uses (this function's
     // contract), as every call on `B` below needs.
@@ -213,7 +198,7 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
         for (x, words) in x.iter_mut().zip(&mut words) {
             // SAFETY: the tables are as asserted above, and the states
             // are renormalised (the caller validated the initial ones).
-            *words = unsafe { x.step::<T, FUSED>(&tables) };
+            *words = unsafe { x.step::<FUSED>(&tables) };
         }
         for (words, block) in words.iter().zip(chunk.chunks_exact_mut(LANES)) {
             // SAFETY: `block` holds 32 words, and every word decoded
@@ -262,11 +247,17 @@ trait Vector: Copy {
     /// # Safety
     /// As for the trait.
     unsafe fn shr_by(self, count: __m128i) -> Self;
-    /// The 4 bytes at `base + SCALE * index` of each lane.
+    /// The 4 bytes at `base + 4 * index` of each lane.
     ///
     /// # Safety
     /// Every one of them must be readable.
-    unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self;
+    unsafe fn gather(base: *const i32, index: Self) -> Self;
+    /// The 8 bytes at `base + 8 * index` of each lane, as their low and
+    /// their high halves.
+    ///
+    /// # Safety
+    /// Every one of them must be readable.
+    unsafe fn gather_wide(base: *const i64, index: Self) -> (Self, Self);
 }
 
 /// Decodes one word per lane of `x` (see [`Block::step`]), leaving `x`
@@ -275,12 +266,12 @@ trait Vector: Copy {
 /// # Safety
 /// As for [`Block::step`], and the CPU must have `V`'s features.
 #[inline(always)]
-unsafe fn step_vector<V: Vector, T: Word, const FUSED: bool>(x: &mut V, t: &Tables) -> V {
+unsafe fn step_vector<V: Vector, const FUSED: bool>(x: &mut V, t: &Tables) -> V {
     // SAFETY: the caller has the CPU features and `t` points at valid tables (this function's contract).
     unsafe {
         let slot = x.and(V::splat((1 << t.scale) - 1));
         let (word, freq, offset) = if FUSED {
-            let entry = V::gather::<4>(t.fused, slot);
+            let entry = V::gather(t.slots as *const i32, slot);
             let low12 = V::splat(0xfff);
             (
                 entry.shr::<24>(),
@@ -288,15 +279,8 @@ unsafe fn step_vector<V: Vector, T: Word, const FUSED: bool>(x: &mut V, t: &Tabl
                 entry.and(low12),
             )
         } else {
-            let entry = V::gather::<4>(t.packed, slot);
-            let word = match size_of::<T>() {
-                1 => V::gather::<1>(t.words, slot),
-                2 => V::gather::<2>(t.words, slot),
-                _ => V::gather::<4>(t.words, slot),
-            };
-            let word_mask = V::splat((u32::MAX >> (32 - 8 * size_of::<T>())) as i32);
-            let offset = entry.and(V::splat(0xffff));
-            (word.and(word_mask), entry.shr::<16>(), offset)
+            let (entry, word) = V::gather_wide(t.slots as *const i64, slot);
+            (word, entry.shr::<16>(), entry.and(V::splat(0xffff)))
         };
         let quotient = x.shr_by(_mm_cvtsi32_si128(t.scale as i32));
         *x = freq.mullo(quotient).add(offset);
@@ -336,9 +320,26 @@ impl Vector for __m256i {
         unsafe { _mm256_srl_epi32(self, count) }
     }
     #[inline(always)]
-    unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self {
+    unsafe fn gather(base: *const i32, index: Self) -> Self {
         // SAFETY: the caller has the CPU features, and every lane's 4 bytes are readable (the method's contract).
-        unsafe { _mm256_i32gather_epi32::<SCALE>(base, index) }
+        unsafe { _mm256_i32gather_epi32::<4>(base, index) }
+    }
+    #[inline(always)]
+    unsafe fn gather_wide(base: *const i64, index: Self) -> (Self, Self) {
+        // SAFETY: the caller has the CPU features, and every lane's 8 bytes are readable (the method's contract).
+        unsafe {
+            let lanes = |half: __m128i| {
+                // Entries of 4 lanes, then their low halves before their high ones.
+                let entries = _mm256_i32gather_epi64::<8>(base, half);
+                _mm256_permutevar8x32_epi32(entries, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7))
+            };
+            let first = lanes(_mm256_castsi256_si128(index));
+            let second = lanes(_mm256_extracti128_si256::<1>(index));
+            (
+                _mm256_permute2x128_si256::<0x20>(first, second),
+                _mm256_permute2x128_si256::<0x31>(first, second),
+            )
+        }
     }
 }
 
@@ -378,9 +379,23 @@ impl Vector for __m512i {
         unsafe { _mm512_srl_epi32(self, count) }
     }
     #[inline(always)]
-    unsafe fn gather<const SCALE: i32>(base: *const i32, index: Self) -> Self {
+    unsafe fn gather(base: *const i32, index: Self) -> Self {
         // SAFETY: the caller has the CPU features, and every lane's 4 bytes are readable (the method's contract).
-        unsafe { _mm512_i32gather_epi32::<SCALE>(index, base) }
+        unsafe { _mm512_i32gather_epi32::<4>(index, base) }
+    }
+    #[inline(always)]
+    unsafe fn gather_wide(base: *const i64, index: Self) -> (Self, Self) {
+        // SAFETY: the caller has the CPU features, and every lane's 8 bytes are readable (the method's contract).
+        unsafe {
+            let first = _mm512_i32gather_epi64::<8>(_mm512_castsi512_si256(index), base);
+            let second = _mm512_i32gather_epi64::<8>(_mm512_extracti64x4_epi64::<1>(index), base);
+            let low = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            let high = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+            (
+                _mm512_permutex2var_epi32(first, low, second),
+                _mm512_permutex2var_epi32(first, high, second),
+            )
+        }
     }
 }
 
