@@ -11,9 +11,11 @@
 # For each pair: the original's size, its archive alone, its archive against the base,
 # their ratios, and the order-0 references of scripts/xor_entropy.py (byte planes of the
 # XOR with the base, and of the difference from the base's values); pack -j1 MB/s alone and against the base; unpack -j1 MB/s of the
-# archive against the base; and the cold read MB/s of the fine-tune through a fresh
-# brevis-mount of the store (page cache dropped; needs root and /dev/fuse). Speeds are
-# MB (1e6 bytes) of the original per second of wall time, medians of BENCH_RUNS runs.
+# archive against the base; and the read MB/s of the fine-tune through a fresh
+# brevis-mount of the store (needs root and /dev/fuse), as scripts/bench.sh reads:
+# cold = the store's archives in the page cache, disk = all caches dropped; 128 KiB
+# reads timed inside the reader (bench_read.py). Speeds are MB (1e6 bytes) of the
+# original per second of wall time, medians of BENCH_RUNS runs.
 #
 # Env: BENCH_RUNS=3, BENCH_VENV=target/bench-venv, BREVIS_CORPUS=~/.cache/brevis-corpus
 set -euo pipefail
@@ -50,6 +52,8 @@ fi
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # seconds CMD...: wall seconds of one run
 seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | "$py" -c "print(eval(input()))"; }
+# read_secs FILE: seconds to read FILE in 128 KiB reads, timed inside the reader
+read_secs() { "$py" "$scripts/bench_read.py" "$1" | cut -d' ' -f1; }
 mbps() { "$py" -c "print(f'{$1 / $2 / 1e6:.0f}')"; }
 ratio() { "$py" -c "print(f'{$1 / $2:.3f}')"; }
 size() { stat -c%s "$1"; }
@@ -59,8 +63,8 @@ rm -rf "$store" && mkdir -p "$store"
 cp "$base_f32" "$ft/base-f32.safetensors"
 mkdir -p "$ft/base-f32" && mv "$ft/base-f32.safetensors" "$ft/base-f32/model.safetensors"
 
-echo "| file | against | original | alone | against the base | ratio alone | ratio against the base | XOR order-0 | difference order-0 | pack -j1 MB/s alone | pack -j1 MB/s against the base | unpack -j1 MB/s | cold read through the mount MB/s |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| file | against | original | alone | against the base | ratio alone | ratio against the base | XOR order-0 | difference order-0 | pack -j1 MB/s alone | pack -j1 MB/s against the base | unpack -j1 MB/s | cold read through the mount MB/s | disk read through the mount MB/s |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100-f32" "step200-bf16 step100-bf16"; do
   set -- $pair
   src=$ft/$1/model.safetensors
@@ -68,7 +72,7 @@ for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100
   [[ -f $store/$2.brv ]] || "$brevis" pack -q "$base_src" "$store/$2.brv"
   alone=$work/$1.alone.brv
   delta=$store/$1-on-$2.brv
-  pa=() pb=() un=() rd=()
+  pa=() pb=() un=() cold=() disk=()
   for _ in $(seq "$runs"); do
     pa+=("$(seconds "$brevis" pack -q -j1 --force "$src" "$alone")")
     pb+=("$(seconds "$brevis" pack -q -j1 --force --base "$store/$2.brv" "$src" "$delta")")
@@ -77,16 +81,21 @@ for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100
   cmp "$work/out.safetensors" "$src" || { log "round trip differs: $1"; exit 1; }
   if [[ $(id -u) -eq 0 && -e /dev/fuse ]]; then
     mkdir -p "$work/mnt"
+    shown=$work/mnt/$1-on-$2.safetensors
     for _ in $(seq "$runs"); do
+      cat "$store"/*.brv >/dev/null
+      "$mount_bin" "$store" "$work/mnt"
+      cold+=("$(read_secs "$shown")")
+      umount "$work/mnt"
       "$mount_bin" "$store" "$work/mnt"
       sync && echo 3 >/proc/sys/vm/drop_caches
-      rd+=("$(seconds cat "$work/mnt/$1-on-$2.safetensors")")
-      cmp "$work/mnt/$1-on-$2.safetensors" "$src" || { umount "$work/mnt"; log "mount differs: $1"; exit 1; }
+      disk+=("$(read_secs "$shown")")
+      cmp "$shown" "$src" || { umount "$work/mnt"; log "mount differs: $1"; exit 1; }
       umount "$work/mnt"
     done
-    read_mbps=$(mbps "$(size "$src")" "$(printf '%s\n' "${rd[@]}" | median)")
+    read_mbps="$(mbps "$(size "$src")" "$(printf '%s\n' "${cold[@]}" | median)") | $(mbps "$(size "$src")" "$(printf '%s\n' "${disk[@]}" | median)")"
   else
-    read_mbps="(needs root and /dev/fuse)"
+    read_mbps="(needs root and /dev/fuse) | (needs root and /dev/fuse)"
   fi
   n=$(size "$src")
   xor0=$("$py" "$scripts/xor_entropy.py" "$src" "$base_src")

@@ -687,29 +687,37 @@ fn fifos_and_huge_files_as_prior_or_original_are_refused_without_blocking() {
 
 /// Left to itself, pack gives a tensor of steady statistics chunks of 1 MiB
 /// (its code tables paid a quarter as often); `--chunk-size` is kept as given.
-#[test]
-fn chunks_widen_where_they_pay_unless_a_size_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    // BF16 words of a few exponents (weight-like), in 4 MiB.
+/// A model of one BF16 tensor of 2^21 weight-like words (a few exponents),
+/// 4 MiB, with every `nudge`-th word's low bit flipped.
+fn weight_like_bf16(nudge: usize) -> Vec<u8> {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let words: Vec<u8> = (0..2u64 << 20)
-        .flat_map(|_| {
+    let words: Vec<u8> = (0..2usize << 20)
+        .flat_map(|i| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             let exponent = [120u16, 121, 119, 122][(x >> 62) as usize];
-            ((x as u16 & 0x807f) | exponent << 7).to_le_bytes()
+            let word = (x as u16 & 0x807f) | exponent << 7;
+            (word ^ i.is_multiple_of(nudge) as u16).to_le_bytes()
         })
         .collect();
-    let file = build(
+    build(
         &[tensor("w", "BF16", &[2 << 20], words)],
         &Extras::default(),
-    );
-    let src = write_temp(dir.path(), "m.safetensors", &file);
-    let longest = |brv: &Path| {
-        let archive = brevis::Archive::open_unmapped(brv).unwrap();
-        archive.chunks().iter().map(|c| c.src_len).max().unwrap()
-    };
+    )
+}
+
+/// The longest chunk of an archive.
+fn longest_chunk(brv: &Path) -> u64 {
+    let archive = brevis::Archive::open_unmapped(brv).unwrap();
+    archive.chunks().iter().map(|c| c.src_len).max().unwrap()
+}
+
+#[test]
+fn chunks_widen_where_they_pay_unless_a_size_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_temp(dir.path(), "m.safetensors", &weight_like_bf16(usize::MAX));
+    let longest = longest_chunk;
     let (wide, fixed) = (dir.path().join("wide.brv"), dir.path().join("fixed.brv"));
     ok(&["pack", "-q", s(&src), s(&wide)]);
     ok(&["pack", "-q", "--chunk-size", "256K", s(&src), s(&fixed)]);
@@ -724,5 +732,33 @@ fn chunks_widen_where_they_pay_unless_a_size_is_given() {
     );
     for brv in [&wide, &fixed] {
         ok(&["verify", "-q", s(brv), "--against", s(&src)]);
+    }
+}
+
+/// A tensor coded against a base takes the base's chunk length, so that
+/// each of its chunks needs one base chunk decoded; a size given with
+/// `--chunk-size` is kept.
+#[test]
+fn chunks_against_a_base_take_its_chunk_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let base_src = write_temp(
+        dir.path(),
+        "base.safetensors",
+        &weight_like_bf16(usize::MAX),
+    );
+    let tuned = write_temp(dir.path(), "tuned.safetensors", &weight_like_bf16(7));
+    let base = dir.path().join("base.brv");
+    ok(&["pack", "-q", s(&base_src), s(&base)]);
+    assert_eq!(longest_chunk(&base), 1 << 20);
+    let (aligned, fixed) = (dir.path().join("aligned.brv"), dir.path().join("fixed.brv"));
+    ok(&["pack", "-q", "--base", s(&base), s(&tuned), s(&aligned)]);
+    let given = ["--chunk-size", "256K", "--base", s(&base)];
+    ok(&[&["pack", "-q"], &given[..], &[s(&tuned), s(&fixed)]].concat());
+    assert_eq!(longest_chunk(&aligned), 1 << 20);
+    assert_eq!(longest_chunk(&fixed), 256 << 10);
+    for brv in [&aligned, &fixed] {
+        let archive = brevis::Archive::open_unmapped(brv).unwrap();
+        assert!(archive.chunks().iter().any(|c| c.base.is_some()));
+        ok(&["verify", "-q", s(brv), "--against", s(&tuned)]);
     }
 }

@@ -164,6 +164,16 @@ impl Bases {
         Ok(None)
     }
 
+    /// The length of base `which`'s chunk that starts at `offset`, if one
+    /// does: chunks coded against it that take the same length each need one
+    /// base chunk decoded, where narrower ones would share a wider base chunk
+    /// and decode it again whenever a reader's cache let it go between them.
+    pub fn chunk_at(&self, which: u32, offset: u64) -> Option<u64> {
+        let archive = &self.archives[which as usize].0;
+        let range = archive.chunk_range(archive.chunk_at(offset));
+        (range.start == offset).then(|| range.end - range.start)
+    }
+
     /// Base `which`'s source bytes from `offset`, each chunk checked.
     pub fn read(&self, which: u32, offset: u64, out: &mut [u8]) -> Result<()> {
         let archive = &self.archives[which as usize].0;

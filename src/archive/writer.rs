@@ -235,7 +235,7 @@ impl<'a> Source<'a> {
 
 /// Chunks covering `[0, size)`: header, tensors, and any gaps between them;
 /// with `wider`, a tensor without a base may take wider chunks (see
-/// [`tensor_chunk`]).
+/// [`tensor_chunk`]), and one with a base takes its base's chunk length.
 fn plan(
     src: &Path,
     file: &File,
@@ -276,7 +276,8 @@ fn plan(
                 chunk,
                 read_of(t),
             ),
-            _ => Ok(chunk),
+            (true, Some((which, at))) => Ok(bases.chunk_at(*which, *at).unwrap_or(chunk)),
+            (false, _) => Ok(chunk),
         })
         .collect::<Result<_>>()?;
     let mut at = layout.header_end;
