@@ -161,7 +161,7 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
 ) -> (usize, usize) {
     let size = 1usize << table.scale;
     // Gathers index the tables by `x & (size - 1)`, so they stay inside them.
-    let tables = match &table.slots {
+    let slots = match &table.slots {
         Slots::Fused(fused) => {
             assert!(FUSED && fused.len() == size);
             fused.as_ptr() as *const u8
@@ -172,7 +172,7 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
         }
     };
     let tables = Tables {
-        slots: tables,
+        slots,
         scale: table.scale,
     };
     // SAFETY: the caller has the CPU features `B` uses (this function's
