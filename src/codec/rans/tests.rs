@@ -271,6 +271,16 @@ fn decode_with(buf: &[u8], width: u32, n: usize, limit: Simd) -> Result<Vec<u32>
     result.map(|(out, _)| out).map_err(|e| e.reason)
 }
 
+/// The scale, log2 of the group count and decoding table of the encoded
+/// rANS stream of bytes `buf`, and a reader at its states.
+fn byte_stream_head(buf: &[u8]) -> (u32, u8, DecodeTable, Reader<'_>) {
+    let (scale, groups_log2) = head_fields(buf[1]);
+    let mut r = Reader::new(&buf[2..]);
+    let set = symbols::read(&mut r, 8, Values::Varints, 1 << scale).expect("symbols");
+    let table = DecodeTable::new(&set, scale).expect("table");
+    (scale, groups_log2, table, r)
+}
+
 /// A long byte stream with many rare words takes scale 14 (scale 12
 /// would cost the common words too much), and its table the fused
 /// layout while no frequency reaches 2^12; every decoder agrees on it.
@@ -285,11 +295,8 @@ fn fused_tables_above_scale_12_decode_alike() {
     }
     let mut buf = Vec::new();
     assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-    let (scale, _) = head_fields(buf[1]);
+    let (scale, _, table, _) = byte_stream_head(&buf);
     assert_eq!(scale, 14);
-    let mut r = Reader::new(&buf[2..]);
-    let set = symbols::read(&mut r, 8, Values::Varints, 1 << scale).expect("symbols");
-    let table = DecodeTable::new(&set, scale).expect("table");
     assert!(matches!(table.slots, Slots::Fused(_)));
     for level in simd_levels() {
         assert_eq!(decode_with(&buf, 8, words.len(), level), Ok(words.clone()));
@@ -308,11 +315,8 @@ fn simd_decodes_every_whole_round() {
         .collect();
     let mut buf = Vec::new();
     assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-    let (scale, groups_log2) = head_fields(buf[1]);
+    let (_, groups_log2, table, mut r) = byte_stream_head(&buf);
     assert_eq!(groups_log2, 0);
-    let mut r = Reader::new(&buf[2..]);
-    let set = symbols::read(&mut r, 8, Values::Varints, 1 << scale).expect("symbols");
-    let table = DecodeTable::new(&set, scale).expect("table");
     let mut groups = [[0; LANES]; 1];
     for state in groups.as_flattened_mut() {
         *state = u32::from_le_bytes(r.bytes(4).expect("state").try_into().expect("4 bytes"));
