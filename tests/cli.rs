@@ -685,13 +685,11 @@ fn fifos_and_huge_files_as_prior_or_original_are_refused_without_blocking() {
     assert!(!out.exists());
 }
 
-/// Left to itself, pack gives a tensor of steady statistics chunks of 1 MiB
-/// (its code tables paid a quarter as often); `--chunk-size` is kept as given.
-/// A model of one BF16 tensor of 2^21 weight-like words (a few exponents),
-/// 4 MiB, with every `nudge`-th word's low bit flipped.
+/// 2^21 weight-like BF16 words (a few exponents), 4 MiB, with every
+/// `nudge`-th word's low bit flipped.
 fn weight_like_bf16(nudge: usize) -> Vec<u8> {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let words: Vec<u8> = (0..2usize << 20)
+    (0..2usize << 20)
         .flat_map(|i| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -700,11 +698,7 @@ fn weight_like_bf16(nudge: usize) -> Vec<u8> {
             let word = (x as u16 & 0x807f) | exponent << 7;
             (word ^ i.is_multiple_of(nudge) as u16).to_le_bytes()
         })
-        .collect();
-    build(
-        &[tensor("w", "BF16", &[2 << 20], words)],
-        &Extras::default(),
-    )
+        .collect()
 }
 
 /// The longest chunk of an archive.
@@ -713,10 +707,17 @@ fn longest_chunk(brv: &Path) -> u64 {
     archive.chunks().iter().map(|c| c.src_len).max().unwrap()
 }
 
+/// Left to itself, pack gives a tensor of steady statistics chunks of 1 MiB
+/// (its code tables paid a quarter as often); `--chunk-size` is kept as given.
 #[test]
 fn chunks_widen_where_they_pay_unless_a_size_is_given() {
     let dir = tempfile::tempdir().unwrap();
-    let src = write_temp(dir.path(), "m.safetensors", &weight_like_bf16(usize::MAX));
+    let weights = tensor("w", "BF16", &[2 << 20], weight_like_bf16(usize::MAX));
+    let src = write_temp(
+        dir.path(),
+        "m.safetensors",
+        &build(&[weights], &Extras::default()),
+    );
     let longest = longest_chunk;
     let (wide, fixed) = (dir.path().join("wide.brv"), dir.path().join("fixed.brv"));
     ok(&["pack", "-q", s(&src), s(&wide)]);
@@ -735,30 +736,44 @@ fn chunks_widen_where_they_pay_unless_a_size_is_given() {
     }
 }
 
-/// A tensor coded against a base takes the base's chunk length, so that
-/// each of its chunks needs one base chunk decoded; a size given with
-/// `--chunk-size` is kept.
+/// A tensor coded against a base takes whole chunks of the base's, so that
+/// a reader decodes each base chunk once: the base's chunk length, or as
+/// many of the base's shorter chunks as fit the default chunk size; a size
+/// given with `--chunk-size` is kept. (The empty tensor last in both files
+/// is matched too, and has no base chunk.)
 #[test]
-fn chunks_against_a_base_take_its_chunk_length() {
+fn chunks_against_a_base_take_whole_chunks_of_its() {
     let dir = tempfile::tempdir().unwrap();
-    let base_src = write_temp(
-        dir.path(),
-        "base.safetensors",
-        &weight_like_bf16(usize::MAX),
-    );
-    let tuned = write_temp(dir.path(), "tuned.safetensors", &weight_like_bf16(7));
-    let base = dir.path().join("base.brv");
-    ok(&["pack", "-q", s(&base_src), s(&base)]);
-    assert_eq!(longest_chunk(&base), 1 << 20);
-    let (aligned, fixed) = (dir.path().join("aligned.brv"), dir.path().join("fixed.brv"));
-    ok(&["pack", "-q", "--base", s(&base), s(&tuned), s(&aligned)]);
-    let given = ["--chunk-size", "256K", "--base", s(&base)];
-    ok(&[&["pack", "-q"], &given[..], &[s(&tuned), s(&fixed)]].concat());
-    assert_eq!(longest_chunk(&aligned), 1 << 20);
-    assert_eq!(longest_chunk(&fixed), 256 << 10);
-    for brv in [&aligned, &fixed] {
-        let archive = brevis::Archive::open_unmapped(brv).unwrap();
+    let model = |nudge| {
+        let weights = tensor("w", "BF16", &[2 << 20], weight_like_bf16(nudge));
+        let empty = tensor("z", "BF16", &[0], Vec::new());
+        build(&[weights, empty], &Extras::default())
+    };
+    let base_src = write_temp(dir.path(), "base.safetensors", &model(usize::MAX));
+    let tuned = write_temp(dir.path(), "tuned.safetensors", &model(7));
+    // The base's chunk size as given (none: the default, which widens to
+    // 1 MiB here), that given to the tuned file, and the tuned file's chunks.
+    let cases = [
+        (None, None, 1 << 20),
+        (Some("512K"), None, 512 << 10),
+        (Some("64K"), None, 256 << 10),
+        (None, Some("256K"), 256 << 10),
+    ];
+    for (i, (base_size, size, expected)) in cases.into_iter().enumerate() {
+        let base = dir.path().join(format!("base{i}.brv"));
+        let out = dir.path().join(format!("tuned{i}.brv"));
+        let sized = |size: Option<&'static str>| size.map_or(vec![], |s| vec!["--chunk-size", s]);
+        ok(&[
+            &["pack", "-q"],
+            &sized(base_size)[..],
+            &[s(&base_src), s(&base)],
+        ]
+        .concat());
+        let against = ["--base", s(&base), s(&tuned), s(&out)];
+        ok(&[&["pack", "-q"], &sized(size)[..], &against[..]].concat());
+        assert_eq!(longest_chunk(&out), expected, "case {i}");
+        let archive = brevis::Archive::open_unmapped(&out).unwrap();
         assert!(archive.chunks().iter().any(|c| c.base.is_some()));
-        ok(&["verify", "-q", s(brv), "--against", s(&tuned)]);
+        ok(&["verify", "-q", s(&out), "--against", s(&tuned)]);
     }
 }

@@ -165,11 +165,12 @@ impl Bases {
     }
 
     /// The length of base `which`'s chunk that starts at `offset`, if one
-    /// does: chunks coded against it that take the same length each need one
-    /// base chunk decoded, where narrower ones would share a wider base chunk
-    /// and decode it again whenever a reader's cache let it go between them.
+    /// does (an empty tensor at the end of the base has none).
     pub fn chunk_at(&self, which: u32, offset: u64) -> Option<u64> {
         let archive = &self.archives[which as usize].0;
+        if offset >= archive.len() {
+            return None;
+        }
         let range = archive.chunk_range(archive.chunk_at(offset));
         (range.start == offset).then(|| range.end - range.start)
     }

@@ -35,7 +35,9 @@ pub struct PackOptions {
     pub chunk_size: usize,
     /// Let a tensor take chunks of twice or four times `chunk_size` (up to
     /// 1 MiB) where its bytes' statistics say they code smaller (see
-    /// [`tensor_chunk`]); false keeps every chunk at `chunk_size`.
+    /// [`tensor_chunk`]), and a tensor coded against a base whole chunks of
+    /// the base's (see [`against_base`]); false keeps every chunk at
+    /// `chunk_size`.
     pub wider_chunks: bool,
     pub synth: SynthOptions,
     /// Learn a prior from a sample of the file before packing (unless the search
@@ -235,7 +237,8 @@ impl<'a> Source<'a> {
 
 /// Chunks covering `[0, size)`: header, tensors, and any gaps between them;
 /// with `wider`, a tensor without a base may take wider chunks (see
-/// [`tensor_chunk`]), and one with a base takes its base's chunk length.
+/// [`tensor_chunk`]), and one with a base its base's chunks (see
+/// [`against_base`]).
 fn plan(
     src: &Path,
     file: &File,
@@ -276,7 +279,9 @@ fn plan(
                 chunk,
                 read_of(t),
             ),
-            (true, Some((which, at))) => Ok(bases.chunk_at(*which, *at).unwrap_or(chunk)),
+            (true, Some((which, at))) => Ok(bases
+                .chunk_at(*which, *at)
+                .map_or(chunk, |step| against_base(step, chunk))),
             (false, _) => Ok(chunk),
         })
         .collect::<Result<_>>()?;
@@ -296,6 +301,20 @@ fn plan(
     }
     push_region(&mut plan, (at, size), bytes, none, chunk);
     Ok(plan)
+}
+
+/// The chunk length of a tensor coded against a base whose chunks there
+/// are `base_step` long: the base's, or where the base's chunks are shorter
+/// than `chunk`, as many of them as fit it. Either way each chunk covers
+/// whole base chunks, so a reader decodes each base chunk once; a chunk
+/// inside a wider base chunk would make it decode that one again whenever
+/// its cache let it go between them.
+fn against_base(base_step: u64, chunk: u64) -> u64 {
+    if base_step >= chunk {
+        base_step
+    } else {
+        chunk / base_step * base_step
+    }
 }
 
 /// How many times the chunk size a tensor's chunks may be.

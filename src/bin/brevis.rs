@@ -62,7 +62,8 @@ enum Command {
         /// Source bytes per independently decodable chunk, in bytes or with
         /// a K, M or G suffix (64 B to 64M). Left out: 256K, and 512K or 1M
         /// for a tensor whose bytes' statistics say wider chunks code it
-        /// smaller (they pay for their code tables fewer times).
+        /// smaller (they pay for their code tables fewer times); a tensor
+        /// coded against a base takes whole chunks of the base's.
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         chunk_size: Option<usize>,
         /// Code tensors against a base: an archive (e.g. the model a checkpoint
@@ -214,7 +215,8 @@ struct SearchArgs {
 
 impl SearchArgs {
     /// The pack options these arguments ask for, with chunks of
-    /// `chunk_size` if given (else the default size, wider where it pays).
+    /// `chunk_size` if given (else the default size, wider where it pays,
+    /// and following a base's).
     fn options(&self, chunk_size: Option<usize>) -> Result<PackOptions> {
         let mut opts = PackOptions::at_level(self.level);
         if let Some(size) = chunk_size {

@@ -269,8 +269,9 @@ pub(super) fn decode_bulk_simd<T: Word, const G: usize>(
     // decoder. The rounds left decode from a copy of the rest padded with
     // zeros, which is what the portable decoder reads past the end, so a
     // corrupt stream decodes to the same words and the same count. (A rest
-    // of a round or more means there is no SIMD decoder.)
-    let rest = &data[2 * pos..];
+    // of a round or more means there is no SIMD decoder; an odd last byte is
+    // no word to the portable decoder, so it is left out.)
+    let rest = &data[2 * pos..data.len() & !1];
     if out.len() - done < G * LANES || rest.len() >= 2 * G * LANES {
         return (done, pos);
     }

@@ -226,7 +226,7 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
 ///
 /// # Safety
 /// Every method needs the CPU features of the implementing type (AVX2 for
-/// `__m256i`, AVX-512F for `__m512i`); `gather` also needs its reads to be
+/// `__m256i`, AVX-512F for `__m512i`); `gather` and `gather_wide` also need their reads to be
 /// in bounds.
 trait Vector: Copy {
     /// # Safety

@@ -272,11 +272,11 @@ fn decode_with(buf: &[u8], width: u32, n: usize, limit: Simd) -> Result<Vec<u32>
 }
 
 /// The scale, log2 of the group count and decoding table of the encoded
-/// rANS stream of bytes `buf`, and a reader at its states.
-fn byte_stream_head(buf: &[u8]) -> (u32, u8, DecodeTable, Reader<'_>) {
+/// rANS stream `buf` of `width`-bit words, and a reader at its states.
+fn stream_head(buf: &[u8], width: u32) -> (u32, u8, DecodeTable, Reader<'_>) {
     let (scale, groups_log2) = head_fields(buf[1]);
     let mut r = Reader::new(&buf[2..]);
-    let set = symbols::read(&mut r, 8, Values::Varints, 1 << scale).expect("symbols");
+    let set = symbols::read(&mut r, width, Values::Varints, 1 << scale).expect("symbols");
     let table = DecodeTable::new(&set, scale).expect("table");
     (scale, groups_log2, table, r)
 }
@@ -295,7 +295,7 @@ fn fused_tables_above_scale_12_decode_alike() {
     }
     let mut buf = Vec::new();
     assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-    let (scale, _, table, _) = byte_stream_head(&buf);
+    let (scale, _, table, _) = stream_head(&buf, 8);
     assert_eq!(scale, 14);
     assert!(matches!(table.slots, Slots::Fused(_)));
     for level in simd_levels() {
@@ -315,7 +315,7 @@ fn simd_decodes_every_whole_round() {
         .collect();
     let mut buf = Vec::new();
     assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-    let (_, groups_log2, table, mut r) = byte_stream_head(&buf);
+    let (_, groups_log2, table, mut r) = stream_head(&buf, 8);
     assert_eq!(groups_log2, 0);
     let mut groups = [[0; LANES]; 1];
     for state in groups.as_flattened_mut() {
@@ -334,6 +334,74 @@ fn simd_decodes_every_whole_round() {
         let decoded: Vec<u32> = out[..done].iter().map(|&w| w as u32).collect();
         assert_eq!(decoded, words[..done], "{level:?}");
     }
+}
+
+/// Every decoder leaves the same words, count of words read and final
+/// states as the portable one on valid, damaged and cut streams (also to
+/// an odd length) of one
+/// group and two, of bytes and of 16-bit words (both table layouts): the
+/// SIMD decoders read a stream's last rounds from a zero-padded copy of its
+/// end, which must read as the portable decoder reads past the end.
+#[test]
+fn every_decoder_reads_a_stream_alike_to_its_end() {
+    let mut seed = 0x3C6E_F372_FE94_F82Bu64;
+    for width in [8, 16] {
+        for n in [100, 1000, 5000, 70_000] {
+            let words: Vec<u32> = (0..n)
+                .map(|_| {
+                    let r = xorshift(&mut seed);
+                    ((r % 300) * (r >> 40 & 1)) as u32 & ((1 << width) - 1)
+                })
+                .collect();
+            let streams = [
+                encode_groups_with_tag::<1>(&words, width),
+                encode_groups_with_tag::<2>(&words, width),
+            ];
+            for buf in streams.into_iter().map(|b| b.expect("encodes")) {
+                for damage in 0..6 {
+                    let mut bad = buf.clone();
+                    if damage > 0 {
+                        let at = bad.len() - 1 - xorshift(&mut seed) as usize % (bad.len() / 4);
+                        bad[at] ^= 1 << (xorshift(&mut seed) % 8);
+                    }
+                    let (_, groups_log2, table, r) = stream_head(&bad, width);
+                    let cut = damage % 3;
+                    let runs: Vec<_> = simd_levels()
+                        .into_iter()
+                        .map(|level| {
+                            let read = |r| match groups_log2 {
+                                0 => read_to_end::<1>(r, &table, n, cut),
+                                _ => read_to_end::<2>(r, &table, n, cut),
+                            };
+                            with_limit(level, || read(r.clone()))
+                        })
+                        .collect();
+                    assert!(runs.windows(2).all(|w| w[0] == w[1]), "width {width} n {n}");
+                }
+            }
+        }
+    }
+}
+
+/// The words, count of words read and final states of decoding `n` words
+/// with `decode_any_scale` from the states and data at `r`, its last `cut`
+/// bytes of data left out.
+fn read_to_end<const G: usize>(
+    mut r: Reader,
+    table: &DecodeTable,
+    n: usize,
+    cut: usize,
+) -> (Vec<u16>, usize, Vec<u32>) {
+    let mut groups = [[STATE_LOW; LANES]; G];
+    for state in &mut groups.as_flattened_mut()[..used_lanes(n, G)] {
+        *state = u32::from_le_bytes(r.bytes(4).expect("state").try_into().expect("4 bytes"));
+    }
+    let count = r.varint_max(u64::MAX, "count").expect("count") as usize;
+    let data = r.bytes(2 * count).expect("data");
+    let data = &data[..data.len().saturating_sub(cut)];
+    let mut out = vec![0u16; n];
+    let read = decode_any_scale(&mut groups, table, data, &mut out);
+    (out, read, groups.as_flattened().to_vec())
 }
 
 /// Every SIMD level this CPU has.
