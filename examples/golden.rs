@@ -240,7 +240,7 @@ fn pack(src: &Path, chunk: usize, base: Option<&Path>) -> Archive {
     let dst = src.with_extension("brv");
     let opts = PackOptions {
         chunk_size: chunk,
-        wider_chunks: false,
+        adapt_chunks: false,
         bases: BaseSources {
             named: base.map(Path::to_path_buf).into_iter().collect(),
             ..BaseSources::default()

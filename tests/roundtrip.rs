@@ -316,7 +316,7 @@ fn packing_with_refits_is_deterministic_and_keeps_structure() {
     let pack_with = |threads: usize, refit: bool, name: &str| {
         let mut opts = PackOptions {
             chunk_size: 4096,
-            wider_chunks: false,
+            adapt_chunks: false,
             ..PackOptions::default()
         };
         if !refit {

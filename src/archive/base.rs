@@ -439,7 +439,7 @@ mod tests {
         std::fs::write(&src, &bytes).unwrap();
         let options = PackOptions {
             chunk_size: 4096,
-            wider_chunks: false,
+            adapt_chunks: false,
             ..PackOptions::default()
         };
         pack_file(&src, &brv, &options, &|_| {}).unwrap();

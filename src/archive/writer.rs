@@ -38,7 +38,7 @@ pub struct PackOptions {
     /// [`tensor_chunk`]), and a tensor coded against a base whole chunks of
     /// the base's (see [`against_base`]); false keeps every chunk at
     /// `chunk_size`.
-    pub wider_chunks: bool,
+    pub adapt_chunks: bool,
     pub synth: SynthOptions,
     /// Learn a prior from a sample of the file before packing (unless the search
     /// is root-only or `synth.prior` was already given).
@@ -80,7 +80,7 @@ impl PackOptions {
         };
         PackOptions {
             chunk_size: DEFAULT_CHUNK_BYTES,
-            wider_chunks: true,
+            adapt_chunks: true,
             synth: SynthOptions {
                 budget,
                 refit_slack,
@@ -195,12 +195,12 @@ struct Source<'a> {
 }
 
 impl<'a> Source<'a> {
-    fn open(path: &'a Path, chunk_size: usize, wider: bool, bases: Bases) -> Result<Self> {
+    fn open(path: &'a Path, chunk_size: usize, adapt: bool, bases: Bases) -> Result<Self> {
         let file = File::open(path).at(path)?;
         let size = file.metadata().at(path)?.len();
         let chunk = chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64;
         let mut bases = bases;
-        let plan = plan(path, &file, size, (chunk, wider), &mut bases)?;
+        let plan = plan(path, &file, size, (chunk, adapt), &mut bases)?;
         Ok(Source {
             path,
             file,
@@ -236,14 +236,14 @@ impl<'a> Source<'a> {
 }
 
 /// Chunks covering `[0, size)`: header, tensors, and any gaps between them;
-/// with `wider`, a tensor without a base may take wider chunks (see
+/// with `adapt`, a tensor without a base may take wider chunks (see
 /// [`tensor_chunk`]), and one with a base its base's chunks (see
 /// [`against_base`]).
 fn plan(
     src: &Path,
     file: &File,
     size: u64,
-    (chunk, wider): (u64, bool),
+    (chunk, adapt): (u64, bool),
     bases: &mut Bases,
 ) -> Result<Vec<Planned>> {
     let layout = safetensors::parse(size, |n| {
@@ -270,15 +270,13 @@ fn plan(
             })
         })
         .collect::<Result<_>>()?;
+    let elements: Vec<Element> = (layout.tensors.iter())
+        .map(|t| Element::of_dtype(&t.dtype))
+        .collect();
     // The chunk size of each tensor without a base, estimated in parallel.
-    let steps: Vec<u64> = (layout.tensors.par_iter().zip(&found))
-        .map(|(t, base)| match (wider, base) {
-            (true, None) => tensor_chunk(
-                t.end - t.start,
-                Element::of_dtype(&t.dtype),
-                chunk,
-                read_of(t),
-            ),
+    let steps: Vec<u64> = (layout.tensors.par_iter().zip(&found).zip(&elements))
+        .map(|((t, base), &element)| match (adapt, base) {
+            (true, None) => tensor_chunk(t.end - t.start, element, chunk, read_of(t)),
             (true, Some((which, at))) => Ok(bases
                 .chunk_at(*which, *at)
                 .map_or(chunk, |step| against_base(step, chunk))),
@@ -287,7 +285,8 @@ fn plan(
         .collect::<Result<_>>()?;
     let mut at = layout.header_end;
     let mut classes = HashMap::new();
-    for ((t, base), step) in layout.tensors.iter().zip(found).zip(steps) {
+    let tensors = layout.tensors.iter().zip(found).zip(elements).zip(steps);
+    for (((t, base), element), step) in tensors {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
         // Chunks coded against a base are a class apart: their residuals against
         // the base look nothing like the values.
@@ -295,7 +294,6 @@ fn plan(
         let key = (&t.dtype, &t.shape, base.is_some());
         let class = *classes.entry(key).or_insert(next);
         let group = (Some(class), class == next, base);
-        let element = Element::of_dtype(&t.dtype);
         push_region(&mut plan, (t.start, t.end), element, group, step);
         at = at.max(t.end);
     }
@@ -395,7 +393,7 @@ pub fn pack_file(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
     let bases = Bases::open(&opts.bases, dst)?;
-    let source = Source::open(src, opts.chunk_size, opts.wider_chunks, bases)?;
+    let source = Source::open(src, opts.chunk_size, opts.adapt_chunks, bases)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));

@@ -221,7 +221,7 @@ impl SearchArgs {
         let mut opts = PackOptions::at_level(self.level);
         if let Some(size) = chunk_size {
             opts.chunk_size = size;
-            opts.wider_chunks = false;
+            opts.adapt_chunks = false;
         }
         let synth = &mut opts.synth;
         if let Some(budget) = self.budget {

@@ -285,7 +285,7 @@ mod tests {
         std::fs::write(&src, &bytes).unwrap();
         let opts = PackOptions {
             chunk_size: chunk,
-            wider_chunks: false,
+            adapt_chunks: false,
             ..PackOptions::default()
         };
         pack_file(&src, &brv, &opts, &|_| {}).unwrap();
@@ -389,7 +389,7 @@ mod tests {
         std::fs::write(&src, &tuned).unwrap();
         let opts = PackOptions {
             chunk_size: chunk,
-            wider_chunks: false,
+            adapt_chunks: false,
             bases: crate::archive::BaseSources {
                 named: vec![dir.path().join("m.brv")],
                 ..Default::default()
