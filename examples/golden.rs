@@ -65,7 +65,8 @@ fn main() {
             // The Match operator's archives (file names `match*`).
             matched(dir);
         }
-        _ => panic!("{usage}: VERSION is 1 to 4"),
+        5 => sparse(dir),
+        _ => panic!("{usage}: VERSION is 1 to 5"),
     }
 }
 
@@ -232,6 +233,43 @@ fn matched(dir: &Path) {
     std::fs::write(&src, build(&tensors, &plain)).unwrap();
     let a = pack(&src, 16 * 1024, None);
     assert_eq!(a.version(), 4, "copies make a version 4 archive");
+}
+
+/// Version 5, the Sparse operator: tensors that are one word nearly
+/// everywhere (pruned F32 weights, a U8 mask, small I16 differences whose
+/// high bytes are mostly zero), which the packer stores as a fill word, the
+/// gaps between the other words and their values.
+fn sparse(dir: &Path) {
+    let mut rng = Rng(51);
+    let n = 16 * 1024;
+    // One word in about 20 (F32, U8) or 200 (I16's high bytes) differs.
+    let mut pick = |one_in: u64| rng.next().is_multiple_of(one_in);
+    let w = f32s(n, 52, 0.02);
+    let pruned: Vec<u32> = (w.iter())
+        .map(|x| if pick(20) { x.to_bits() } else { 0 })
+        .collect();
+    let mask: Vec<u8> = (0..n)
+        .map(|i| if pick(20) { (i % 7) as u8 + 1 } else { 0 })
+        .collect();
+    let small = f32s(n, 53, 30.0);
+    // Zigzagged, as a difference from a base is: small magnitudes keep the
+    // high byte zero.
+    let zigzag = |v: i16| ((v << 1) ^ (v >> 15)) as u16;
+    let diffs: Vec<u16> = (small.iter())
+        .map(|&x| match pick(200) {
+            true => zigzag((x as i16).wrapping_mul(97)),
+            false => zigzag(x as i16),
+        })
+        .collect();
+    let tensors = vec![
+        tensor("pruned.weight", "F32", &[128, 128], bytes32(pruned)),
+        tensor("attention.mask", "U8", &[128, 128], mask),
+        tensor("steps.delta", "I16", &[128, 128], bytes16(diffs)),
+    ];
+    let src = dir.join("sparse-pruned.safetensors");
+    std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
+    let a = pack(&src, 16 * 1024, None);
+    assert_eq!(a.version(), 5, "sparse streams make a version 5 archive");
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and

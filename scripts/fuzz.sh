@@ -57,8 +57,12 @@ fi
 # words) among the seeds, and its records among the record target's (each
 # as the target reads it: layout, element count - 1 as u16le, the record).
 [ -e "$seeds/seed-v4-match.brv" ] || cp tests/golden/v4/match-basis.brv "$seeds/seed-v4-match.brv"
+# A format version 5 archive (Sparse programs in all three lane widths), and
+# its records, the same way.
+[ -e "$seeds/seed-v5-sparse.brv" ] || cp tests/golden/v5/sparse-pruned.brv "$seeds/seed-v5-sparse.brv"
 mkdir -p fuzz/corpus/record
-python3 - tests/golden/v4/match-basis.brv fuzz/corpus/record <<'PY'
+for golden in v4/match-basis:v4-match v5/sparse-pruned:v5-sparse; do
+python3 - "tests/golden/${golden%%:*}.brv" fuzz/corpus/record "${golden##*:}" <<'PY'
 import struct, sys
 b = open(sys.argv[1], "rb").read()
 off, n = struct.unpack_from("<QQ", b, len(b) - 32)
@@ -83,9 +87,10 @@ for k in range(varint()):
     elements = src // [1, 2, 4, 8][layout]
     if elements <= 65536:
         seed = bytes([layout]) + struct.pack("<H", elements - 1) + b[at:at + rec]
-        open(f"{sys.argv[2]}/seed-v4-match-{k}", "wb").write(seed)
+        open(f"{sys.argv[2]}/seed-{sys.argv[3]}-{k}", "wb").write(seed)
     at += rec
 PY
+done
 
 for target in "${targets[@]}"; do
   echo "== fuzz $target for ${seconds}s"

@@ -28,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 4] = [(1, 10), (2, 3), (3, 1), (4, 3)];
+const VERSIONS: [(u8, usize); 5] = [(1, 10), (2, 3), (3, 1), (4, 3), (5, 1)];
 
 #[test]
 fn golden_archives_decode_to_their_originals() {
@@ -112,6 +112,7 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
         Op::Palette { .. } => "palette".into(),
         Op::Scaled { format, .. } => format!("scaled {}", Fields::Float(*format)),
         Op::Match { .. } => "match".into(),
+        Op::Sparse { .. } => "sparse".into(),
     };
     out.insert(feature);
     p.children().for_each(|c| features(c, out));
@@ -256,6 +257,33 @@ fn version_4_match_archives_use_copies_and_earlier_versions_refuse_them() {
         // The same bytes labelled version 3 must not decode: a Match is not
         // an operator of version 3.
         bytes[7] = 3;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relabelled.brv");
+        std::fs::write(&path, bytes).unwrap();
+        let a = Archive::open(&path).unwrap();
+        let err = archive::verify(&a, None, &|_| {}).unwrap_err().to_string();
+        assert!(err.contains("relabelled.brv"), "{err}");
+        assert!(err.contains("unknown operator"), "{err}");
+    }
+}
+
+#[test]
+fn version_5_golden_archives_use_sparse_nodes_and_version_4_refuses_them() {
+    let found = archives(5);
+    let seen = coverage_of(5, found.clone());
+    assert!(seen.contains("sparse"), "sparse not covered: {seen:?}");
+    for layout in ["Bytes", "Half", "Word"] {
+        assert!(
+            seen.contains(&format!("layout {layout}")),
+            "{layout}: {seen:?}"
+        );
+    }
+    for brv in found {
+        let mut bytes = std::fs::read(&brv).unwrap();
+        assert_eq!(bytes[7], 5);
+        // The same bytes labelled version 4 must not decode: a Sparse node is
+        // not an operator of version 4.
+        bytes[7] = 4;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("relabelled.brv");
         std::fs::write(&path, bytes).unwrap();

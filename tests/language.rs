@@ -5,8 +5,8 @@
 use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
 use brevis::synth::{
-    expansions, match_program, match_streams, palette_streams, scaled_streams, synthesize, Hint,
-    SynthOptions,
+    expansions, match_program, match_streams, palette_streams, scaled_streams, sparse_leaf,
+    synthesize, Hint, SynthOptions,
 };
 use brevis::wire::WireError;
 use proptest::prelude::*;
@@ -160,6 +160,10 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
             .map(|(ty, s)| leaf(s, ty.width))
             .collect();
         out.push(match_program(ty, kids));
+    }
+    // The first word as a fill, where some word differs from it.
+    if t.iter().any(|&w| w != t[0]) {
+        out.push(sparse_leaf(t, width, t[0]));
     }
     out.extend(
         expansions(&target, width, Hint { float: None }, None)
@@ -440,7 +444,7 @@ proptest! {
 /// A Match node of `n` words of 8 bits over literal words and tokens as
 /// given (runs, lengths - 1, distances - 1), encoded.
 fn match_bytes(n: usize, lits: &[u32], runs: &[u32], lens: &[u32], dists: &[u32]) -> Vec<u8> {
-    let tw = match_token_width(n);
+    let tw = count_width(n);
     let kids = vec![
         leaf(lits.into(), 8),
         leaf(runs.into(), tw),
@@ -517,6 +521,98 @@ fn decoder_checks_match_counts() {
         decode_program(&[9, 0, 0], Type { width: 8, len: 1 }, Limits::default()),
         Err(WireError {
             reason: "match of fewer than two words",
+            ..
+        })
+    ));
+}
+
+/// Streams of one word nearly everywhere (of every width): the fill, with
+/// other words at random places.
+fn sparse() -> impl Strategy<Value = (u32, Vec<u32>)> {
+    (1u32..=32, 256usize..3000, any::<u32>()).prop_flat_map(|(width, n, fill)| {
+        let fill = fill & mask(width);
+        let exception = (0..n, any::<u32>()).prop_map(move |(at, w)| (at, w & mask(width)));
+        let exceptions = prop::collection::vec(exception, 1..(n / 8).max(2));
+        (Just(width), exceptions).prop_map(move |(width, exceptions)| {
+            let mut t = vec![fill; n];
+            exceptions.into_iter().for_each(|(at, w)| t[at] = w);
+            (width, t)
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A Sparse node yields its stream through bytes in every word type, and
+    /// the best leaf is never larger than the literal alone; a version 4
+    /// reader (no Sparse) refuses it as an unknown operator.
+    #[test]
+    fn sparse_yields_its_target((width, t) in sparse()) {
+        let ty = Type { width, len: t.len() };
+        let fill = t[t.len() - 1];
+        prop_assume!(t.iter().any(|&w| w != fill));
+        let p = sparse_leaf(&t, width, fill);
+        prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+        let mut bytes = Vec::new();
+        encode_program(&p, &mut bytes);
+        let v4 = Limits { sparse: false, ..Limits::default() };
+        let err = decode_program(&bytes, ty, v4).unwrap_err();
+        prop_assert_eq!(err.reason, "unknown operator");
+        let best = leaf(t.clone().into(), width);
+        prop_assert_eq!(&through_bytes(&best), &t, "{}", best);
+    }
+}
+
+/// A Sparse node of `n` words of 8 bits around `fill` with the given gaps
+/// and values, encoded.
+fn sparse_bytes(n: usize, fill: u32, gaps: &[u32], values: &[u32]) -> Vec<u8> {
+    let p = Program {
+        ty: Type { width: 8, len: n },
+        op: Op::Sparse {
+            fill,
+            gaps: Box::new(leaf(gaps.into(), count_width(n))),
+            values: Box::new(leaf(values.into(), 8)),
+        },
+    };
+    let mut bytes = Vec::new();
+    encode_program(&p, &mut bytes);
+    bytes
+}
+
+/// Gaps that lead past the output decode (the decoder cannot see them) but
+/// never run.
+#[test]
+fn sparse_refuses_gaps_past_the_output() {
+    let ty = Type { width: 8, len: 8 };
+    let run = |bytes: &[u8]| -> Result<Vec<u32>, WireError> {
+        let (p, used) = decode_program(bytes, ty, Limits::default()).expect("decodes");
+        assert_eq!(used, bytes.len());
+        execute_all(&p)
+    };
+    let ok = sparse_bytes(8, 0, &[1, 0, 4], &[7, 8, 9]);
+    assert_eq!(run(&ok).unwrap(), [0, 7, 8, 0, 0, 0, 0, 9]);
+    let first = sparse_bytes(8, 5, &[0], &[1]);
+    assert_eq!(run(&first).unwrap(), [1, 5, 5, 5, 5, 5, 5, 5]);
+    for gaps in [[1, 0, 5], [3, 3, 0], [7, 0, 0], [0, 0, 7]] {
+        let err = run(&sparse_bytes(8, 0, &gaps, &[7, 8, 9])).unwrap_err();
+        assert!(err.reason.contains("past the output"), "{gaps:?}: {err}");
+    }
+}
+
+#[test]
+fn decoder_checks_sparse_counts() {
+    let ty = Type { width: 8, len: 4 };
+    let reject = |bytes: &[u8], why: &str| rejected(bytes, ty, why);
+    // The fill fits the width...
+    reject(&[10, 0x80, 0x02, 0], "fill exceeds width");
+    // ... and at most n - 1 words are exceptions.
+    reject(&[10, 0, 3], "as many exceptions as words");
+    reject(&[10, 0, 0x80, 0x00], "non-canonical varint");
+    assert!(matches!(
+        decode_program(&[10, 0, 0], Type { width: 8, len: 1 }, Limits::default()),
+        Err(WireError {
+            reason: "sparse node of fewer than two words",
             ..
         })
     ));

@@ -460,3 +460,33 @@ fn repeated_words_become_a_match() {
     let p = synth::synthesize(&w, 32, F32, &opts);
     assert_eq!(p, synth::search(&w, 32, F32, &opts).program);
 }
+
+/// The high bytes of a fine-tune's small differences from its base are
+/// zero nearly everywhere: their leaf is a Sparse node (fill, gaps and
+/// values), smaller than any literal of them, and the search's program of
+/// the whole 16-bit differences takes it.
+#[test]
+fn a_stream_of_one_word_nearly_everywhere_becomes_sparse() {
+    let noise = common::noise(11, 3 * 65536);
+    // Zigzagged differences: mostly small, one in about 200 beyond a byte.
+    let t: Vec<u32> = (noise.chunks(3))
+        .map(|b| match b[2] {
+            0 => u32::from(b[0]) << 8 | u32::from(b[1]),
+            _ => (u32::from(b[0]) * u32::from(b[1])) >> 8,
+        })
+        .collect();
+    let high: Vec<u32> = t.iter().map(|w| w >> 8).collect();
+    let (p, _) = synth::leaf(high.clone().into(), 8);
+    assert!(runs_to(&p, &high));
+    assert!(matches!(p.op, Op::Sparse { fill: 0, .. }), "{p}");
+    let stats = brevis::codec::Stats::new(&high, 8);
+    let (_, literal) = brevis::codec::best(&high, 8, &stats);
+    assert!(
+        encoded_len(&p) * 10 < literal * 9,
+        "{p}: {} vs {literal}",
+        encoded_len(&p)
+    );
+    let found = synth::search(&t, 16, INT, &opts(synth::DEFAULT_BUDGET)).program;
+    assert!(runs_to(&found, &t));
+    assert!(format!("{found}").contains("sparse"), "{found}");
+}

@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::format::{MATCH_VERSION, QUANTIZED_VERSION};
+use super::format::{MATCH_VERSION, QUANTIZED_VERSION, SPARSE_VERSION};
 use crate::codec::Word;
 use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
 use crate::safetensors::Layout;
@@ -41,6 +41,7 @@ pub fn program_limits(version: u8) -> Limits {
     Limits {
         quantized: version >= QUANTIZED_VERSION,
         matches: version >= MATCH_VERSION,
+        sparse: version >= SPARSE_VERSION,
         ..Limits::default()
     }
 }
@@ -48,12 +49,14 @@ pub fn program_limits(version: u8) -> Limits {
 /// The oldest format version that can hold `record` (a record the packer
 /// made, which decodes): the newest of the versions its programs' operators
 /// need ([`QUANTIZED_VERSION`] for an operator for quantized weights,
-/// [`MATCH_VERSION`] for a Match), else 1.
+/// [`MATCH_VERSION`] for a Match, [`SPARSE_VERSION`] for a Sparse node),
+/// else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
     fn needs<L>(p: &dsl::Program<L>) -> u8 {
         let own = match p.op {
             dsl::Op::Palette { .. } | dsl::Op::Scaled { .. } => QUANTIZED_VERSION,
             dsl::Op::Match { .. } => MATCH_VERSION,
+            dsl::Op::Sparse { .. } => SPARSE_VERSION,
             _ => 1,
         };
         p.children().map(needs).fold(own, u8::max)

@@ -12,8 +12,9 @@ use crate::wire::{put_varint, Reader, WireError};
 /// version 2 for an archive that references a base, version 3 for one whose
 /// programs use an operator for quantized weights (Palette, Scaled), version
 /// 4 for one with a chunk that is the difference from its base's values or
-/// whose programs use a version 4 operator (Match).
-pub const FORMAT_VERSION: u8 = 4;
+/// whose programs use a version 4 operator (Match), version 5 for one whose
+/// programs use a Sparse node.
+pub const FORMAT_VERSION: u8 = 5;
 
 /// The first version whose programs may use the operators for quantized
 /// weights (Palette, Scaled).
@@ -26,6 +27,10 @@ pub const DIFFERENCE_VERSION: u8 = 4;
 /// The first version whose programs may use the Match operator (copies of
 /// earlier words).
 pub const MATCH_VERSION: u8 = 4;
+
+/// The first version whose programs may use the Sparse operator (one word
+/// nearly everywhere).
+pub const SPARSE_VERSION: u8 = 5;
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 

@@ -102,6 +102,16 @@ impl Stats {
         self.alphabet.as_ref().map(Alphabet::len)
     }
 
+    /// The most frequent word and how often it occurs (the smallest such
+    /// word on a tie), or None when there are more than 4096 distinct words
+    /// or none.
+    pub fn mode(&self) -> Option<(u32, u64)> {
+        let a = self.alphabet.as_ref()?;
+        let totals = a.totals();
+        let best = (0..a.len()).max_by_key(|&i| (totals[i], std::cmp::Reverse(i)))?;
+        Some((a.words[best], totals[best]))
+    }
+
     /// The largest word (0 for an empty stream).
     pub fn max(&self) -> u32 {
         self.max

@@ -22,6 +22,7 @@ const TAG_MERGE: u8 = 6;
 const TAG_PALETTE: u8 = 7;
 const TAG_SCALED: u8 = 8;
 const TAG_MATCH: u8 = 9;
+const TAG_SPARSE: u8 = 10;
 
 /// Bounds on the shape of a decoded program; anything larger is rejected.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +40,8 @@ pub struct Limits {
     pub quantized: bool,
     /// Whether the Match operator is accepted (format version 4 and later).
     pub matches: bool,
+    /// Whether the Sparse operator is accepted (format version 5 and later).
+    pub sparse: bool,
 }
 
 impl Default for Limits {
@@ -49,6 +52,7 @@ impl Default for Limits {
             max_work_factor: 128,
             quantized: true,
             matches: true,
+            sparse: true,
         }
     }
 }
@@ -215,6 +219,13 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             put_varint(out, parts[0].ty.len as u64 - 1);
             parts.iter().for_each(|q| encode_program(q, out));
         }
+        Op::Sparse { fill, gaps, values } => {
+            out.push(TAG_SPARSE);
+            put_varint(out, *fill as u64);
+            put_varint(out, gaps.ty.len as u64 - 1);
+            encode_program(gaps, out);
+            encode_program(values, out);
+        }
     }
 }
 
@@ -247,6 +258,9 @@ pub fn encoded_len(p: &Program<Literal>) -> usize {
             Op::Scaled { group, .. } => varint_len(*group as u64 - 1) + 2,
             Op::Match { parts } => {
                 varint_len(parts[1].ty.len as u64 - 1) + varint_len(parts[0].ty.len as u64 - 1)
+            }
+            Op::Sparse { fill, gaps, .. } => {
+                varint_len(*fill as u64) + varint_len(gaps.ty.len as u64 - 1)
             }
         }
 }
@@ -345,6 +359,7 @@ impl<'a> Decoder<'a> {
             TAG_PALETTE if self.limits.quantized => self.palette(ty, depth)?,
             TAG_SCALED if self.limits.quantized => self.scaled(ty, depth)?,
             TAG_MATCH if self.limits.matches => self.matches(ty, depth)?,
+            TAG_SPARSE if self.limits.sparse => self.sparse(ty, depth)?,
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })
@@ -570,7 +585,7 @@ impl<'a> Decoder<'a> {
             len: literals,
         };
         let tokens = Type {
-            width: super::match_token_width(ty.len),
+            width: super::count_width(ty.len),
             len: copies,
         };
         let lits = self.node(lits, depth + 1)?;
@@ -580,6 +595,37 @@ impl<'a> Decoder<'a> {
         Ok(Op::Match {
             parts: Box::new([lits, runs, lens, dists]),
         })
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// A Sparse node: a fill word of the node's width and `c` exceptions,
+    /// `1 <= c < n` (at least one word is the fill). Where the gaps lead is
+    /// checked as they run (see [`super::place_sparse`]).
+    fn sparse(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        if ty.len < 2 {
+            return self.fail(at, "sparse node of fewer than two words");
+        }
+        let fill =
+            self.r
+                .varint_max(mask(ty.width) as u64, "sparse fill exceeds width")? as u32;
+        let count = self.r.varint_max(
+            ty.len as u64 - 2,
+            "sparse node has as many exceptions as words",
+        )? as usize
+            + 1;
+        let gaps = Type {
+            width: super::count_width(ty.len),
+            len: count,
+        };
+        let values = Type {
+            width: ty.width,
+            len: count,
+        };
+        let gaps = Box::new(self.node(gaps, depth + 1)?);
+        let values = Box::new(self.node(values, depth + 1)?);
+        Ok(Op::Sparse { fill, gaps, values })
     }
 }
 

@@ -52,7 +52,8 @@ pub trait LiteralSource {
     fn or_words<T: Word>(&self, width: u32, or_in: OrIn, out: &mut [T]) -> Result<(), Self::Error>;
 
     /// The error for a program whose literals' words make it invalid (a
-    /// Match's tokens that copy from outside the output).
+    /// Match's tokens that copy from outside the output, a Sparse node's
+    /// gaps that lead past it).
     fn refuse(reason: &'static str) -> Self::Error;
 }
 
@@ -203,6 +204,14 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
                 })
             })?
         }
+        Op::Sparse { fill, gaps, values } => with_scratch(gaps.ty.len, |at: &mut [u32]| {
+            execute(gaps, at)?;
+            with_scratch(values.ty.len, |words: &mut [T]| {
+                execute(values, words)?;
+                out.fill(T::from_u32(*fill));
+                super::place_sparse(out, at, words).map_err(L::refuse)
+            })
+        })?,
     }
     Ok(())
 }

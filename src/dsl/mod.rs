@@ -86,11 +86,21 @@ pub enum Op<L> {
     /// Copies of earlier words (format version 4): the output is made of runs
     /// of literal words and copies of words already produced, as the token
     /// streams say. `parts` are the literal words `b[m]`, then three token
-    /// streams of `t[k]` words, `t = match_token_width(n)`: per copy, the
+    /// streams of `t[k]` words, `t = count_width(n)`: per copy, the
     /// literal words before it, its length minus 1 and its distance minus 1
     /// (the literal words left after the last copy end the output). See
     /// [`run_matches`] for the rules a decoder checks.
     Match { parts: Box<[Program<L>; 4]> },
+    /// One word nearly everywhere (format version 5): `fill`, except at the
+    /// positions the gaps lead to, which take `values` in order. `gaps` are
+    /// `t[c]` words, `t = count_width(n)`: gap `i` is the number of fill
+    /// words before exception `i` since the one before it. See
+    /// [`place_sparse`] for the rule a decoder checks.
+    Sparse {
+        fill: u32,
+        gaps: Box<Program<L>>,
+        values: Box<Program<L>>,
+    },
 }
 
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
@@ -158,6 +168,7 @@ impl<L> Program<L> {
             } => (&[], Some(values), Some(indices)),
             Op::Scaled { scales, ints, .. } => (&[], Some(scales), Some(ints)),
             Op::Match { parts } => (&parts[..], None, None),
+            Op::Sparse { gaps, values, .. } => (&[], Some(gaps), Some(values)),
         };
         slice.iter().chain(first).chain(second)
     }
@@ -173,9 +184,9 @@ pub fn palette_values_len(len: usize, group: usize, index_width: u32) -> usize {
     len.div_ceil(group) * palette_table_len(index_width)
 }
 
-/// Width of a Match's token words for an output of `len` words: every
-/// count below `len` fits (at least 1 bit).
-pub fn match_token_width(len: usize) -> u32 {
+/// Width of the counts a node of `len` words stores (a Match's tokens, a
+/// Sparse node's gaps): every count below `len` fits (at least 1 bit).
+pub fn count_width(len: usize) -> u32 {
     (usize::BITS - len.saturating_sub(1).leading_zeros()).max(1)
 }
 
@@ -227,6 +238,27 @@ pub fn run_matches<T: Copy>(
     Ok(())
 }
 
+/// Writes a Sparse node's exceptions into `out` (already filled): value `i`
+/// goes `gaps[i]` words past the one before it (the first, `gaps[0]` words
+/// from the start). A position past the end is refused before anything is
+/// written there. Work is O(gaps.len()).
+pub fn place_sparse<T: Copy>(
+    out: &mut [T],
+    gaps: &[u32],
+    values: &[T],
+) -> Result<(), &'static str> {
+    let mut at = 0usize;
+    for (&gap, &value) in gaps.iter().zip(values) {
+        at += gap as usize;
+        let Some(o) = out.get_mut(at) else {
+            return Err("sparse exception past the output");
+        };
+        *o = value;
+        at += 1;
+    }
+    Ok(())
+}
+
 /// A readable one-line form, e.g. `merge[bf16](lit:huffman 8[4096], lit:raw 8[4096])`.
 /// `literal_name` names a literal's codec.
 pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> String {
@@ -260,6 +292,9 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
             inner(ints)
         ),
         Op::Match { parts } => format!("match({})", list(&parts[..])),
+        Op::Sparse { fill, gaps, values } => {
+            format!("sparse {fill:#x}({}, {})", inner(gaps), inner(values))
+        }
     }
 }
 

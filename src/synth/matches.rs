@@ -10,7 +10,7 @@
 //! is O(n * CHAIN_DEPTH) whatever the stream.
 
 use super::refit::byte_planes_cost;
-use crate::dsl::{match_token_width, Literal, Op, Program, Type};
+use crate::dsl::{count_width, Literal, Op, Program, Type};
 use std::sync::Arc;
 
 /// Earlier positions looked at per word.
@@ -165,7 +165,7 @@ pub fn match_streams(t: &[u32], width: u32) -> Option<Vec<(Type, Arc<[u32]>)>> {
     if p.runs.is_empty() {
         return None;
     }
-    let tw = match_token_width(t.len());
+    let tw = count_width(t.len());
     let token = |s: Vec<u32>| {
         let ty = Type {
             width: tw,
@@ -208,7 +208,7 @@ pub fn worth_trying(t: &[u32], width: u32) -> bool {
     if covered * 8 < s.len() {
         return false;
     }
-    let tw = match_token_width(t.len());
+    let tw = count_width(t.len());
     let tokens: usize = [&p.runs, &p.lens, &p.dists]
         .iter()
         .map(|s| byte_planes_cost(s, tw))

@@ -18,6 +18,7 @@ mod production;
 mod refit;
 mod scaled;
 mod search;
+mod sparse;
 
 pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
@@ -28,6 +29,7 @@ pub use production::Production;
 pub use refit::{byte_planes_cost, order0_bytes, plane_counts, strided_planes_cost, Template};
 pub use scaled::scaled_streams;
 pub use search::{Found, Limits, Order, Setup};
+pub use sparse::sparse_leaf;
 
 use crate::codec::{self, Stats};
 use crate::dsl::{self, FloatFormat, Literal, Op, Program, Type};
@@ -78,8 +80,9 @@ impl Default for SynthOptions {
 }
 
 /// The cheapest program that stores `words` directly: a constant if they are all
-/// equal, otherwise the literal with the smallest exact encoding. Also returns the
-/// number of distinct words when at most 4096.
+/// equal, otherwise the literal with the smallest exact encoding, or a Sparse
+/// node (fill, gaps and values) where one word is nearly everywhere and that is
+/// smaller. Also returns the number of distinct words when at most 4096.
 pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) {
     let ty = Type {
         width,
@@ -90,20 +93,32 @@ pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) 
         return (Program { ty, op }, Some(1));
     }
     let stats = Stats::new(&words, width);
-    let (codec, size) = codec::best(&words, width, &stats);
     let distinct = stats.distinct();
+    let sparse =
+        sparse::fill_of(&words, &stats).map(|fill| sparse::sparse_leaf(&words, width, fill));
+    let (codec, size) = codec::best(&words, width, &stats);
     let op = Op::Lit(Literal::new(codec, size, words, stats));
-    (Program { ty, op }, distinct)
+    let literal = Program { ty, op };
+    match sparse {
+        Some(s) if dsl::encoded_len(&s) < dsl::encoded_len(&literal) => (s, distinct),
+        _ => (literal, distinct),
+    }
 }
 
 /// A length no leaf of `words` (see [`leaf`]) encodes below, found without
 /// sizing any codec: 2 bytes for a constant, else a literal's tag and size
-/// byte plus [`codec::size_lower_bound`].
+/// byte plus [`codec::size_lower_bound`]; for a stream a Sparse node may
+/// store, which can code below its words' order-0 entropy, its own node's
+/// bytes and its children's.
 pub fn leaf_lower_bound(words: &[u32], width: u32) -> usize {
     if words.iter().all(|w| *w == words[0]) {
         return 2;
     }
-    2 + codec::size_lower_bound(words, width, &Stats::new(words, width))
+    let stats = Stats::new(words, width);
+    if sparse::fill_of(words, &stats).is_some() {
+        return sparse::LOWER_BOUND;
+    }
+    2 + codec::size_lower_bound(words, width, &stats)
 }
 
 /// Searches for the smallest program yielding `words`.

@@ -28,6 +28,10 @@ pub enum Production {
     /// grammar and not in [`Production::ALL`] (so priors are unchanged): the
     /// packer offers a Match at a lane's root beside the search's program.
     Match,
+    /// A Sparse node (format version 5): like Match, outside
+    /// [`Production::ALL`]; a leaf of a stream that is one word nearly
+    /// everywhere may be one (see [`super::leaf`]).
+    Sparse,
 }
 
 impl Production {
@@ -96,6 +100,17 @@ impl Production {
             Op::Palette { .. } => Production::Palette,
             Op::Scaled { .. } => Production::Scaled,
             Op::Match { .. } => Production::Match,
+            Op::Sparse { .. } => Production::Sparse,
+        }
+    }
+
+    /// The production the prior counts for a hole closed by `leaf` (see
+    /// [`super::leaf`]): a Sparse leaf is a literal's alternative, not a
+    /// choice of the grammar.
+    pub fn of_leaf<L>(leaf: &Op<L>) -> Production {
+        match leaf {
+            Op::Const(_) => Production::Const,
+            _ => Production::Lit,
         }
     }
 
@@ -148,6 +163,7 @@ impl Production {
             Production::Palette => "palette",
             Production::Scaled => "scaled",
             Production::Match => "match",
+            Production::Sparse => "sparse",
         }
     }
 

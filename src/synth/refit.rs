@@ -157,6 +157,11 @@ fn strip(p: &Program<Literal>) -> Program<Codec> {
         Op::Match { parts } => Op::Match {
             parts: Box::new(parts.each_ref().map(strip)),
         },
+        Op::Sparse { fill, gaps, values } => Op::Sparse {
+            fill: *fill,
+            gaps: Box::new(strip(gaps)),
+            values: Box::new(strip(values)),
+        },
     };
     Program { ty: p.ty, op }
 }
@@ -185,7 +190,8 @@ fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>>
                 .collect::<Option<_>>()?;
             return Some(super::matches::match_program(ty, kids));
         }
-        Op::Const(_) => return Some(leaf(target, width).0),
+        // A leaf: the new stream takes its own.
+        Op::Const(_) | Op::Sparse { .. } => return Some(leaf(target, width).0),
         Op::Concat(parts) => {
             // The same part lengths, the last one taking what is left.
             let mut ends: Vec<usize> = parts
@@ -329,8 +335,10 @@ mod tests {
     #[test]
     fn a_scan_that_no_longer_fits_is_refused() {
         // An arange searched as add-scan updates of 3 from 0: a later chunk
-        // starting elsewhere re-fits to one large first update, which costs
-        // far more per word than the constant did.
+        // of scattered words re-fits to updates as scattered, which cost far
+        // more per word than the constant did. (One starting elsewhere
+        // re-fits to a single large first update, which a Sparse leaf
+        // stores in a few bytes.)
         let t = template(
             Op::Scan {
                 op: ScanOp::Add,
@@ -346,8 +354,14 @@ mod tests {
             32,
             1000,
         );
-        let later: Vec<u32> = (0..1000).map(|i| 100_000 + 3 * i).collect();
+        let later: Vec<u32> = (0..1000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) >> 8)
+            .collect();
         assert!(!t.fits(&t.apply(&later).unwrap(), 10));
+        let elsewhere: Vec<u32> = (0..1000).map(|i| 100_000 + 3 * i).collect();
+        let q = t.apply(&elsewhere).unwrap();
+        // 12 bytes of program and the Scan's decode penalty of 8.
+        assert!(crate::synth::cost(&q) <= 20, "{q}");
         // With any slack at all a same-start stream re-fits exactly.
         let same: Vec<u32> = (0..500).map(|i| 3 * i + 3).collect();
         let q = t.apply(&same).unwrap();

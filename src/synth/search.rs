@@ -488,7 +488,7 @@ impl Search<'_> {
             self.push(key, node);
         }
         if !rest.is_empty() {
-            let leaf = Production::of_op(&self.holes[hole].leaf.op);
+            let leaf = Production::of_leaf(&self.holes[hole].leaf.op);
             let closed = self.close_or_keep(State {
                 choices: parent.choices.clone(),
                 open: rest,
@@ -538,7 +538,7 @@ impl Search<'_> {
         let root = &self.holes[0];
         Found {
             program: root.leaf.clone(),
-            productions: vec![(self.context(0), Production::of_op(&root.leaf.op))],
+            productions: vec![(self.context(0), Production::of_leaf(&root.leaf.op))],
         }
     }
 
@@ -550,7 +550,7 @@ impl Search<'_> {
     ) -> Program<Literal> {
         let h = &self.holes[hole];
         let Some(&shape) = chosen.get(&hole) else {
-            productions.push((self.context(hole), Production::of_op(&h.leaf.op)));
+            productions.push((self.context(hole), Production::of_leaf(&h.leaf.op)));
             return h.leaf.clone();
         };
         let sh = &self.shapes(hole)[shape];
