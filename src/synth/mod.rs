@@ -94,14 +94,35 @@ pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) 
     }
     let stats = Stats::new(&words, width);
     let distinct = stats.distinct();
+    let (codec, size) = codec::best(&words, width, &stats);
+    (
+        literal_or_sparse(codec, size, words, width, stats),
+        distinct,
+    )
+}
+
+/// The literal of `words` with `codec` in `size` bytes, or a Sparse node of
+/// them where one word is nearly everywhere and that is smaller.
+pub fn literal_or_sparse(
+    codec: codec::Codec,
+    size: usize,
+    words: Arc<[u32]>,
+    width: u32,
+    stats: Stats,
+) -> Program<Literal> {
     let sparse =
         sparse::fill_of(&words, &stats).map(|fill| sparse::sparse_leaf(&words, width, fill));
-    let (codec, size) = codec::best(&words, width, &stats);
-    let op = Op::Lit(Literal::new(codec, size, words, stats));
-    let literal = Program { ty, op };
+    let ty = Type {
+        width,
+        len: words.len(),
+    };
+    let literal = Program {
+        ty,
+        op: Op::Lit(Literal::new(codec, size, words, stats)),
+    };
     match sparse {
-        Some(s) if dsl::encoded_len(&s) < dsl::encoded_len(&literal) => (s, distinct),
-        _ => (literal, distinct),
+        Some(s) if dsl::encoded_len(&s) < dsl::encoded_len(&literal) => s,
+        _ => literal,
     }
 }
 

@@ -260,25 +260,19 @@ fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>>
 /// `target` as a constant, or as the smallest literal among the codecs that
 /// are cheap to size exactly (Raw, BitPack, Huffman: from the histogram) and
 /// the template's codec: rANS is sized (a pass of its coder over the words)
-/// only where it won on the template's chunk.
+/// only where it won on the template's chunk; or as a Sparse node where that
+/// is smaller (see [`super::literal_or_sparse`]).
 fn literal(target: Arc<[u32]>, width: u32, codec: Codec) -> Program<Literal> {
     if target.iter().all(|w| *w == target[0]) {
         return leaf(target, width).0;
     }
-    let ty = Type {
-        width,
-        len: target.len(),
-    };
     let stats = Stats::new(&target, width);
     let cheap = [Codec::Raw, Codec::BitPack, Codec::Huffman];
     let candidates = cheap
         .into_iter()
         .chain((codec == Codec::Rans).then_some(codec));
     let (codec, size) = codec::best_of(candidates, &target, width, &stats);
-    Program {
-        ty,
-        op: Op::Lit(Literal::new(codec, size, target, stats)),
-    }
+    super::literal_or_sparse(codec, size, target, width, stats)
 }
 
 #[cfg(test)]
@@ -330,6 +324,38 @@ mod tests {
             .expect("same statistics refit within slack");
         assert!(matches!(q.op, Op::Merge { .. }));
         assert!(runs_to(&q, &second));
+    }
+
+    #[test]
+    fn a_literal_refits_to_a_sparse_node_where_that_is_smaller() {
+        // A template found where a stream of bytes took a rANS literal; a
+        // later chunk's stream is zero but for one word in about 250.
+        let mut x = 7u32;
+        let later: Vec<u32> = (0..65536)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                if x.is_multiple_of(250) {
+                    x >> 24 | 1
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let t = Template {
+            shape: Program {
+                ty: Type {
+                    width: 8,
+                    len: 65536,
+                },
+                op: Op::Lit(Codec::Rans),
+            },
+            cost: 1000,
+        };
+        let q = t.apply(&later).unwrap();
+        assert!(matches!(q.op, Op::Sparse { fill: 0, .. }), "{q}");
+        assert!(runs_to(&q, &later));
     }
 
     #[test]

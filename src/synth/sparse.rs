@@ -7,7 +7,7 @@
 
 use super::leaf;
 use crate::codec::Stats;
-use crate::dsl::{count_width, Literal, Op, Program, Type};
+use crate::dsl::{count_width, encoded_len, mask, Fields, Literal, Op, Program, Type};
 
 /// Streams shorter than this are not tried: a literal of them is small
 /// anyway.
@@ -43,12 +43,13 @@ fn exceptions(words: &[u32], fill: u32) -> (Vec<u32>, Vec<u32>) {
     (gaps, values)
 }
 
-/// A Sparse node yielding `words` (`width`-bit) around `fill`, its gaps and
-/// values each stored by their own [`leaf`]. `fill` must be one of the
-/// words and some word must differ from it (as [`fill_of`] ensures).
+/// A Sparse node yielding `words` (`width`-bit) around `fill`, its gaps
+/// stored by [`gaps_program`] and its values by their own [`leaf`]. `fill`
+/// must be one of the words and some word must differ from it (as
+/// [`fill_of`] ensures).
 pub fn sparse_leaf(words: &[u32], width: u32, fill: u32) -> Program<Literal> {
     let (gaps, values) = exceptions(words, fill);
-    let gaps = leaf(gaps.into(), count_width(words.len())).0;
+    let gaps = gaps_program(gaps, count_width(words.len()));
     let values = leaf(values.into(), width).0;
     Program {
         ty: Type {
@@ -63,6 +64,39 @@ pub fn sparse_leaf(words: &[u32], width: u32, fill: u32) -> Program<Literal> {
     }
 }
 
+/// The gaps of a Sparse node, `width`-bit words: their leaf, or where it is
+/// smaller, a Merge that splits off their low `k` bits, `2^k` the largest
+/// power of two at most their mean (as a Rice code does): the low bits
+/// are nearly uniform and the high ones a few small values, where a leaf of
+/// whole gaps pays a code table of every distinct gap.
+fn gaps_program(gaps: Vec<u32>, width: u32) -> Program<Literal> {
+    let ty = Type {
+        width,
+        len: gaps.len(),
+    };
+    let mean = gaps.iter().map(|&g| g as u64).sum::<u64>() / gaps.len() as u64;
+    let low = mean.checked_ilog2().unwrap_or(0).min(width - 1);
+    let split = (low > 0).then(|| {
+        let fields = Fields::Split { low };
+        let parts = (fields.widths(width).into_iter())
+            .zip(fields.shifts(width))
+            .map(|(w, shift)| {
+                let part: Vec<u32> = gaps.iter().map(|g| (g >> shift) & mask(w)).collect();
+                leaf(part.into(), w).0
+            })
+            .collect();
+        Program {
+            ty,
+            op: Op::Merge { fields, parts },
+        }
+    });
+    let whole = leaf(gaps.into(), width).0;
+    match split {
+        Some(s) if encoded_len(&s) < encoded_len(&whole) => s,
+        _ => whole,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +106,38 @@ mod tests {
         let words = [5, 1, 5, 5, 2, 3, 5];
         assert_eq!(exceptions(&words, 5), (vec![1, 2, 0], vec![1, 2, 3]));
         assert_eq!(exceptions(&[7, 5], 5), (vec![0], vec![7]));
+    }
+
+    #[test]
+    fn spread_gaps_split_off_their_low_bits() {
+        // Gaps between exceptions at random places, one in about 200 words:
+        // geometric, 2^7 <= mean < 2^8, so the low 7 bits go apart.
+        let mut x = 12345u32;
+        let gaps: Vec<u32> = (0..2000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let u = (x as f64 + 1.0) / 2f64.powi(32);
+                (-u.ln() * 200.0) as u32
+            })
+            .collect();
+        let p = gaps_program(gaps.clone(), 18);
+        assert!(
+            matches!(
+                p.op,
+                Op::Merge {
+                    fields: Fields::Split { low: 7 },
+                    ..
+                }
+            ),
+            "{p}"
+        );
+        assert!(super::super::runs_to(&p, &gaps));
+        assert!(encoded_len(&p) < encoded_len(&leaf(gaps.into(), 18).0));
+        // Gaps of 0 and 1 keep their leaf.
+        let dense = [0, 1, 0, 0, 1, 0, 1, 1].repeat(40);
+        assert!(matches!(gaps_program(dense, 18).op, Op::Lit(_)));
     }
 
     #[test]
