@@ -31,9 +31,12 @@ pub struct Archive {
     bases: Vec<Archive>,
 }
 
-/// How a chunk's base bytes are read: `(base, offset, out)` fills `out`
-/// with base's checked source bytes from `offset`, or says why not.
-pub type ReadBase<'a> = &'a dyn Fn(&Archive, u64, &mut [u8]) -> std::result::Result<(), String>;
+/// How a chunk's base bytes are read: `(base, offset, len, use_bytes)`
+/// calls `use_bytes` once with base's `len` checked source bytes from
+/// `offset`, or says why it cannot. Lending them, rather than filling a
+/// buffer, lets a cache of decoded chunks hand out a chunk in place.
+pub type ReadBase<'a> =
+    &'a dyn Fn(&Archive, u64, usize, &mut dyn FnMut(&[u8])) -> std::result::Result<(), String>;
 
 /// How long a chain of bases may be: reading a chunk may decode a chunk of
 /// each archive along it.
@@ -110,11 +113,15 @@ impl Backing {
     }
 }
 
-type Buffer = std::thread::LocalKey<std::cell::Cell<Vec<u8>>>;
+pub(crate) type Buffer = std::thread::LocalKey<std::cell::Cell<Vec<u8>>>;
 
 /// Calls `f` with `len` bytes of the thread's buffer `cell`, so that decoding
 /// many chunks neither allocates nor zeroes a buffer for each.
-fn with_buffer<R>(cell: &'static Buffer, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+pub(crate) fn with_buffer<R>(
+    cell: &'static Buffer,
+    len: usize,
+    f: impl FnOnce(&mut [u8]) -> R,
+) -> R {
     // Taken out of the cell while in use, so a nested call gets its own.
     let mut buf = cell.take();
     if buf.len() < len {
@@ -362,10 +369,15 @@ impl Archive {
     /// Decodes chunk `i` into `out` (exactly its source length) and verifies its
     /// checksum; on any failure `out` must not be used.
     pub fn decode_chunk_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
-        self.decode_chunk_with(i, out, &|base, offset, bytes| {
-            base.read_at(offset, bytes)
-                .map(drop)
-                .map_err(|e| e.to_string())
+        thread_local! {
+            static BASE_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        self.decode_chunk_with(i, out, &|base, offset, len, use_bytes| {
+            with_buffer(&BASE_BYTES, len, |bytes| {
+                base.read_at(offset, bytes).map_err(|e| e.to_string())?;
+                use_bytes(bytes);
+                Ok(())
+            })
         })
     }
 
@@ -412,16 +424,12 @@ impl Archive {
         out: &mut [u8],
         read_base: ReadBase,
     ) -> Result<()> {
-        thread_local! {
-            static BASE_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-        }
         let base = &self.bases[span.base as usize];
-        with_buffer(&BASE_BYTES, out.len(), |bytes| {
-            read_base(base, span.offset, bytes)?;
-            span.combine.restore(out, bytes, layout);
-            Ok(())
+        let len = out.len();
+        read_base(base, span.offset, len, &mut |bytes| {
+            span.combine.restore(out, bytes, layout)
         })
-        .map_err(|e: String| Error::invalid(&self.path, format!("reading its base: {e}")))
+        .map_err(|e| Error::invalid(&self.path, format!("reading its base: {e}")))
     }
 
     /// Fills `buf` with source bytes starting at `offset`, decoding only the

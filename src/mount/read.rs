@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use super::cache::{Chunk, ChunkCache};
-use crate::archive::Archive;
+use crate::archive::{with_buffer, Archive};
 use rayon::prelude::*;
 use std::io::IoSlice;
 use std::ops::Range;
@@ -224,40 +224,64 @@ fn decode(
     enclosing: usize,
     buffer: &mut [u8],
 ) -> Result<(), String> {
-    let read_base =
-        |base: &Archive, offset, out: &mut [u8]| read_base(cache, base, offset, out, enclosing);
+    let read_base = |base: &Archive, offset, len, use_bytes: &mut dyn FnMut(&[u8])| {
+        read_base(
+            cache,
+            base,
+            offset..offset + len as u64,
+            use_bytes,
+            enclosing,
+        )
+    };
     archive
         .decode_chunk_with(i, buffer, &read_base)
         .map_err(|e| e.to_string())
 }
 
-/// Fills `out` with `base`'s source bytes from `offset`, from its chunks
+/// Lends `use_bytes` the `span` of `base`'s source bytes, from its chunks
 /// in the cache, for a decode with `enclosing` decodes in progress (itself
-/// included).
+/// included): in place where one chunk holds the span (as it does for a
+/// tensor packed in whole chunks of its base's), else copied together.
 fn read_base(
     cache: &ChunkCache,
     base: &Archive,
-    offset: u64,
-    out: &mut [u8],
+    span: Range<u64>,
+    use_bytes: &mut dyn FnMut(&[u8]),
     enclosing: usize,
 ) -> Result<(), String> {
-    let end = offset + out.len() as u64;
-    let mut at = offset;
-    while at < end {
-        let j = base.chunk_at(at);
-        let range = base.chunk_range(j);
-        let stop = range.end.min(end);
-        let chunk = cached(cache, base.content_id(), base, j, enclosing)?;
-        let from = (at - range.start) as usize;
-        let to = (stop - range.start) as usize;
-        out[(at - offset) as usize..(stop - offset) as usize].copy_from_slice(&chunk[from..to]);
-        // The dependant's reader is going past it too: its buffer is the next
-        // base chunk's, instead of fresh memory (a page fault per 4 KiB), and
-        // it is evicted before chunks decoded ahead.
-        cache.demote((base.content_id(), j));
-        at = stop;
+    let id = base.content_id();
+    // Once used, a base chunk is demoted: the dependant's reader is going
+    // past it too, so its buffer is the next base chunk's, instead of fresh
+    // memory (a page fault per 4 KiB), and it is evicted before chunks
+    // decoded ahead.
+    let first = base.chunk_at(span.start);
+    let range = base.chunk_range(first);
+    if span.end <= range.end {
+        let chunk = cached(cache, id, base, first, enclosing)?;
+        use_bytes(&chunk[(span.start - range.start) as usize..(span.end - range.start) as usize]);
+        cache.demote((id, first));
+        return Ok(());
     }
-    Ok(())
+    thread_local! {
+        static SPANNING: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    with_buffer(&SPANNING, (span.end - span.start) as usize, |bytes| {
+        let mut at = span.start;
+        while at < span.end {
+            let j = base.chunk_at(at);
+            let range = base.chunk_range(j);
+            let stop = range.end.min(span.end);
+            let chunk = cached(cache, id, base, j, enclosing)?;
+            let to = (at - span.start) as usize..(stop - span.start) as usize;
+            bytes[to].copy_from_slice(
+                &chunk[(at - range.start) as usize..(stop - range.start) as usize],
+            );
+            cache.demote((id, j));
+            at = stop;
+        }
+        use_bytes(bytes);
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -382,7 +406,17 @@ mod tests {
     /// [`archive`]'s file with a few bytes changed, packed against it:
     /// the fine-tune's archive and its original.
     fn fine_tune(len: usize, chunk: usize) -> (Arc<Archive>, Vec<u8>, tempfile::TempDir) {
-        let (_base, original, dir) = archive(len, chunk);
+        fine_tune_of(len, chunk, chunk)
+    }
+
+    /// A fine-tune of a base packed with `base_chunk`-byte chunks, packed
+    /// against it with `chunk`-byte chunks.
+    fn fine_tune_of(
+        len: usize,
+        base_chunk: usize,
+        chunk: usize,
+    ) -> (Arc<Archive>, Vec<u8>, tempfile::TempDir) {
+        let (_base, original, dir) = archive(len, base_chunk);
         let mut tuned = original;
         tuned.iter_mut().skip(200).step_by(97).for_each(|b| *b ^= 1);
         let src = dir.path().join("tuned.safetensors");
@@ -468,6 +502,28 @@ mod tests {
                 peak <= bound,
                 "{peak} bytes of buffers with {chunk}-byte chunks, a cache of {capacity}"
             );
+        }
+    }
+
+    #[test]
+    fn a_fine_tunes_chunk_may_span_chunks_of_its_base() {
+        // Chunks of 8 KiB against a base's of 4 KiB: each needs two base
+        // chunks, put together; chunks of 4 KiB against 8 KiB take part of
+        // one in place.
+        for (base_chunk, chunk) in [(4096, 8192), (8192, 4096)] {
+            let (fine, tuned, dir) = fine_tune_of(80_000, base_chunk, chunk);
+            let base = Archive::open(dir.path().join("m.brv")).unwrap();
+            let spans_two = |i: usize| {
+                let span = fine.chunks()[i]
+                    .base
+                    .map(|b| b.offset..b.offset + fine.chunks()[i].src_len);
+                span.is_some_and(|s| base.chunk_at(s.start) != base.chunk_at(s.end - 1))
+            };
+            let spanning = (0..fine.chunks().len()).any(spans_two);
+            assert_eq!(spanning, chunk > base_chunk);
+            let cache = Arc::new(ChunkCache::new(1 << 20));
+            let reader = ArchiveReader::new(fine.content_id(), fine.clone());
+            assert!(read_all(&reader, &cache, 3000, 0) == tuned);
         }
     }
 
