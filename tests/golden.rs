@@ -251,20 +251,23 @@ fn version_4_match_archives_use_copies_and_earlier_versions_refuse_them() {
     assert!(!found.is_empty(), "no match* archive in tests/golden/v4");
     let seen = coverage_of(4, found.clone());
     assert!(seen.contains("match"), "match not covered: {seen:?}");
-    for brv in found {
-        let mut bytes = std::fs::read(&brv).unwrap();
-        assert_eq!(bytes[7], 4);
-        // The same bytes labelled version 3 must not decode: a Match is not
-        // an operator of version 3.
-        bytes[7] = 3;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("relabelled.brv");
-        std::fs::write(&path, bytes).unwrap();
-        let a = Archive::open(&path).unwrap();
-        let err = archive::verify(&a, None, &|_| {}).unwrap_err().to_string();
-        assert!(err.contains("relabelled.brv"), "{err}");
-        assert!(err.contains("unknown operator"), "{err}");
-    }
+    // A Match is not an operator of version 3.
+    found.iter().for_each(|brv| refused_as_older(brv, 4));
+}
+
+/// The golden archive `brv` of `version`, labelled `version - 1`, must not
+/// decode: it uses an operator that version does not have.
+fn refused_as_older(brv: &Path, version: u8) {
+    let mut bytes = std::fs::read(brv).unwrap();
+    assert_eq!(bytes[7], version);
+    bytes[7] = version - 1;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("relabelled.brv");
+    std::fs::write(&path, bytes).unwrap();
+    let a = Archive::open(&path).unwrap();
+    let err = archive::verify(&a, None, &|_| {}).unwrap_err().to_string();
+    assert!(err.contains("relabelled.brv"), "{err}");
+    assert!(err.contains("unknown operator"), "{err}");
 }
 
 #[test]
@@ -278,20 +281,8 @@ fn version_5_golden_archives_use_sparse_nodes_and_version_4_refuses_them() {
             "{layout}: {seen:?}"
         );
     }
-    for brv in found {
-        let mut bytes = std::fs::read(&brv).unwrap();
-        assert_eq!(bytes[7], 5);
-        // The same bytes labelled version 4 must not decode: a Sparse node is
-        // not an operator of version 4.
-        bytes[7] = 4;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("relabelled.brv");
-        std::fs::write(&path, bytes).unwrap();
-        let a = Archive::open(&path).unwrap();
-        let err = archive::verify(&a, None, &|_| {}).unwrap_err().to_string();
-        assert!(err.contains("relabelled.brv"), "{err}");
-        assert!(err.contains("unknown operator"), "{err}");
-    }
+    // A Sparse node is not an operator of version 4.
+    found.iter().for_each(|brv| refused_as_older(brv, 5));
 }
 
 #[test]

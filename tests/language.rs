@@ -457,16 +457,20 @@ fn match_bytes(n: usize, lits: &[u32], runs: &[u32], lens: &[u32], dists: &[u32]
     bytes
 }
 
+/// Decodes `bytes` as a program of type `ty`, which must use them all, and
+/// runs it into every word type.
+fn run_bytes(bytes: &[u8], ty: Type) -> Result<Vec<u32>, WireError> {
+    let (p, used) = decode_program(bytes, ty, Limits::default()).expect("decodes");
+    assert_eq!(used, bytes.len());
+    execute_all(&p)
+}
+
 /// Hostile tokens decode (the decoder cannot see them) but never run: every
 /// copy is checked against the words already produced and left to produce.
 #[test]
 fn match_refuses_hostile_copies() {
     let ty = Type { width: 8, len: 8 };
-    let run = |bytes: &[u8]| -> Result<Vec<u32>, WireError> {
-        let (p, used) = decode_program(bytes, ty, Limits::default()).expect("decodes");
-        assert_eq!(used, bytes.len());
-        execute_all(&p)
-    };
+    let run = |bytes: &[u8]| run_bytes(bytes, ty);
     let refused = |bytes: Vec<u8>, why: &str| {
         let err = run(&bytes).expect_err(why);
         assert!(err.reason.contains(why), "{err}");
@@ -585,11 +589,7 @@ fn sparse_bytes(n: usize, fill: u32, gaps: &[u32], values: &[u32]) -> Vec<u8> {
 #[test]
 fn sparse_refuses_gaps_past_the_output() {
     let ty = Type { width: 8, len: 8 };
-    let run = |bytes: &[u8]| -> Result<Vec<u32>, WireError> {
-        let (p, used) = decode_program(bytes, ty, Limits::default()).expect("decodes");
-        assert_eq!(used, bytes.len());
-        execute_all(&p)
-    };
+    let run = |bytes: &[u8]| run_bytes(bytes, ty);
     let ok = sparse_bytes(8, 0, &[1, 0, 4], &[7, 8, 9]);
     assert_eq!(run(&ok).unwrap(), [0, 7, 8, 0, 0, 0, 0, 9]);
     let first = sparse_bytes(8, 5, &[0], &[1]);
