@@ -71,3 +71,24 @@ fn default_search_is_no_larger_than_the_root_only_search() {
         assert!(d <= r, "{}: default {d} > root-only {r}", src.display());
     }
 }
+
+/// minilm-upcast holds minilm-bf16's values stored as F32 (low halves
+/// zero): the same information, which packs within 0.1% of the same size
+/// (the F32 words' high halves are searched as BF16 words).
+#[test]
+fn bf16_values_stored_as_f32_pack_as_small_as_bf16() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = |name: &str| {
+        let src = (common::corpus_files().into_iter())
+            .find(|p| p.parent().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("{name} is not in the corpus"));
+        let brv = dir.path().join(format!("{name}.brv"));
+        archive::pack_file(&src, &brv, &PackOptions::default(), &|_| {}).unwrap();
+        std::fs::metadata(&brv).unwrap().len()
+    };
+    let (upcast, bf16) = (size("minilm-upcast"), size("minilm-bf16"));
+    assert!(
+        upcast * 1000 <= bf16 * 1001,
+        "upcast {upcast} vs bf16 {bf16} bytes"
+    );
+}

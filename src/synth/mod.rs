@@ -165,13 +165,68 @@ pub const SEARCH_WORDS: usize = 1 << 18;
 /// The program [`search`] finds (on at most [`SEARCH_WORDS`] words, then
 /// re-fit to all of them; their smallest leaf where it does not re-fit).
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
+    let sample = &words[..words.len().min(SEARCH_WORDS)];
+    let found = match upcast_low(sample, width, hint) {
+        Some(low) => upcast(sample, low, hint, opts),
+        None => search(sample, width, hint, opts).program,
+    };
     if words.len() <= SEARCH_WORDS {
-        let found = search(words, width, hint, opts).program;
         return with_matches(words, width, hint, opts, found);
     }
-    let found = search(&words[..SEARCH_WORDS], width, hint, opts).program;
     let refit = Template::of(&found).apply(words);
     refit.unwrap_or_else(|| leaf(words.into(), width).0)
+}
+
+/// The low half of every word, if `words` are f32 values whose low halves
+/// are all that one value: bf16 values stored as f32.
+fn upcast_low(words: &[u32], width: u32, hint: Hint) -> Option<u32> {
+    let low = words[0] & 0xffff;
+    let f32s = width == 32 && hint.float == Some(FloatFormat::F32);
+    (f32s && words.iter().all(|w| w & 0xffff == low)).then_some(low)
+}
+
+/// The program for bf16 values stored as f32 (`low` their low halves): a
+/// Merge of their high halves, searched as a bf16 stream of their own, and
+/// that constant; or the root-only search's program where that costs less.
+/// A search of the f32 words spends its budget on the f32 fields, which code
+/// the sign, exponent and mantissa of the halves apart, where a bf16
+/// stream's search finds the fields that code them together.
+fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
+    let high: Vec<u32> = words.iter().map(|w| w >> 16).collect();
+    let bf16 = Hint {
+        float: Some(FloatFormat::Bf16),
+    };
+    let halves = Type {
+        width: 16,
+        len: words.len(),
+    };
+    let parts = vec![
+        search(&high, 16, bf16, opts).program,
+        Program {
+            ty: halves,
+            op: Op::Const(low),
+        },
+    ];
+    let merged = Program {
+        ty: Type {
+            width: 32,
+            len: words.len(),
+        },
+        op: Op::Merge {
+            fields: dsl::Fields::Split { low: 16 },
+            parts,
+        },
+    };
+    let root = SynthOptions {
+        budget: 0,
+        ..opts.clone()
+    };
+    let plain = search(words, 32, hint, &root).program;
+    if cost(&merged) < cost(&plain) && runs_to(&merged, words) {
+        merged
+    } else {
+        plain
+    }
 }
 
 /// `found`, or a Match node yielding `words` where its exact cost is
