@@ -47,10 +47,16 @@ fn execute_all(p: &Program<EncodedLit<'_>>) -> Result<Vec<u32>, WireError> {
     wide
 }
 
-/// Encodes, decodes with the strict decoder and executes (into every word type).
-fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
+/// The canonical encoding of `p`.
+fn encoded(p: &Program<Literal>) -> Vec<u8> {
     let mut bytes = Vec::new();
     encode_program(p, &mut bytes);
+    bytes
+}
+
+/// Encodes, decodes with the strict decoder and executes (into every word type).
+fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
+    let bytes = encoded(p);
     assert_eq!(bytes.len(), encoded_len(p), "encoded_len disagrees: {p}");
     let (decoded, used) = decode_program(&bytes, p.ty, Limits::default())
         .unwrap_or_else(|e| panic!("decoder rejects {p}: {e}"));
@@ -256,8 +262,7 @@ proptest! {
     #[test]
     fn decoder_survives_damaged_programs((width, t) in stream(), at: usize, bit in 0u8..8) {
         for p in constructions(width, &t) {
-            let mut bytes = Vec::new();
-            encode_program(&p, &mut bytes);
+            let mut bytes = encoded(&p);
             let k = at % bytes.len();
             bytes[k] ^= 1 << bit;
             if let Ok((q, _)) = decode_program(&bytes, p.ty, Limits::default()) {
@@ -433,8 +438,7 @@ proptest! {
         let kids = streams.into_iter().map(|(ty, s)| leaf(s, ty.width)).collect();
         let p = match_program(ty, kids);
         prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
-        let mut bytes = Vec::new();
-        encode_program(&p, &mut bytes);
+        let bytes = encoded(&p);
         let v3 = Limits { matches: false, ..Limits::default() };
         let err = decode_program(&bytes, ty, v3).unwrap_err();
         prop_assert_eq!(err.reason, "unknown operator");
@@ -452,9 +456,7 @@ fn match_bytes(n: usize, lits: &[u32], runs: &[u32], lens: &[u32], dists: &[u32]
         leaf(dists.into(), tw),
     ];
     let p = match_program(Type { width: 8, len: n }, kids);
-    let mut bytes = Vec::new();
-    encode_program(&p, &mut bytes);
-    bytes
+    encoded(&p)
 }
 
 /// Decodes `bytes` as a program of type `ty`, which must use them all, and
@@ -558,8 +560,7 @@ proptest! {
         prop_assume!(t.iter().any(|&w| w != fill));
         let p = sparse_leaf(&t, width, fill);
         prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
-        let mut bytes = Vec::new();
-        encode_program(&p, &mut bytes);
+        let bytes = encoded(&p);
         let v4 = Limits { sparse: false, ..Limits::default() };
         let err = decode_program(&bytes, ty, v4).unwrap_err();
         prop_assert_eq!(err.reason, "unknown operator");
@@ -579,9 +580,7 @@ fn sparse_bytes(n: usize, fill: u32, gaps: &[u32], values: &[u32]) -> Vec<u8> {
             values: Box::new(leaf(values.into(), 8)),
         },
     };
-    let mut bytes = Vec::new();
-    encode_program(&p, &mut bytes);
-    bytes
+    encoded(&p)
 }
 
 /// Gaps that lead past the output decode (the decoder cannot see them) but

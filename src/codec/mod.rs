@@ -20,7 +20,7 @@ mod simd;
 mod stats;
 mod symbols;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod word;
 
 pub use crate::wire::WireError;

@@ -107,9 +107,11 @@ impl Stats {
     /// or none.
     pub fn mode(&self) -> Option<(u32, u64)> {
         let a = self.alphabet.as_ref()?;
-        let totals = a.totals();
-        let best = (0..a.len()).max_by_key(|&i| (totals[i], std::cmp::Reverse(i)))?;
-        Some((a.words[best], totals[best]))
+        let total = |q: &[u32; 4]| q.iter().map(|&c| c as u64).sum::<u64>();
+        let counted = a.words.iter().zip(&a.quarters);
+        let (&word, count) = (counted.map(|(w, q)| (w, total(q))))
+            .max_by_key(|&(&w, count)| (count, std::cmp::Reverse(w)))?;
+        Some((word, count))
     }
 
     /// The largest word (0 for an empty stream).

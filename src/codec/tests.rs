@@ -19,8 +19,8 @@ enum Shape {
 }
 
 /// A small deterministic generator (xorshift64; `seed` must not be 0), so
-/// streams are cheap to build and replay. Shared by the codec's tests.
-pub(super) fn xorshift(seed: &mut u64) -> u64 {
+/// streams are cheap to build and replay. Shared by the crate's unit tests.
+pub(crate) fn xorshift(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
     *seed ^= *seed >> 7;
     *seed ^= *seed << 17;

@@ -278,6 +278,7 @@ fn literal(target: Arc<[u32]>, width: u32, codec: Codec) -> Program<Literal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::tests::xorshift;
     use crate::dsl::{Fields, FloatFormat, ScanOp};
     use crate::synth::runs_to;
 
@@ -330,17 +331,11 @@ mod tests {
     fn a_literal_refits_to_a_sparse_node_where_that_is_smaller() {
         // A template found where a stream of bytes took a rANS literal; a
         // later chunk's stream is zero but for one word in about 250.
-        let mut x = 7u32;
+        let mut seed = 7;
         let later: Vec<u32> = (0..65536)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                if x.is_multiple_of(250) {
-                    x >> 24 | 1
-                } else {
-                    0
-                }
+            .map(|_| match xorshift(&mut seed) {
+                x if x.is_multiple_of(250) => (x >> 56) as u32 | 1,
+                _ => 0,
             })
             .collect();
         let t = Template {

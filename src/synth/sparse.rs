@@ -5,9 +5,9 @@
 //! per word, and it drops the per-stream costs of a coder whose every word
 //! carries almost no information.
 
-use super::leaf;
+use super::{leaf, Shape};
 use crate::codec::Stats;
-use crate::dsl::{count_width, encoded_len, mask, Fields, Literal, Op, Program, Type};
+use crate::dsl::{count_width, encoded_len, Fields, Literal, Op, Program, Type};
 
 /// Streams shorter than this are not tried: a literal of them is small
 /// anyway.
@@ -77,18 +77,11 @@ fn gaps_program(gaps: Vec<u32>, width: u32) -> Program<Literal> {
     let mean = gaps.iter().map(|&g| g as u64).sum::<u64>() / gaps.len() as u64;
     let low = mean.checked_ilog2().unwrap_or(0).min(width - 1);
     let split = (low > 0).then(|| {
-        let fields = Fields::Split { low };
-        let parts = (fields.widths(width).into_iter())
-            .zip(fields.shifts(width))
-            .map(|(w, shift)| {
-                let part: Vec<u32> = gaps.iter().map(|g| (g >> shift) & mask(w)).collect();
-                leaf(part.into(), w).0
-            })
+        let shape = Shape::Merge(Fields::Split { low });
+        let parts = (shape.children(&gaps, width).into_iter())
+            .map(|(t, part)| leaf(part, t.width).0)
             .collect();
-        Program {
-            ty,
-            op: Op::Merge { fields, parts },
-        }
+        shape.build(ty, parts)
     });
     let whole = leaf(gaps.into(), width).0;
     match split {
@@ -100,6 +93,7 @@ fn gaps_program(gaps: Vec<u32>, width: u32) -> Program<Literal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::tests::xorshift;
 
     #[test]
     fn exceptions_count_the_fill_words_before_each() {
@@ -112,13 +106,10 @@ mod tests {
     fn spread_gaps_split_off_their_low_bits() {
         // Gaps between exceptions at random places, one in about 200 words:
         // geometric, 2^7 <= mean < 2^8, so the low 7 bits go apart.
-        let mut x = 12345u32;
+        let mut seed = 12345;
         let gaps: Vec<u32> = (0..2000)
             .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                let u = (x as f64 + 1.0) / 2f64.powi(32);
+                let u = ((xorshift(&mut seed) >> 11) as f64 + 1.0) / 2f64.powi(53);
                 (-u.ln() * 200.0) as u32
             })
             .collect();
