@@ -123,6 +123,12 @@ pub fn best_of(
 ) -> (Codec, usize) {
     let mut best = (Codec::Raw, usize::MAX);
     for codec in codecs {
+        // rANS's size from its model is at most its exact size: where that
+        // cannot win, its coder need not run over the words.
+        let cannot_win = |estimate: usize| 1 + estimate >= best.1;
+        if codec == Codec::Rans && rans::estimate(words.len(), stats).is_some_and(cannot_win) {
+            continue;
+        }
         if let Some(size) = encoded_size(codec, words, width, stats) {
             if size < best.1 {
                 best = (codec, size);

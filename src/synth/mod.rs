@@ -156,25 +156,34 @@ pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
 }
 
 /// Words a search looks at: a longer stream is searched on its first this
-/// many, and the program found is re-fit to all of it, so that the search's
-/// memory (every candidate holds streams of the words' length) stays bounded
-/// whatever `--chunk-size` is. No stream of a default-sized chunk (256 KiB)
-/// is longer.
-pub const SEARCH_WORDS: usize = 1 << 18;
+/// many, and the program found is re-fit to all of it. The search's cost
+/// grows with its words, the program it finds hardly does (see *Where
+/// packing's time goes* in docs/PERFORMANCE.md).
+pub const SEARCH_WORDS: usize = 1 << 16;
 
-/// The program [`search`] finds (on at most [`SEARCH_WORDS`] words, then
-/// re-fit to all of them; their smallest leaf where it does not re-fit).
+/// Words beyond which no Match node is tried: the matcher's streams are
+/// searched like any stream, and every candidate holds streams of the
+/// words' length, so the memory stays bounded whatever `--chunk-size` is.
+/// No stream of a default-sized chunk (256 KiB) is longer.
+pub const MATCH_WORDS: usize = 1 << 18;
+
+/// The program [`search`] finds on at most [`SEARCH_WORDS`] words, re-fit to
+/// all of them (their smallest leaf where it does not re-fit), or a Match
+/// node where that is smaller (see [`with_matches`]).
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
     let sample = &words[..words.len().min(SEARCH_WORDS)];
     let found = match upcast_low(sample, width, hint) {
         Some(low) => upcast(sample, low, hint, opts),
         None => search(sample, width, hint, opts).program,
     };
-    if words.len() <= SEARCH_WORDS {
-        return with_matches(words, width, hint, opts, found);
+    let found = match words.len() > sample.len() {
+        true => (Template::of(&found).apply(words)).unwrap_or_else(|| leaf(words.into(), width).0),
+        false => found,
+    };
+    if words.len() > MATCH_WORDS {
+        return found;
     }
-    let refit = Template::of(&found).apply(words);
-    refit.unwrap_or_else(|| leaf(words.into(), width).0)
+    with_matches(words, width, hint, opts, found)
 }
 
 /// The low half of every word, if `words` are f32 values whose low halves

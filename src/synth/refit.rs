@@ -8,16 +8,16 @@
 
 use super::expand::Shape;
 use super::{cost, leaf};
-use crate::codec::{self, Codec, Stats};
+use crate::codec::{self, Stats};
 use crate::dsl::{Literal, Op, Program, Type};
 use std::sync::Arc;
 
-/// A found program's operators and parameters, and its literals' codecs
-/// without their words (a template is kept per tensor and must stay small),
-/// and what it cost.
+/// A found program's operators and parameters, without its literals (a
+/// template is kept per tensor and must stay small: a re-fit picks each
+/// literal's codec anew), and what it cost.
 #[derive(Clone, Debug)]
 pub struct Template {
-    shape: Program<Codec>,
+    shape: Program<()>,
     /// [`cost`] of the program on the stream it was found for.
     cost: usize,
 }
@@ -106,11 +106,11 @@ const CHEAPER_DIVISOR: u128 = 4;
 /// headers do not shrink with a shorter chunk.
 const FIXED_ALLOWANCE: u128 = 16;
 
-fn strip(p: &Program<Literal>) -> Program<Codec> {
+fn strip(p: &Program<Literal>) -> Program<()> {
     let kids = || p.children().map(strip).collect::<Vec<_>>();
     let one = || Box::new(strip(p.children().next().expect("one child")));
     let op = match &p.op {
-        Op::Lit(l) => Op::Lit(l.codec),
+        Op::Lit(_) => Op::Lit(()),
         Op::Const(w) => Op::Const(*w),
         Op::Concat(_) => Op::Concat(kids()),
         Op::Repeat { times, .. } => Op::Repeat {
@@ -168,14 +168,14 @@ fn strip(p: &Program<Literal>) -> Program<Codec> {
 
 /// `shape` over `target`: the same operators and parameters, children derived
 /// from `target`, new leaves. None where the shape cannot yield `target`.
-fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>> {
+fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
     let width = shape.ty.width;
     let ty = Type {
         width,
         len: target.len(),
     };
     let node = match &shape.op {
-        Op::Lit(codec) => return Some(literal(target, width, *codec)),
+        Op::Lit(_) => return Some(literal(target, width)),
         // The matcher parses the new stream; its streams are re-fit.
         Op::Match { parts } => {
             let streams = super::matches::match_streams(&target, width)?;
@@ -257,21 +257,15 @@ fn refit(shape: &Program<Codec>, target: Arc<[u32]>) -> Option<Program<Literal>>
     Some(node.build(ty, kids))
 }
 
-/// `target` as a constant, or as the smallest literal among the codecs that
-/// are cheap to size exactly (Raw, BitPack, Huffman: from the histogram) and
-/// the template's codec: rANS is sized (a pass of its coder over the words)
-/// only where it won on the template's chunk; or as a Sparse node where that
-/// is smaller (see [`super::literal_or_sparse`]).
-fn literal(target: Arc<[u32]>, width: u32, codec: Codec) -> Program<Literal> {
+/// `target` as a constant, or as its smallest literal (see [`codec::best`]),
+/// or as a Sparse node where that is smaller (see
+/// [`super::literal_or_sparse`]).
+fn literal(target: Arc<[u32]>, width: u32) -> Program<Literal> {
     if target.iter().all(|w| *w == target[0]) {
         return leaf(target, width).0;
     }
     let stats = Stats::new(&target, width);
-    let cheap = [Codec::Raw, Codec::BitPack, Codec::Huffman];
-    let candidates = cheap
-        .into_iter()
-        .chain((codec == Codec::Rans).then_some(codec));
-    let (codec, size) = codec::best_of(candidates, &target, width, &stats);
+    let (codec, size) = codec::best(&target, width, &stats);
     super::literal_or_sparse(codec, size, target, width, stats)
 }
 
@@ -329,7 +323,7 @@ mod tests {
 
     #[test]
     fn a_literal_refits_to_a_sparse_node_where_that_is_smaller() {
-        // A template found where a stream of bytes took a rANS literal; a
+        // A template found where a stream of bytes took a literal; a
         // later chunk's stream is zero but for one word in about 250.
         let mut seed = 7;
         let later: Vec<u32> = (0..65536)
@@ -344,7 +338,7 @@ mod tests {
                     width: 8,
                     len: 65536,
                 },
-                op: Op::Lit(Codec::Rans),
+                op: Op::Lit(()),
             },
             cost: 1000,
         };

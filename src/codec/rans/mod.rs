@@ -84,5 +84,5 @@ pub(super) mod tests;
 pub(super) use decode::decode;
 use decode::*;
 use encode::*;
-pub(super) use encode::{encode, size};
+pub(super) use encode::{encode, estimate, size};
 use model::*;

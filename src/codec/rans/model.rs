@@ -38,10 +38,15 @@ impl Model {
     /// whose frequencies cost at most 1/[`FAST_SCALE_COST`] more than the
     /// finest's. The groups follow from the size (see [`group_count`]).
     pub(super) fn new(alphabet: &Alphabet, n: usize) -> Model {
+        Model::with_cost(alphabet, n).0
+    }
+
+    /// [`Model::new`] and its cost of the words (as [`Model::cost`]).
+    pub(super) fn with_cost(alphabet: &Alphabet, n: usize) -> (Model, i128) {
         let counts = alphabet.totals();
         let (mut model, cost) = Model::quantised(&counts, alphabet.len(), n);
         model.groups = group_count(cost);
-        model
+        (model, cost)
     }
 
     /// The frequencies of [`Model::new`], with one group, and their cost.
