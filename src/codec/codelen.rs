@@ -22,9 +22,7 @@ pub(super) fn limited_lengths(weights: &[u64], limit: u32) -> Vec<u32> {
 
 /// Indices of `weights` by increasing weight, then index.
 fn sorted_order(weights: &[u64]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..weights.len()).collect();
-    order.sort_unstable_by_key(|&i| (weights[i], i));
-    order
+    crate::codec::sorted_indices(weights.iter().copied())
 }
 
 /// Unlimited Huffman lengths. Leaves are consumed in sorted order and merged

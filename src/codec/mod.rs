@@ -138,6 +138,24 @@ pub fn best_of(
     best
 }
 
+/// Indices of `keys` (below 2^48, at most 2^16 of them) by increasing key,
+/// then index: sorted as packed integers, without an indirection per
+/// comparison, since code lengths and rANS frequencies are chosen for every
+/// candidate stream while packing.
+pub(crate) fn sorted_indices(keys: impl ExactSizeIterator<Item = u64>) -> Vec<usize> {
+    const INDEX_BITS: u32 = 16;
+    assert!(keys.len() <= 1 << INDEX_BITS, "too many keys");
+    let mut packed: Vec<u64> = (keys.enumerate())
+        .map(|(i, key)| {
+            debug_assert!(key < 1 << (64 - INDEX_BITS), "key too large");
+            key << INDEX_BITS | i as u64
+        })
+        .collect();
+    packed.sort_unstable();
+    let mask = (1 << INDEX_BITS) - 1;
+    packed.into_iter().map(|k| (k & mask) as usize).collect()
+}
+
 /// Appends the encoding with `codec` (tag byte, then payload). Returns false
 /// (and appends nothing) if the codec does not apply.
 pub fn encode_with(codec: Codec, words: &[u32], width: u32, out: &mut Vec<u8>) -> bool {

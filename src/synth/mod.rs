@@ -296,7 +296,7 @@ pub fn synthesize_like(
             // than the words' byte planes would: then the data may have
             // changed kind, and every template is tried for the cheapest.
             if fits {
-                let plain = *plain.get_or_insert_with(|| refit::byte_planes_cost(words, width));
+                let plain = *plain.get_or_insert_with(|| refit::sampled_planes_cost(words, width));
                 if cost(&p) * PLAIN_DIVISOR <= plain * (PLAIN_DIVISOR + 1) {
                     return Some(p);
                 }
@@ -322,7 +322,7 @@ pub fn synthesize_like(
 }
 
 /// A fitting re-fit is kept at once if it costs at most `1 + 1/this` times
-/// the order-0 code of its words' byte planes.
+/// the order-0 code of its words' byte planes (estimated from a sample).
 const PLAIN_DIVISOR: usize = 64;
 
 /// One in this many raw bytes of its stream is what a Map or Scan must save to be

@@ -117,8 +117,7 @@ pub(super) fn normalize(counts: &[u64], total: u64, scale: u32) -> Vec<u32> {
         .iter()
         .map(|&c| ((c * target + total / 2) / total).max(1))
         .collect();
-    let mut order: Vec<usize> = (0..freqs.len()).collect();
-    order.sort_unstable_by_key(|&i| (std::cmp::Reverse(freqs[i]), i));
+    let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f));
     let sum: u64 = freqs.iter().sum();
     if sum < target {
         freqs[order[0]] += target - sum;
