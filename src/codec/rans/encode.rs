@@ -159,23 +159,38 @@ pub(super) fn count_emitted_fast<const G: usize>(
         &mut count,
     );
     let bulk = &words[..whole];
-    match count_bulk_simd(bulk, alphabet, &symbols, scale, &mut groups) {
+    match bulk_simd(bulk, alphabet, &symbols, scale, &mut groups, None) {
         Some(bulk_count) => emitted += bulk_count,
         None => run(bulk, 0, &mut groups, index, &symbols, scale, &mut count),
     }
     emitted
 }
 
+/// Where an encoding run keeps the renormalisation words: the low 16 bits
+/// of each state that renormalises go to `words[count]`, in the order of
+/// [`run`]. Each step writes there, and `count` moves on only past the ones
+/// that renormalise; the SIMD loop writes eight words at a time, so `words`
+/// holds [`KEPT_SLACK`] beyond the most a run keeps.
+pub(super) struct Kept<'a> {
+    pub words: &'a mut [u16],
+    pub count: usize,
+}
+
+pub(super) const KEPT_SLACK: usize = 8;
+
 /// Runs the whole blocks of `bulk` with AVX2 when the CPU has it, the
 /// stream is long enough and the words are at most 16 bits wide (there is a
-/// direct rank array); otherwise returns None and leaves `groups` alone.
+/// direct rank array), keeping the renormalisation words in `kept` if
+/// given, and returns their number; otherwise returns None and leaves
+/// `groups` and `kept` alone.
 #[inline]
-pub(super) fn count_bulk_simd<const G: usize>(
+pub(super) fn bulk_simd<const G: usize>(
     bulk: &[u32],
     alphabet: &Alphabet,
     symbols: &[SizeSymbol],
     scale: u32,
     groups: &mut Groups<G>,
+    kept: Option<&mut Kept>,
 ) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if bulk.len() >= SIMD_MIN_WORDS && simd_level() != Simd::None {
@@ -187,22 +202,17 @@ pub(super) fn count_bulk_simd<const G: usize>(
                 table[w as usize] = s;
             }
             direct = table;
-            simd_size::Lookup::Direct(&direct)
+            simd_encode::Lookup::Direct(&direct)
         } else {
-            simd_size::Lookup::Ranked {
+            simd_encode::Lookup::Ranked {
                 ranks: alphabet.index().dense_ranks()?,
                 symbols,
             }
         };
-        let mut count = 0;
-        for (group, states) in groups.iter_mut().enumerate() {
-            let blocks = simd_size::Blocks { group, groups: G };
-            // SAFETY: the CPU supports AVX2, as checked just above.
-            count += unsafe { simd_size::count(bulk, blocks, &lookup, scale, states) };
-        }
-        return Some(count);
+        // SAFETY: the CPU supports AVX2 and POPCNT, as checked just above.
+        return Some(unsafe { simd_encode::run(bulk, &lookup, scale, groups, kept) });
     }
-    let _ = (bulk, alphabet, symbols, scale, groups);
+    let _ = (bulk, alphabet, symbols, scale, groups, kept);
     None
 }
 
@@ -278,25 +288,42 @@ pub(super) fn encode_groups<const G: usize>(
     out.push(model.scale as u8 | (G.trailing_zeros() as u8) << GROUPS_SHIFT);
     symbols::write(&alphabet.words, &model.freqs, Values::Varints, out);
     // Each word emits at most one renormalisation word; every word writes
-    // its low bits at `count`, kept only if it did emit, so `count <= n`.
-    let mut emitted = vec![0u16; words.len() + 1];
-    let mut count = 0usize;
+    // its low bits at `count`, kept only if it did emit, so `count <= n`
+    // (the SIMD loop writes eight at a time).
+    let mut emitted = vec![0u16; words.len() + KEPT_SLACK];
     let symbols = size_symbols(model);
     let mut groups = [[STATE_LOW; LANES]; G];
-    let mut keep = |renorm, low| {
-        emitted[count] = low;
-        count += renorm as usize;
-    };
     let index = alphabet.index();
-    run(
-        words,
-        0,
-        &mut groups,
-        index,
+    let scale = model.scale;
+    let run_scalar = |kept: &mut Kept, words: &[u32], first, groups: &mut Groups<G>| {
+        let mut keep = |renorm, low| {
+            kept.words[kept.count] = low;
+            kept.count += renorm as usize;
+        };
+        run(words, first, groups, index, &symbols, scale, &mut keep);
+    };
+    let mut kept = Kept {
+        words: &mut emitted,
+        count: 0,
+    };
+    // The tail block, coded first, by the scalar loop; the whole blocks
+    // with SIMD where they can.
+    let whole = words.len() - words.len() % LANES;
+    run_scalar(&mut kept, &words[whole..], whole / LANES, &mut groups);
+    let bulk = &words[..whole];
+    if bulk_simd(
+        bulk,
+        alphabet,
         &symbols,
-        model.scale,
-        &mut keep,
-    );
+        scale,
+        &mut groups,
+        Some(&mut kept),
+    )
+    .is_none()
+    {
+        run_scalar(&mut kept, bulk, 0, &mut groups);
+    }
+    let count = kept.count;
     for state in &groups.as_flattened()[..used_lanes(words.len(), G)] {
         out.extend_from_slice(&state.to_le_bytes());
     }

@@ -77,7 +77,7 @@ mod model;
 #[cfg(target_arch = "x86_64")]
 mod simd_decode;
 #[cfg(target_arch = "x86_64")]
-mod simd_size;
+mod simd_encode;
 #[cfg(test)]
 pub(super) mod tests;
 

@@ -246,7 +246,9 @@ fn fused_layout_only_where_fields_fit() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn simd_lookups_agree() {
-    if !std::arch::is_x86_feature_detected!("avx2") {
+    if !(std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt"))
+    {
         return;
     }
     let mut seed = 0x3C6E_F372_FE94_F82Bu64;
@@ -274,22 +276,51 @@ fn simd_lookups_agree() {
         for (&w, &s) in alph.words.iter().zip(&symbols) {
             direct[w as usize] = s;
         }
-        let ranked = simd_size::Lookup::Ranked {
+        let ranked = simd_encode::Lookup::Ranked {
             ranks: alph.index().dense_ranks().unwrap(),
             symbols: &symbols,
         };
         let whole = n - n % LANES;
         assert_eq!(whole, n, "the test streams are whole groups");
-        for lookup in [simd_size::Lookup::Direct(&direct), ranked] {
-            let count = |group, groups| {
-                let blocks = simd_size::Blocks { group, groups };
-                let mut states = [STATE_LOW; LANES];
-                // SAFETY: the CPU supports AVX2, as checked above.
-                unsafe { simd_size::count(&words, blocks, &lookup, model.scale, &mut states) }
-            };
+        for lookup in [simd_encode::Lookup::Direct(&direct), ranked] {
             let what = format!("width {width} alphabet {alphabet}");
-            assert_eq!(count(0, 1), one, "{what}");
-            assert_eq!(count(0, 2) + count(1, 2), two, "{what}");
+            let mut one_group = [[STATE_LOW; LANES]; 1];
+            // SAFETY: the CPU supports AVX2, as checked above.
+            let count =
+                unsafe { simd_encode::run(&words, &lookup, model.scale, &mut one_group, None) };
+            assert_eq!(count, one, "{what}");
+            let mut two_groups = [[STATE_LOW; LANES]; 2];
+            // SAFETY: as above.
+            let count =
+                unsafe { simd_encode::run(&words, &lookup, model.scale, &mut two_groups, None) };
+            assert_eq!(count, two, "{what}");
+        }
+    }
+}
+
+/// The SIMD encoder writes the same bytes as the scalar one, with one group
+/// and two, on streams with and without a tail block and through both
+/// lookups.
+#[test]
+fn simd_and_scalar_encoders_agree() {
+    let mut seed = 0x510E_527F_ADE6_82D1u64;
+    for n in [128, 129, 159, 4096, 4099, 40_000, 70_016] {
+        for width in [1u32, 8, 12, 16] {
+            for alphabet in [2u64, 21, 256, 4096] {
+                let (words, skew) = skewed_words(&mut seed, n, width, alphabet);
+                let what = format!("n {n} width {width} alphabet {alphabet} skew {skew}");
+                let scalar = with_limit(Simd::None, || {
+                    (
+                        encode_groups_with_tag::<1>(&words, width),
+                        encode_groups_with_tag::<2>(&words, width),
+                    )
+                });
+                let simd = (
+                    encode_groups_with_tag::<1>(&words, width),
+                    encode_groups_with_tag::<2>(&words, width),
+                );
+                assert_eq!(simd, scalar, "{what}");
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
-//! The sizing loop of `count_emitted_fast` with AVX2: the 32 lanes are four
-//! vectors of eight, each an independent dependency chain. Symbol data comes
-//! from gathers; the division is `SizeSymbol::quotient` lane by lane.
+//! The encoder's loop with AVX2, sizing or encoding: the 32 lanes of a
+//! group are four vectors of eight, each an independent dependency chain.
+//! Symbol data comes from gathers; the division is `SizeSymbol::quotient`
+//! lane by lane.
 
 use super::simd_decode::{load_quarters, store_quarters};
-use super::{SizeSymbol, FIELD, LANES};
+use super::{Groups, Kept, SizeSymbol, FIELD, KEPT_SLACK, LANES};
 use std::arch::x86_64::*;
 
 const _: () = assert!(LANES == 32 && std::mem::size_of::<SizeSymbol>() == 8);
@@ -20,33 +21,26 @@ pub(super) enum Lookup<'a> {
     },
 }
 
-/// Which blocks of `LANES` words one group of states codes: blocks
-/// `group`, `group + groups`, `group + 2 * groups` and so on.
-#[derive(Clone, Copy)]
-pub(super) struct Blocks {
-    pub group: usize,
-    pub groups: usize,
-}
-
-/// Codes the whole blocks of `words` that `blocks` selects (backwards,
-/// as `super::run`) from `states`, and returns the number of
-/// renormalisations. Words are masked to the table size and ranks
-/// clamped to the symbol count, so every gather stays inside its table
-/// whatever the words are.
+/// Codes the whole blocks of `words` backwards from `groups`, as
+/// `super::run` does (block `b` by group `b % G`), and returns the number
+/// of renormalisations; with `kept`, also keeps their words. Words are
+/// masked to the table size and ranks clamped to the symbol count, so every
+/// gather stays inside its table whatever the words are.
 ///
 /// # Safety
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
-pub(super) unsafe fn count(
+/// The CPU must support AVX2 and POPCNT.
+#[target_feature(enable = "avx2,popcnt")]
+pub(super) unsafe fn run<const G: usize>(
     words: &[u32],
-    blocks: Blocks,
     lookup: &Lookup,
     scale: u32,
-    states: &mut [u32; LANES],
+    groups: &mut Groups<G>,
+    mut kept: Option<&mut Kept>,
 ) -> usize {
-    // SAFETY: the caller has AVX2 (this function's contract); the accesses are bounded as the comments below say.
+    const _: () = assert!(KEPT_SLACK >= 8);
+    // SAFETY: the caller has AVX2 and POPCNT (this function's contract); the accesses are bounded as the comments below say.
     unsafe {
-        assert!(words.len().is_multiple_of(LANES) && scale <= 14 && blocks.groups >= 1);
+        assert!(words.len().is_multiple_of(LANES) && scale <= 14);
         // (table base, its length) and, for ranked lookups, the rank array.
         let (symbols, ranks) = match *lookup {
             Lookup::Direct(table) => (table, None),
@@ -72,11 +66,12 @@ pub(super) unsafe fn count(
         let full_m1 = _mm256_set1_epi32((1i32 << scale) - 1);
         let shift = _mm_cvtsi32_si128(32 - scale as i32);
         let base = symbols.as_ptr() as *const i32;
-        let mut x = load_quarters(states);
+        let mut states = groups.each_ref().map(|g| load_quarters(g));
         let mut count = _mm256_setzero_si256();
-        let mine = words.chunks_exact(LANES).skip(blocks.group);
-        for chunk in mine.step_by(blocks.groups).rev() {
-            for (quarter, x) in x.iter_mut().enumerate() {
+        for (block, chunk) in words.chunks_exact(LANES).enumerate().rev() {
+            let x = &mut states[block % G];
+            // Lanes from the last, as the scalar encoder emits.
+            for (quarter, x) in x.iter_mut().enumerate().rev() {
                 // SAFETY: `chunk` holds 32 words; this reads 8 at `8 * quarter`.
                 let w = _mm256_loadu_si256(chunk.as_ptr().add(8 * quarter) as *const __m256i);
                 let w = _mm256_and_si256(w, word_mask);
@@ -111,13 +106,69 @@ pub(super) unsafe fn count(
                 let start = _mm256_and_si256(_mm256_srli_epi32::<14>(a), field);
                 let cmpl = _mm256_sub_epi32(full_m1, fm1);
                 let base_state = _mm256_add_epi32(y, start);
+                if let Some(kept) = kept.as_deref_mut() {
+                    keep(*x, renorm, kept);
+                }
                 *x = _mm256_add_epi32(base_state, _mm256_mullo_epi32(q, cmpl));
             }
         }
-        store_quarters(x, states);
+        for (x, states) in states.into_iter().zip(groups) {
+            store_quarters(x, states);
+        }
         let mut lanes = [0u32; 8];
         // SAFETY: `lanes` is 32 bytes.
         _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, count);
         lanes.iter().map(|&c| c as usize).sum()
     }
 }
+
+/// Keeps the low 16 bits of the states `x` that renormalise (`renorm` all
+/// ones), the last lane first, as the scalar encoder emits them: a
+/// permutation moves them to the front, and all eight low halves are
+/// stored at `kept.count`, which moves on past the ones that renormalise.
+/// `kept.words` must hold 8 words from there (see [`KEPT_SLACK`]).
+#[target_feature(enable = "avx2,popcnt")]
+fn keep(x: __m256i, renorm: __m256i, kept: &mut Kept) {
+    let mask = _mm256_movemask_ps(_mm256_castsi256_ps(renorm)) as usize;
+    let to = &mut kept.words[kept.count..kept.count + KEPT_SLACK];
+    // SAFETY: `COMPACT`'s rows and `LOW_HALVES` are 32 bytes; `to` holds 8
+    // u16, 16 bytes.
+    unsafe {
+        let order = _mm256_loadu_si256(COMPACT[mask].as_ptr() as *const __m256i);
+        let moved = _mm256_permutevar8x32_epi32(x, order);
+        // Each 128-bit half's four low halves to its low 8 bytes, then the
+        // two halves' low 8 bytes together.
+        let pick = _mm256_loadu_si256(LOW_HALVES.as_ptr() as *const __m256i);
+        let halves = _mm256_shuffle_epi8(moved, pick);
+        let low = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b00_00_10_00>(halves));
+        _mm_storeu_si128(to.as_mut_ptr() as *mut __m128i, low);
+    }
+    kept.count += mask.count_ones() as usize;
+}
+
+/// Byte shuffle taking the low 16 bits of each 32-bit lane of a 128-bit
+/// half to its first 8 bytes.
+static LOW_HALVES: [i8; 32] = [
+    0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, //
+    0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+];
+
+/// For each mask of renormalising lanes, the lanes that renormalise from
+/// the last, then zeros: the permutation that moves their states to the
+/// front in the order the scalar encoder emits them.
+static COMPACT: [[u32; 8]; 256] = {
+    let mut table = [[0u32; 8]; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        let (mut lane, mut at) = (8, 0);
+        while lane > 0 {
+            lane -= 1;
+            if mask >> lane & 1 == 1 {
+                table[mask][at] = lane as u32;
+                at += 1;
+            }
+        }
+        mask += 1;
+    }
+    table
+};
