@@ -37,16 +37,22 @@ pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) 
     };
     let lengths = code_lengths(alphabet);
     symbols::write(&alphabet.words, &lengths, Values::Nibbles, out);
-    for bytes in stream_bytes(alphabet, &lengths) {
-        put_varint(out, bytes as u64);
+    let bytes = stream_bytes(alphabet, &lengths);
+    for b in bytes {
+        put_varint(out, b as u64);
     }
     let codes: Vec<u32> = canonical_codes(&lengths)
         .iter()
         .zip(&lengths)
         .map(|(&code, &len)| reverse(code, len) << 4 | len)
         .collect();
-    for range in quarter_ranges(words.len()) {
-        write_stream(&words[range], alphabet.index(), &codes, out);
+    for (range, bytes) in quarter_ranges(words.len()).into_iter().zip(bytes) {
+        write_stream(
+            &words[range],
+            alphabet.index(),
+            &codes,
+            BitWriter::new(out, bytes),
+        );
     }
     true
 }
@@ -79,12 +85,16 @@ pub(super) fn reverse(code: u32, len: u32) -> u32 {
     code.reverse_bits() >> (32 - len)
 }
 
-/// Appends one quarter's bitstream; `codes[rank]` is `reversed code << 4 | length`.
-pub(super) fn write_stream(words: &[u32], index: &SymbolIndex, codes: &[u32], out: &mut Vec<u8>) {
-    let mut bits = BitWriter::new(out);
-    for &w in words {
-        let code = codes[index.rank(w)];
-        bits.put(code >> 4, code & 15);
+/// Writes one quarter's bitstream with `bits`; `codes[rank]` is `reversed
+/// code << 4 | length`.
+pub(super) fn write_stream(words: &[u32], index: &SymbolIndex, codes: &[u32], mut bits: BitWriter) {
+    const PER_FLUSH: usize = (BitWriter::ROOM / MAX_LEN) as usize;
+    for fields in words.chunks(PER_FLUSH) {
+        for &w in fields {
+            let code = codes[index.rank(w)];
+            bits.put(code >> 4, code & 15);
+        }
+        bits.flush();
     }
     bits.finish();
 }

@@ -78,10 +78,15 @@ fn check_against_reference(seed: &mut u64, width: u32, words: &[u32], lengths: &
 
     let mut streams: [Vec<u8>; 4] = Default::default();
     for (stream, range) in streams.iter_mut().zip(quarter_ranges(n)) {
-        let mut bits = BitWriter::new(stream);
+        let bits_total: u64 = expected[range.clone()]
+            .iter()
+            .map(|w| by_word[w].0 as u64)
+            .sum();
+        let mut bits = BitWriter::new(stream, bits_total.div_ceil(8) as usize);
         for w in &expected[range] {
             let (len, code) = by_word[w];
             bits.put(reverse(code, len), len);
+            bits.flush();
         }
         bits.finish();
     }
