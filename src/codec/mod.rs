@@ -114,28 +114,47 @@ pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
     best_of(Codec::ALL, words, width, stats)
 }
 
-/// [`best`] among `codecs` (Raw, which always applies, among them).
+/// [`best`] among `codecs` (Raw, which always applies, among them; ties
+/// broken by their order). Codecs are sized exactly from the smallest
+/// [`size_floor`] on, and only while that may still beat the best so far:
+/// Huffman's code lengths and rANS's pass over the words run only where
+/// they may win.
 pub fn best_of(
     codecs: impl IntoIterator<Item = Codec>,
     words: &[u32],
     width: u32,
     stats: &Stats,
 ) -> (Codec, usize) {
-    let mut best = (Codec::Raw, usize::MAX);
-    for codec in codecs {
-        // rANS's size from its model is at most its exact size: where that
-        // cannot win, its coder need not run over the words.
-        let cannot_win = |estimate: usize| 1 + estimate >= best.1;
-        if codec == Codec::Rans && rans::estimate(words.len(), stats).is_some_and(cannot_win) {
-            continue;
+    let mut candidates: Vec<(usize, usize, Codec)> = (codecs.into_iter().enumerate())
+        .filter_map(|(order, c)| Some((size_floor(c, words, width, stats)?, order, c)))
+        .collect();
+    candidates.sort_unstable_by_key(|&(floor, order, _)| (floor, order));
+    // (size, order, codec) of the best so far.
+    let mut best = (usize::MAX, usize::MAX, Codec::Raw);
+    for (floor, order, codec) in candidates {
+        if (floor, order) > (best.0, best.1) {
+            break;
         }
         if let Some(size) = encoded_size(codec, words, width, stats) {
-            if size < best.1 {
-                best = (codec, size);
+            if (size, order) < (best.0, best.1) {
+                best = (size, order, codec);
             }
         }
     }
-    best
+    (best.2, best.0)
+}
+
+/// A size `encoded_size` is never below, cheap to get: exact for Raw and
+/// BitPack, Huffman's table and the words' order-0 entropy (no code
+/// lengths), rANS's estimate from its model (no pass over the words); None
+/// where the codec does not apply.
+fn size_floor(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> Option<usize> {
+    let payload = match codec {
+        Codec::Raw | Codec::BitPack => return encoded_size(codec, words, width, stats),
+        Codec::Huffman => huffman::size_floor(stats)?,
+        Codec::Rans => rans::estimate(words.len(), stats)?,
+    };
+    Some(1 + payload)
 }
 
 /// Indices of `keys` (below 2^48, at most 2^16 of them) by increasing key,

@@ -173,6 +173,9 @@ proptest! {
         let stats = Stats::new(&words, width);
         for codec in Codec::ALL {
             check_round_trip(codec, &words, width, &stats);
+            // `best` skips codecs by their floors: never above the size.
+            let size = encoded_size(codec, &words, width, &stats);
+            prop_assert!(super::size_floor(codec, &words, width, &stats) <= size, "{:?}", codec);
         }
     }
 

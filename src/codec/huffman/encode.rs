@@ -31,6 +31,22 @@ pub(in crate::codec) fn size(stats: &Stats) -> Option<usize> {
     Some(symbols::size(&alphabet.words, &lengths, Values::Nibbles) + streams)
 }
 
+/// A payload size [`size`] is never below, without code lengths: the table
+/// (whose nibbles do not depend on the lengths), a byte at least for each
+/// stream's length, and the words' order-0 entropy (no prefix code's
+/// lengths average less), less a millionth for the floating-point sum.
+pub(in crate::codec) fn size_floor(stats: &Stats) -> Option<usize> {
+    let alphabet = applicable(stats)?;
+    let totals = alphabet.totals();
+    let n = totals.iter().sum::<u64>() as f64;
+    let bits: f64 = totals
+        .iter()
+        .map(|&c| c as f64 * (n / c as f64).log2())
+        .sum();
+    let streams = 4 + (bits / 8.0 * (1.0 - 1e-6)) as usize;
+    Some(symbols::size(&alphabet.words, &[], Values::Nibbles) + streams)
+}
+
 pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     let Some(alphabet) = applicable(stats) else {
         return false;

@@ -32,6 +32,6 @@ mod tests;
 pub(super) use decode::decode;
 use decode::*;
 use encode::*;
-pub(super) use encode::{encode, size};
+pub(super) use encode::{encode, size, size_floor};
 use multi::*;
 use one_bit::*;
