@@ -134,36 +134,48 @@ pub(super) const SIMD_MIN_WORDS: usize = 4 * LANES;
 pub(super) const DIRECT_MAX_WIDTH: u32 = 12;
 
 /// As `count_emitted`, but faster: with AVX2 the whole blocks of `LANES`
-/// words run in vectors of eight lanes. The tail block (coded first) is
-/// always scalar.
+/// words run in vectors of eight lanes (see [`run_fast`]).
 pub(super) fn count_emitted_fast<const G: usize>(
     words: &[u32],
     alphabet: &Alphabet,
     model: &Model,
 ) -> usize {
+    run_fast(words, alphabet, model, &mut [[STATE_LOW; LANES]; G], None)
+}
+
+/// Codes `words` from `groups`, keeping the renormalisation words in `kept`
+/// if given, and returns their number: the tail block (coded first) by the
+/// scalar loop, the whole blocks with SIMD where they can.
+fn run_fast<const G: usize>(
+    words: &[u32],
+    alphabet: &Alphabet,
+    model: &Model,
+    groups: &mut Groups<G>,
+    mut kept: Option<&mut Kept>,
+) -> usize {
     let symbols = size_symbols(model);
-    let index = alphabet.index();
-    let scale = model.scale;
-    let mut groups = [[STATE_LOW; LANES]; G];
+    let (index, scale) = (alphabet.index(), model.scale);
     let mut emitted = 0usize;
-    let mut count = |renorm, _| emitted += renorm as usize;
+    let mut scalar = |words: &[u32], first, groups: &mut Groups<G>, mut kept: Option<&mut Kept>| {
+        let mut step = |renorm: bool, low| {
+            if let Some(kept) = kept.as_deref_mut() {
+                kept.words[kept.count] = low;
+                kept.count += renorm as usize;
+            }
+            emitted += renorm as usize;
+        };
+        run(words, first, groups, index, &symbols, scale, &mut step);
+    };
     let whole = words.len() - words.len() % LANES;
-    let tail = &words[whole..];
-    run(
-        tail,
-        whole / LANES,
-        &mut groups,
-        index,
-        &symbols,
-        scale,
-        &mut count,
-    );
+    scalar(&words[whole..], whole / LANES, groups, kept.as_deref_mut());
     let bulk = &words[..whole];
-    match bulk_simd(bulk, alphabet, &symbols, scale, &mut groups, None) {
-        Some(bulk_count) => emitted += bulk_count,
-        None => run(bulk, 0, &mut groups, index, &symbols, scale, &mut count),
+    match bulk_simd(bulk, alphabet, &symbols, scale, groups, kept.as_deref_mut()) {
+        Some(bulk_count) => emitted + bulk_count,
+        None => {
+            scalar(bulk, 0, groups, kept);
+            emitted
+        }
     }
-    emitted
 }
 
 /// Where an encoding run keeps the renormalisation words: the low 16 bits
@@ -220,7 +232,7 @@ pub(super) fn bulk_simd<const G: usize>(
 /// since the renormalisation count depends on the exact state sequence.
 pub(in crate::codec) fn size(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
-    let (model, _) = Model::with_cost(alphabet, words.len());
+    let model = Model::new(alphabet, words.len());
     let emitted = match model.groups {
         1 => count_emitted_fast::<1>(words, alphabet, &model),
         _ => count_emitted_fast::<2>(words, alphabet, &model),
@@ -291,39 +303,12 @@ pub(super) fn encode_groups<const G: usize>(
     // its low bits at `count`, kept only if it did emit, so `count <= n`
     // (the SIMD loop writes eight at a time).
     let mut emitted = vec![0u16; words.len() + KEPT_SLACK];
-    let symbols = size_symbols(model);
     let mut groups = [[STATE_LOW; LANES]; G];
-    let index = alphabet.index();
-    let scale = model.scale;
-    let run_scalar = |kept: &mut Kept, words: &[u32], first, groups: &mut Groups<G>| {
-        let mut keep = |renorm, low| {
-            kept.words[kept.count] = low;
-            kept.count += renorm as usize;
-        };
-        run(words, first, groups, index, &symbols, scale, &mut keep);
-    };
     let mut kept = Kept {
         words: &mut emitted,
         count: 0,
     };
-    // The tail block, coded first, by the scalar loop; the whole blocks
-    // with SIMD where they can.
-    let whole = words.len() - words.len() % LANES;
-    run_scalar(&mut kept, &words[whole..], whole / LANES, &mut groups);
-    let bulk = &words[..whole];
-    if bulk_simd(
-        bulk,
-        alphabet,
-        &symbols,
-        scale,
-        &mut groups,
-        Some(&mut kept),
-    )
-    .is_none()
-    {
-        run_scalar(&mut kept, bulk, 0, &mut groups);
-    }
-    let count = kept.count;
+    let count = run_fast(words, alphabet, model, &mut groups, Some(&mut kept));
     for state in &groups.as_flattened()[..used_lanes(words.len(), G)] {
         out.extend_from_slice(&state.to_le_bytes());
     }
