@@ -14,7 +14,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout, TensorInfo};
 use crate::synth::{
     learn_prior, order0_bytes, plane_counts, Hint, Prior, SynthOptions, Template, DEFAULT_BUDGET,
-    DEFAULT_REFIT_SLACK,
+    DEFAULT_REFIT_SLACK, MATCH_WORDS, SEARCH_WORDS,
 };
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -78,12 +78,19 @@ impl PackOptions {
             8 => (64, true, None),
             _ => (256, true, None),
         };
+        // From level 7 on the search looks at whole default-sized chunks:
+        // a deeper search on a sample may find what re-fits the rest worse.
+        let search_words = match level {
+            ..=6 => SEARCH_WORDS,
+            _ => MATCH_WORDS,
+        };
         PackOptions {
             chunk_size: DEFAULT_CHUNK_BYTES,
             adapt_chunks: true,
             synth: SynthOptions {
                 budget,
                 refit_slack,
+                search_words,
                 ..SynthOptions::default()
             },
             learn_prior,

@@ -64,6 +64,8 @@ pub struct SynthOptions {
     /// most `1 + 1/refit_slack` times as much per word (see [`Template`]);
     /// None searches every chunk.
     pub refit_slack: Option<usize>,
+    /// Words of a stream the search looks at (see [`synthesize`]).
+    pub search_words: usize,
 }
 
 impl Default for SynthOptions {
@@ -75,6 +77,7 @@ impl Default for SynthOptions {
             min_q: 0.02,
             limits: Limits::default(),
             refit_slack: Some(DEFAULT_REFIT_SLACK),
+            search_words: SEARCH_WORDS,
         }
     }
 }
@@ -155,10 +158,11 @@ pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
     search::search(words, width, &setup)
 }
 
-/// Words a search looks at: a longer stream is searched on its first this
-/// many, and the program found is re-fit to all of it. The search's cost
-/// grows with its words, the program it finds hardly does (see *Where
-/// packing's time goes* in docs/PERFORMANCE.md).
+/// Words a search looks at by default: a longer stream is searched on its
+/// first this many, and the program found is re-fit to all of it. The
+/// search's cost grows with its words, the program it finds hardly does
+/// (see *Where packing's time goes* in docs/PERFORMANCE.md); the highest
+/// effort levels look at [`MATCH_WORDS`].
 pub const SEARCH_WORDS: usize = 1 << 16;
 
 /// Words beyond which no Match node is tried: the matcher's streams are
@@ -167,11 +171,11 @@ pub const SEARCH_WORDS: usize = 1 << 16;
 /// No stream of a default-sized chunk (256 KiB) is longer.
 pub const MATCH_WORDS: usize = 1 << 18;
 
-/// The program [`search`] finds on at most [`SEARCH_WORDS`] words, re-fit to
-/// all of them (their smallest leaf where it does not re-fit), or a Match
-/// node where that is smaller (see [`with_matches`]).
+/// The program [`search`] finds on at most `opts.search_words` words (at
+/// least one), re-fit to all of them (their smallest leaf where it does not
+/// re-fit), or a Match node where that is smaller (see [`with_matches`]).
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
-    let sample = &words[..words.len().min(SEARCH_WORDS)];
+    let sample = &words[..words.len().min(opts.search_words.max(1))];
     let found = match upcast_low(sample, width, hint) {
         Some(low) => upcast(sample, low, hint, opts),
         None => search(sample, width, hint, opts).program,
