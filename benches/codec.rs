@@ -159,7 +159,8 @@ fn encode_rans(bencher: Bencher, kind: &str) {
     bench_encode(bencher, kind, Codec::Rans);
 }
 
-/// Stats plus exact sizes of all four codecs: what the caller pays per candidate.
+/// Stats plus the choice of codec (exact sizes of those whose floor may win):
+/// what the caller pays per candidate.
 #[divan::bench(args = KINDS)]
 fn stats_and_best(bencher: Bencher, kind: &str) {
     let (words, width) = stream(kind);
