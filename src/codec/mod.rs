@@ -24,7 +24,7 @@ pub(crate) mod tests;
 mod word;
 
 pub use crate::wire::WireError;
-pub use stats::Stats;
+pub use stats::{order0_bits, Stats};
 pub use word::{OrIn, Word};
 
 use word::{Overwrite, Put};
@@ -98,34 +98,19 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
 pub fn size_lower_bound(words: &[u32], width: u32, stats: &Stats) -> usize {
     check_width(width);
     let plain = raw::size(words.len(), width).min(bitpack::size(words.len(), stats.max()));
-    let entropy = stats.alphabet().map_or(usize::MAX, |a| {
-        let n = words.len() as f64;
-        let bits: f64 = (a.totals().into_iter())
-            .filter(|&c| c > 0)
-            .map(|c| c as f64 * (n / c as f64).log2())
-            .sum();
-        (bits / 8.0 * (1.0 - 1.0 / 64.0)) as usize
+    let entropy = (stats.alphabet()).map_or(usize::MAX, |a| {
+        (a.order0_bits() / 8.0 * (1.0 - 1.0 / 64.0)) as usize
     });
     1 + plain.min(entropy)
 }
 
-/// The codec with the smallest exact encoding and that size (ties broken by the order of Codec::ALL).
-pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
-    best_of(Codec::ALL, words, width, stats)
-}
-
-/// [`best`] among `codecs` (Raw, which always applies, among them; ties
-/// broken by their order). Codecs are sized exactly from the smallest
+/// The codec with the smallest exact encoding and that size (ties broken by
+/// the order of Codec::ALL). Codecs are sized exactly from the smallest
 /// [`size_floor`] on, and only while that may still beat the best so far:
 /// Huffman's code lengths and rANS's pass over the words run only where
 /// they may win.
-pub fn best_of(
-    codecs: impl IntoIterator<Item = Codec>,
-    words: &[u32],
-    width: u32,
-    stats: &Stats,
-) -> (Codec, usize) {
-    let mut candidates: Vec<(usize, usize, Codec)> = (codecs.into_iter().enumerate())
+pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
+    let mut candidates: Vec<(usize, usize, Codec)> = (Codec::ALL.into_iter().enumerate())
         .filter_map(|(order, c)| Some((size_floor(c, words, width, stats)?, order, c)))
         .collect();
     candidates.sort_unstable_by_key(|&(floor, order, _)| (floor, order));

@@ -30,6 +30,13 @@ pub(super) struct Alphabet {
 
 impl Alphabet {
     /// Total occurrences of each word.
+    /// Bits of an order-0 code of the words (tables not counted).
+    pub(super) fn order0_bits(&self) -> f64 {
+        let totals = self.totals();
+        let n = totals.iter().sum::<u64>() as usize;
+        order0_bits(totals, n)
+    }
+
     pub(super) fn totals(&self) -> Vec<u64> {
         self.quarters
             .iter()
@@ -249,6 +256,16 @@ impl Alphabet {
             index: OnceLock::new(),
         }
     }
+}
+
+/// Bits of an order-0 code of `n` symbols with these counts (tables not
+/// counted): the sum of `count * log2(n / count)`.
+pub fn order0_bits(counts: impl IntoIterator<Item = u64>, n: usize) -> f64 {
+    let n = n as f64;
+    (counts.into_iter())
+        .filter(|&c| c > 0)
+        .map(|c| c as f64 * (n / c as f64).log2())
+        .sum()
 }
 
 #[cfg(test)]

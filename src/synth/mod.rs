@@ -180,9 +180,10 @@ pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) ->
         Some(low) => upcast(sample, low, hint, opts),
         None => search(sample, width, hint, opts).program,
     };
-    let found = match words.len() > sample.len() {
-        true => (Template::of(&found).apply(words)).unwrap_or_else(|| leaf(words.into(), width).0),
-        false => found,
+    let found = if words.len() > sample.len() {
+        (Template::of(&found).apply(words)).unwrap_or_else(|| leaf(words.into(), width).0)
+    } else {
+        found
     };
     if words.len() > MATCH_WORDS {
         return found;

@@ -108,12 +108,8 @@ pub fn plane_counts(bytes: &[u8], stride: usize) -> Vec<[u32; 256]> {
 /// The order-0 code length, in bytes, of planes of `n` symbols each with
 /// these counts.
 pub fn order0_bytes(counts: &[[u32; 256]], n: usize) -> usize {
-    let n = n as f64;
-    let bits: f64 = (counts.iter().flatten())
-        .filter(|&&c| c > 0)
-        .map(|&c| c as f64 * (n / c as f64).log2())
-        .sum();
-    (bits / 8.0) as usize
+    let counts = counts.iter().flatten().map(|&c| c as u64);
+    (codec::order0_bits(counts, n) / 8.0) as usize
 }
 
 /// A re-fit costing less than `1 - 1/this` times its template per word is

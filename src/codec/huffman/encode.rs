@@ -37,13 +37,7 @@ pub(in crate::codec) fn size(stats: &Stats) -> Option<usize> {
 /// lengths average less), less a millionth for the floating-point sum.
 pub(in crate::codec) fn size_floor(stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
-    let totals = alphabet.totals();
-    let n = totals.iter().sum::<u64>() as f64;
-    let bits: f64 = totals
-        .iter()
-        .map(|&c| c as f64 * (n / c as f64).log2())
-        .sum();
-    let streams = 4 + (bits / 8.0 * (1.0 - 1e-6)) as usize;
+    let streams = 4 + (alphabet.order0_bits() / 8.0 * (1.0 - 1e-6)) as usize;
     Some(symbols::size(&alphabet.words, &[], Values::Nibbles) + streams)
 }
 

@@ -188,6 +188,7 @@ pub(super) struct Kept<'a> {
     pub count: usize,
 }
 
+/// Words past the kept ones a run may write (see [`Kept`]).
 pub(super) const KEPT_SLACK: usize = 8;
 
 /// Runs the whole blocks of `bulk` with AVX2 when the CPU has it, the
