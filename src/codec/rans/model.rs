@@ -13,62 +13,55 @@ pub(super) struct Model {
     pub(super) groups: usize,
 }
 
-/// The coarsest scale a long stream is coded at when that costs little: its
-/// decoding tables (2^12 four-byte entries and as many words) stay in the L1
-/// cache, which makes decoding the F16, BF16 and FP8 corpus files 7-9% faster
-/// than with their long streams at scale 14 (see [`FAST_SCALE_COST`]).
-/// Scale 13's fused table (32 KiB) still fits the L1 cache where 14's does
-/// not: FP8 streams that 12 would cost too much decode ~5% faster at 13.
-/// A layout that keeps scale 14's tables in the L1 cache decoded slower
-/// still: see [`Slots::Fused`].
-pub(super) const FAST_SCALE: u32 = 12;
-
-/// A stream takes a scale coarser than its finest when that makes it at most
-/// 1/this larger. A finer choice trades decoding speed for little: at 1/1000
-/// (long streams mostly at 13) wordllama-f16, minilm-bf16 and minilm-fp8
-/// decoded 1.4-3.1% slower for 0.04-0.09% smaller archives; at 1/3000 with
-/// 13 as the coarsest scale (mostly 14) 7-9% slower for 0.05-0.13%
-/// (examples/decode_cpu.rs: medians of thread CPU time).
-pub(super) const FAST_SCALE_COST: i128 = 300;
+/// A stream takes the coarsest scale whose size, table included, is at
+/// most 1/this larger than the smallest any scale gives: coarser scales
+/// have smaller decoding tables, which stay in the L1 cache. The rule before
+/// (the words' cost alone, within 1/300 of the finest, from scale 12 up)
+/// made the BF16, FP8 and F16 corpus files 0.07-0.13% larger and decoded
+/// them 1.4-6% faster (examples/decode_cpu.rs, medians of thread CPU time;
+/// docs/PERFORMANCE.md, *rANS scales*).
+pub(super) const SCALE_COST: i128 = 3000;
 
 impl Model {
-    /// The finest scale is about log2(n): a finer one would cost table bytes
-    /// that a short stream cannot recoup. A single word needs no precision at
-    /// all. Long streams drop to the coarsest scale from [`FAST_SCALE`] up
-    /// whose frequencies cost at most 1/[`FAST_SCALE_COST`] more than the
-    /// finest's. The groups follow from the size (see [`group_count`]).
+    /// The model of [`Model::with_cost`].
     pub(super) fn new(alphabet: &Alphabet, n: usize) -> Model {
         Model::with_cost(alphabet, n).0
     }
 
-    /// [`Model::new`] and its cost of the words (as [`Model::cost`]).
+    /// The model of `n` words of `alphabet`, and its cost of the words (as
+    /// [`Model::cost`]). Scales run from the fewest bits that give every
+    /// word a frequency up to about log2(n), beyond which a finer one costs
+    /// table bytes that the words cannot recoup; a single word needs no
+    /// precision at all. Each scale's size is its words' cost plus its
+    /// table; the coarsest within 1/[`SCALE_COST`] of the smallest is kept.
+    /// The groups follow from the cost (see [`group_count`]).
     pub(super) fn with_cost(alphabet: &Alphabet, n: usize) -> (Model, i128) {
         let counts = alphabet.totals();
-        let (mut model, cost) = Model::quantised(&counts, alphabet.len(), n);
-        model.groups = group_count(cost);
-        (model, cost)
-    }
-
-    /// The frequencies of [`Model::new`], with one group, and their cost.
-    pub(super) fn quantised(counts: &[u64], distinct: usize, n: usize) -> (Model, i128) {
         let at = |scale| {
             let model = Model {
                 scale,
-                freqs: normalize(counts, n as u64, scale),
+                freqs: normalize(&counts, n as u64, scale),
                 groups: 1,
             };
-            let cost = model.cost(counts);
-            (model, cost)
+            let cost = model.cost(&counts);
+            let table = symbols::size(&alphabet.words, &model.freqs, Values::Varints) as i128;
+            (model, cost, cost + (table << 19))
         };
-        if distinct == 1 {
-            return at(0);
-        }
-        let least = ceil_log2(distinct);
-        let fine = at(ceil_log2(n).clamp(least, MAX_SCALE));
-        (least.max(FAST_SCALE)..fine.0.scale)
-            .map(at)
-            .find(|coarse| (coarse.1 - fine.1) * FAST_SCALE_COST <= fine.1)
-            .unwrap_or(fine)
+        let (mut model, cost, _) = if alphabet.len() == 1 {
+            at(0)
+        } else {
+            let least = ceil_log2(alphabet.len());
+            let scales: Vec<_> = (least..=ceil_log2(n).clamp(least, MAX_SCALE))
+                .map(at)
+                .collect();
+            let smallest = scales.iter().map(|s| s.2).min().expect("a scale");
+            scales
+                .into_iter()
+                .find(|s| (s.2 - smallest) * SCALE_COST <= smallest)
+                .expect("the smallest is within the bound")
+        };
+        model.groups = group_count(cost);
+        (model, cost)
     }
 
     /// Bits of coding `counts` with these frequencies, in 1/65536ths:

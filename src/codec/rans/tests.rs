@@ -34,22 +34,22 @@ fn model_scale(counts: &[usize]) -> u32 {
 }
 
 #[test]
-fn long_streams_take_the_fast_scale_only_when_it_costs_little() {
-    // 256 equally likely words: 2^12 represents them exactly.
-    assert_eq!(model_scale(&[512; 256]), FAST_SCALE);
+fn streams_take_the_coarsest_scale_that_costs_little() {
+    // 256 equally likely words: 2^8 represents them exactly, with the
+    // smallest table.
+    assert_eq!(model_scale(&[512; 256]), 8);
+    assert_eq!(model_scale(&[4; 256]), 8);
     // One word takes almost everything: the rare ones' minimum frequency
-    // at 2^12 takes 6% of the dominant word's share, costing far more
-    // than the 1/FAST_SCALE_COST allowed.
+    // at any coarser scale takes a share of the dominant word's that costs
+    // far more than 1/SCALE_COST.
     let mut skewed = vec![1; 256];
     skewed[0] = 130_000;
     assert_eq!(model_scale(&skewed), MAX_SCALE);
-    // Less skewed: 2^12 still costs too much, 2^13 (half the rare words'
-    // minimum share) little enough.
+    // Less skewed, shorter: 2^14 would cost table bytes (two-byte
+    // frequencies) that the words do not recoup.
     let mut skewed = vec![1; 256];
     skewed[0] = 10_000;
-    assert_eq!(model_scale(&skewed), FAST_SCALE + 1);
-    // Short streams keep about log2(n) as before.
-    assert_eq!(model_scale(&[4; 256]), 10);
+    assert_eq!(model_scale(&skewed), 13);
 }
 
 /// The sizing reciprocal equals true division for every frequency a
