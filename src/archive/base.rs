@@ -217,20 +217,19 @@ impl Admitted {
 }
 
 /// The fingerprint (see [`Archive::fingerprint`]) of `len` bytes that
-/// `read(offset, buffer)` gives, cut into chunks of `step` bytes.
+/// `read(offset, buffer)` gives, cut into chunks at `step` as the packer
+/// cuts a tensor.
 pub fn fingerprint(
     len: u64,
     step: u64,
     mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,
 ) -> Result<u64> {
-    let mut buf = vec![0u8; len.min(step) as usize];
-    let mut sums = Vec::with_capacity(len.div_ceil(step.max(1)) as usize);
-    let mut at = 0;
-    while at < len {
-        let n = (len - at).min(step) as usize;
-        read(at, &mut buf[..n])?;
-        sums.push(super::format::checksum(&buf[..n]));
-        at += n as u64;
+    let mut buf = Vec::new();
+    let mut sums = Vec::new();
+    for (at, n) in super::writer::pieces(len, step.max(1)) {
+        buf.resize(n as usize, 0);
+        read(at, &mut buf)?;
+        sums.push(super::format::checksum(&buf));
     }
     Ok(super::reader::fingerprint(sums.into_iter()))
 }

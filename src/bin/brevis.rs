@@ -63,7 +63,8 @@ enum Command {
         /// a K, M or G suffix (64 B to 64M). Left out: 256K, and 512K or 1M
         /// for a tensor whose bytes' statistics say wider chunks code it
         /// smaller (they pay for their code tables fewer times); a tensor
-        /// coded against a base takes whole chunks of the base's.
+        /// coded against a base takes whole chunks of the base's. A last
+        /// chunk takes in a remainder shorter than half a chunk.
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         chunk_size: Option<usize>,
         /// Code tensors against a base: an archive (e.g. the model a checkpoint
