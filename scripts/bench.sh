@@ -31,7 +31,8 @@
 #   pools by os.cpu_count() and glyd decompresses on several threads whatever it is given.
 #   brevis -j1 and zstd -T1 are not pinned.
 #
-# Further tables: brevis effort levels (pack -j1 --level N), search budgets, re-fitting,
+# Further tables: brevis against the per-tensor order-0 references (scripts/order0_reference.py),
+# brevis effort levels (pack -j1 --level N), search budgets, re-fitting,
 # peak memory of brevis (/usr/bin/time), and reads through brevis-mount.
 #
 # Installs what it lacks (Debian): zstd and time (apt); a venv at target/bench-venv
@@ -302,6 +303,23 @@ table_row() {
   add_row "$name" "$tool" "$size" "$(ratio "$orig" "${size%% *}")" "${cells[@]}"
 }
 
+# ref_row NAME SRC: brevis's archive beside the file's per-tensor order-0 references
+# (scripts/order0_reference.py: tables not counted, and with the histograms' expected
+# shortfall added back); 'vs' = how much smaller brevis's archive is than each.
+ref_rows=()
+ref_row() {
+  local name=$1 src=$2 orig size out rb cb
+  [[ -n ${tool_error[brevis]:-} ]] && return
+  orig=$(fsize "$src")
+  size=${packed_size[brevis|1]}
+  out=$("$py" "$scripts/order0_reference.py" "$src") || die "order0_reference.py failed on $name"
+  rb=${out#*reference_bytes=} rb=${rb%% *} cb=${out#*corrected_bytes=}
+  ref_rows+=("$(printf '%s\t' "$name" "$size" "$(ratio "$orig" "$size")" "$(ratio "$orig" "$rb")" \
+    "$(smaller_by "$size" "$rb")" "$(ratio "$orig" "$cb")" "$(smaller_by "$size" "$cb")")")
+}
+# smaller_by SIZE REF: how much smaller SIZE is than REF, in percent of REF
+smaller_by() { awk -v s="$1" -v r="$2" 'BEGIN { printf "%+.3f%%", 100 * (r - s) / r }'; }
+
 # bench_main NAME SRC: the first table for one file, BENCH_RUNS interleaved rounds
 bench_main() {
   local name=$1 src=$2 r t peer tool
@@ -324,6 +342,7 @@ bench_main() {
     done
   done
   table_row "$name" "$src" brevis
+  ref_row "$name" "$src"
   for peer in $all_peers; do
     # a peer left out of BENCH_PEERS gets no row; one that failed to install does
     [[ " $peers " == *" $peer "* ]] || continue
@@ -601,6 +620,12 @@ total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
 
 # ---------------------------------------------------------------- 5. tables
 print_table "$(printf 'file\ttool\tsize (B)\tratio\tpack MB/s 1T\tunpack MB/s 1T\tpack MB/s %sT\tunpack MB/s %sT\t' "$N" "$N")" "${rows[@]}"
+if (( ${#ref_rows[@]} )); then
+  echo
+  echo "brevis against the per-tensor order-0 references (scripts/order0_reference.py: 16-bit symbols, or the two 16-bit halves of 32-bit values, or bytes; tables not counted; 'corrected' adds back each histogram's expected shortfall, (distinct - 1) / (2 ln 2) bits; 'smaller by' = how much smaller brevis's archive is):"
+  echo
+  print_table "$(printf 'file\tbrevis size (B)\tbrevis ratio\treference ratio\tsmaller by\tcorrected ratio\tsmaller by\t')" "${ref_rows[@]}"
+fi
 if (( ${#level_rows[@]} )); then
   echo
   echo "Effort levels (brevis pack -j1 --level N, unpack -j1; $runs rounds interleaving the levels, medians; 'vs level 5' = size change against the default level):"

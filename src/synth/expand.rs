@@ -6,6 +6,7 @@ use super::palette::{palette_streams, palettes};
 use super::production::Production;
 use super::scaled::{scaled, scaled_streams};
 use super::Hint;
+use crate::codec::order0_bits;
 use crate::dsl::{mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type};
 use std::sync::Arc;
 
@@ -250,8 +251,8 @@ pub fn shapes(
         out.extend(scaled(t, width, hint));
     }
     out.extend(
-        merge_fields(width, hint.float)
-            .into_iter()
+        (merge_fields(width, hint.float).into_iter())
+            .chain(float_head(t, width, hint.float))
             .map(Shape::Merge),
     );
     out.extend([ScanOp::Add, ScanOp::Xor].map(|op| Shape::Scan { op, init: t[0] }));
@@ -440,6 +441,48 @@ fn merge_fields(width: u32, float: Option<FloatFormat>) -> Vec<Fields> {
     out
 }
 
+/// Words of a stream that [`float_head`] chooses on.
+const HEAD_SAMPLE: usize = 16384;
+/// Most mantissa bits a float head takes.
+const HEAD_MANTISSA: u32 = 4;
+/// Bits of code table per distinct word, in [`float_head`]'s estimate.
+const HEAD_TABLE_BITS: f64 = 12.0;
+
+/// For 32-bit floats, a split that keeps the sign, exponent and top
+/// mantissa bits together as one field, beside the layouts of
+/// [`merge_fields`]. The top bits of a mantissa are not uniform (a binade's
+/// values crowd toward one end in a bell-shaped distribution of weights),
+/// and how they are spread depends on the exponent: on minilm-f32 the sign,
+/// exponent and two mantissa bits as one field made the archive 0.17%
+/// smaller. It takes the number of mantissa bits (up to
+/// [`HEAD_MANTISSA`]) whose head codes the stream smallest order-0 (from
+/// its first words), its table counted; none where no mantissa bit pays for
+/// its table. 16-bit floats get none: the search already splits off their
+/// sign, exponent and 3 mantissa bits (a split at 4), and the extra
+/// candidate made minilm-bf16 0.005% larger at the search's budget.
+fn float_head(t: &[u32], width: u32, float: Option<FloatFormat>) -> Option<Fields> {
+    let format = float.filter(|f| f.width() == width && width == 32)?;
+    let mantissa = format.widths()[2];
+    let sample = &t[..t.len().min(HEAD_SAMPLE)];
+    let cost = |bits: u32| {
+        let low = mantissa - bits;
+        let mut counts = vec![0u64; 1 << (width - low)];
+        sample
+            .iter()
+            .for_each(|&w| counts[(w >> low) as usize] += 1);
+        let distinct = counts.iter().filter(|&&c| c > 0).count();
+        let table = distinct as f64 * HEAD_TABLE_BITS;
+        let scale = t.len() as f64 / sample.len() as f64;
+        order0_bits(counts, sample.len()) * scale + table + (low as usize * t.len()) as f64
+    };
+    let bits =
+        (0..=HEAD_MANTISSA.min(mantissa - 1)).min_by(|&a, &b| cost(a).total_cmp(&cost(b)))?;
+    let head = Fields::Split {
+        low: mantissa - bits,
+    };
+    (bits > 0).then_some(head)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +499,39 @@ mod tests {
             start += run.len();
         }
         edges
+    }
+
+    /// `n` f32 words of `value(i)`.
+    fn f32_words(n: usize, value: impl Fn(u64) -> f32) -> Arc<[u32]> {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                value(x).to_bits()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn float_heads_take_the_mantissa_bits_that_pay() {
+        let f32 = Some(FloatFormat::F32);
+        // Sums of uniforms: about normal, so mantissas crowd toward their
+        // binade's low end.
+        let bell = f32_words(1 << 16, |x| {
+            ((0..4).map(|k| (x >> (16 * k)) & 0xffff).sum::<u64>() as f32 / 65536.0 - 2.0) * 0.05
+        });
+        let Some(Fields::Split { low }) = float_head(&bell, 32, f32) else {
+            panic!("no head for bell-shaped floats");
+        };
+        assert!((19..23).contains(&low), "{low}");
+        // Uniform in [1, 2): one exponent, uniform mantissas: no bit pays.
+        let flat = f32_words(1 << 16, |x| 1.0 + (x >> 40) as f32 / (1u64 << 24) as f32);
+        assert_eq!(float_head(&flat, 32, f32), None);
+        // Other widths and formats get none.
+        assert_eq!(float_head(&bell, 32, None), None);
+        assert_eq!(float_head(&bell, 16, Some(FloatFormat::Bf16)), None);
     }
 
     proptest::proptest! {
