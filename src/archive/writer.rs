@@ -198,9 +198,9 @@ fn push_region(
 ) {
     let e = element.layout.element_bytes() as u64;
     let step = (chunk / e).max(1) * e;
-    let pieces: Vec<_> = pieces(end.saturating_sub(start), step).collect();
-    let count = pieces.len() as u64;
-    plan.extend((0..count).zip(pieces).map(|(nth, (at, len))| Planned {
+    let cut: Vec<_> = pieces(end.saturating_sub(start), step).collect();
+    let count = cut.len() as u64;
+    plan.extend((0..count).zip(cut).map(|(nth, (at, len))| Planned {
         start: start + at,
         len,
         element,
