@@ -362,7 +362,9 @@ const LITERAL_FIXED_BYTES: usize = 150;
 /// first bytes smallest by an estimate (each chunk's byte planes coded
 /// order-0, each with its table, or stored raw). Small chunks follow the
 /// statistics where they change along the tensor; wide ones pay for their
-/// tables fewer times. A tensor shorter than two chunks keeps `chunk`.
+/// tables fewer times. A tensor of a few chunks keeps `chunk`: wider chunks
+/// there saved 0.045% on minilm-bf16 and made its cold reads through the
+/// mount 15-20% slower.
 fn tensor_chunk(
     len: u64,
     element: Element,
@@ -372,7 +374,7 @@ fn tensor_chunk(
     let e = element.layout.element_bytes() as u64;
     let narrow = (chunk / e).max(1) * e;
     let widest = narrow * WIDER_CHUNKS[WIDER_CHUNKS.len() - 1];
-    if len < 2 * narrow || widest > WIDEST_CHUNK {
+    if len < 2 * widest || widest > WIDEST_CHUNK {
         return Ok(chunk);
     }
     let mut sample = vec![0u8; (WIDTH_SAMPLE_CHUNKS * widest).min(len) as usize];
@@ -948,10 +950,8 @@ mod tests {
     }
 
     #[test]
-    fn tensors_of_a_few_chunks_take_wider_ones_too() {
-        let small = bf16_words(512 << 10, &[120, 121, 119, 122], 3);
-        assert_eq!(chunk_of(&small), 1 << 20);
-        let single = bf16_words(96 << 10, &[120, 121, 119, 122], 3);
-        assert_eq!(chunk_of(&single), 256 << 10);
+    fn tensors_of_a_few_chunks_keep_the_chunk_size() {
+        let small = bf16_words(512 << 10, &[120, 121], 3);
+        assert_eq!(chunk_of(&small), 256 << 10);
     }
 }
