@@ -20,6 +20,9 @@
 //! moved a little, one tensor unchanged, one new, one resized) is packed
 //! against it, and `tuned-again` (moved again) against `tuned`, a chain.
 //!
+//! Version 6 adds rANS literals of tag 4: the weight files of version 1's set
+//! packed again.
+//!
 //! Version 4 adds differences from a base: `difference-tuned` (every value of
 //! every float width moved by a few units in its last place) is packed against
 //! `difference-base`.
@@ -66,7 +69,8 @@ fn main() {
             matched(dir);
         }
         5 => sparse(dir),
-        _ => panic!("{usage}: VERSION is 1 to 5"),
+        6 => seeded_rans(dir),
+        _ => panic!("{usage}: VERSION is 1 to 6"),
     }
 }
 
@@ -270,6 +274,22 @@ fn sparse(dir: &Path) {
     std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
     let a = pack(&src, 16 * 1024, None);
     assert_eq!(a.version(), 5, "sparse streams make a version 5 archive");
+}
+
+/// Version 6: rANS literals of tag 4 (tables of counts to a few bits, seeded
+/// states), written by the packer for the weight files of every float width
+/// of version 1's set that take rANS: streams of one lane group and two, at
+/// several scales.
+fn seeded_rans(dir: &Path) {
+    for (name, bytes, chunk) in packed().into_iter().filter(|p| p.0.ends_with("weights")) {
+        let src = dir.join(format!("{name}.safetensors"));
+        std::fs::write(&src, bytes).unwrap();
+        // Files whose streams code smaller without rANS are version 1's.
+        if pack(&src, chunk, None).version() != 6 {
+            std::fs::remove_file(&src).unwrap();
+            std::fs::remove_file(src.with_extension("brv")).unwrap();
+        }
+    }
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and

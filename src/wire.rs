@@ -59,6 +59,11 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
+    /// The bytes not read yet, without reading them.
+    pub fn rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
+    }
+
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
     }

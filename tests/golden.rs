@@ -28,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 5] = [(1, 10), (2, 3), (3, 1), (4, 3), (5, 1)];
+const VERSIONS: [(u8, usize); 6] = [(1, 10), (2, 3), (3, 1), (4, 3), (5, 1), (6, 4)];
 
 #[test]
 fn golden_archives_decode_to_their_originals() {
@@ -93,10 +93,16 @@ fn hex(bytes: &[u8]) -> String {
 fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
     let feature = match &p.op {
         Op::Lit(l) => match peek_codec(l.bytes).unwrap() {
-            Codec::Rans => {
+            Codec::RansV1 => {
                 let head = l.bytes[1];
                 out.insert(format!("rans groups {}", 1 << (head >> 4)));
                 format!("rans scale {}", head & 15)
+            }
+            Codec::Rans => {
+                let head = l.bytes[1];
+                out.insert(format!("seeded rans groups {}", 1 << (head >> 4 & 1)));
+                out.insert(format!("seeded rans precision {}", head >> 5));
+                format!("seeded rans scale {}", head & 15)
             }
             codec => format!("lit {}", codec.name()),
         },
@@ -252,12 +258,14 @@ fn version_4_match_archives_use_copies_and_earlier_versions_refuse_them() {
     let seen = coverage_of(4, found.clone());
     assert!(seen.contains("match"), "match not covered: {seen:?}");
     // A Match is not an operator of version 3.
-    found.iter().for_each(|brv| refused_as_older(brv, 4));
+    found
+        .iter()
+        .for_each(|brv| refused_as_older(brv, 4, "unknown operator"));
 }
 
 /// The golden archive `brv` of `version`, labelled `version - 1`, must not
 /// decode: it uses an operator that version does not have.
-fn refused_as_older(brv: &Path, version: u8) {
+fn refused_as_older(brv: &Path, version: u8, reason: &str) {
     let mut bytes = std::fs::read(brv).unwrap();
     assert_eq!(bytes[7], version);
     bytes[7] = version - 1;
@@ -267,7 +275,7 @@ fn refused_as_older(brv: &Path, version: u8) {
     let a = Archive::open(&path).unwrap();
     let err = archive::verify(&a, None, &|_| {}).unwrap_err().to_string();
     assert!(err.contains("relabelled.brv"), "{err}");
-    assert!(err.contains("unknown operator"), "{err}");
+    assert!(err.contains(reason), "{err}");
 }
 
 #[test]
@@ -282,7 +290,29 @@ fn version_5_golden_archives_use_sparse_nodes_and_version_4_refuses_them() {
         );
     }
     // A Sparse node is not an operator of version 4.
-    found.iter().for_each(|brv| refused_as_older(brv, 5));
+    found
+        .iter()
+        .for_each(|brv| refused_as_older(brv, 5, "unknown operator"));
+}
+
+#[test]
+fn version_6_golden_archives_use_seeded_rans_and_version_5_refuses_them() {
+    let found = archives(6);
+    let seen = coverage_of(6, found.clone());
+    let seeded: Vec<&String> = seen
+        .iter()
+        .filter(|f| f.starts_with("seeded rans"))
+        .collect();
+    for feature in ["seeded rans groups 1", "seeded rans groups 2"] {
+        assert!(seen.contains(feature), "{feature} not covered: {seen:?}");
+    }
+    let scales = seeded.iter().filter(|f| f.contains("scale")).count();
+    let precisions = seeded.iter().filter(|f| f.contains("precision")).count();
+    assert!(scales >= 3 && precisions >= 2, "{seeded:?}");
+    // A rANS literal of tag 4 is not a codec of version 5.
+    found
+        .iter()
+        .for_each(|brv| refused_as_older(brv, 6, "needs format version 6"));
 }
 
 #[test]

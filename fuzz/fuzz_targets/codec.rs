@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let width = 1 + (*w as u32 % 32);
     let n = u16::from_le_bytes([*lo, *hi]) as usize % 5000;
     // Decoding untrusted bytes, behind each codec's tag.
-    for tag in 0..4u8 {
+    for tag in 0..5u8 {
         let mut input = vec![tag];
         input.extend_from_slice(rest);
         let mut out = vec![0u32; n];

@@ -16,6 +16,7 @@ mod huffman;
 mod index;
 mod rans;
 mod raw;
+mod shape;
 mod simd;
 mod stats;
 mod symbols;
@@ -39,12 +40,25 @@ pub enum Codec {
     Raw,
     BitPack,
     Huffman,
+    /// rANS with a table of counts to a few bits and seeded states (tag 4,
+    /// format version 6).
     Rans,
+    /// rANS with frequencies as varints (tag 3, format versions 1 to 5):
+    /// read, no longer written.
+    RansV1,
 }
 
 impl Codec {
-    /// Every codec, in tie-breaking order for `best`.
+    /// Every codec written, in tie-breaking order for `best`.
     pub const ALL: [Codec; 4] = [Codec::Raw, Codec::BitPack, Codec::Huffman, Codec::Rans];
+    /// Every codec read.
+    pub const READ: [Codec; 5] = [
+        Codec::Raw,
+        Codec::BitPack,
+        Codec::Huffman,
+        Codec::Rans,
+        Codec::RansV1,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -52,6 +66,7 @@ impl Codec {
             Codec::BitPack => "bitpack",
             Codec::Huffman => "huffman",
             Codec::Rans => "rans",
+            Codec::RansV1 => "rans-v1",
         }
     }
 
@@ -61,12 +76,13 @@ impl Codec {
             Codec::Raw => 0,
             Codec::BitPack => 1,
             Codec::Huffman => 2,
-            Codec::Rans => 3,
+            Codec::RansV1 => 3,
+            Codec::Rans => 4,
         }
     }
 
     fn from_tag(tag: u8) -> Option<Codec> {
-        Codec::ALL.into_iter().find(|c| c.tag() == tag)
+        Codec::READ.into_iter().find(|c| c.tag() == tag)
     }
 }
 
@@ -86,6 +102,7 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
         Codec::BitPack => bitpack::size(words.len(), stats.max()),
         Codec::Huffman => huffman::size(stats)?,
         Codec::Rans => rans::size(words, stats)?,
+        Codec::RansV1 => return None,
     };
     Some(1 + payload)
 }
@@ -137,7 +154,8 @@ fn size_floor(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> Option<
     let payload = match codec {
         Codec::Raw | Codec::BitPack => return encoded_size(codec, words, width, stats),
         Codec::Huffman => huffman::size_floor(stats)?,
-        Codec::Rans => rans::estimate(words.len(), stats)?,
+        Codec::Rans => rans::estimate(words, stats)?,
+        Codec::RansV1 => return None,
     };
     Some(1 + payload)
 }
@@ -177,7 +195,7 @@ pub fn encode_with(codec: Codec, words: &[u32], width: u32, out: &mut Vec<u8>) -
             }
             true
         }
-        Codec::Huffman | Codec::Rans => {
+        Codec::Huffman | Codec::Rans | Codec::RansV1 => {
             encode_with_stats(codec, words, width, &Stats::new(words, width), out)
         }
     }
@@ -213,6 +231,7 @@ pub fn encode_with_stats(
         }
         Codec::Huffman => huffman::encode(words, stats, out),
         Codec::Rans => rans::encode(words, stats, out),
+        Codec::RansV1 => false,
     };
     if !applied {
         out.truncate(start);
@@ -272,7 +291,8 @@ fn decode_with<T: Word, P: Put>(
         (Codec::Raw, _) => raw::decode(&mut r, width, out, put)?,
         (Codec::BitPack, _) => bitpack::decode(&mut r, width, out, put)?,
         (Codec::Huffman, None) => huffman::decode(&mut r, width, out)?,
-        (Codec::Rans, None) => rans::decode(&mut r, width, out)?,
+        (Codec::Rans, None) => rans::decode(&mut r, width, out, rans::Form::Seeded)?,
+        (Codec::RansV1, None) => rans::decode(&mut r, width, out, rans::Form::Varints)?,
         (_, Some(_)) => panic!("{} cannot or words in", codec.name()),
     }
     Ok(r.pos())

@@ -26,6 +26,9 @@ pub(super) struct Alphabet {
     width: u32,
     /// Built on first use: only the encoders and the rANS size need it.
     index: OnceLock<SymbolIndex>,
+    /// The rANS model and its cost of the words, chosen on first use:
+    /// estimating, sizing and encoding a stream share it.
+    pub(super) rans: OnceLock<(super::rans::Model, i128)>,
 }
 
 impl Alphabet {
@@ -254,6 +257,7 @@ impl Alphabet {
             quarters,
             width,
             index: OnceLock::new(),
+            rans: OnceLock::new(),
         }
     }
 }

@@ -7,11 +7,12 @@
 //! - list: the first word, then each gap to the next word minus one, then the
 //!   values in order. Small when the words are sparse, e.g. 16-bit words.
 //!
-//! Values are stored as 4-bit nibbles (code lengths) or varints (frequencies).
+//! Values are stored as 4-bit nibbles (code lengths), varints (frequencies)
+//! or shape values (counts to a few significant bits, see `shape`).
 
 #![forbid(unsafe_code)]
 
-use super::{word_mask, MAX_SYMBOLS};
+use super::{shape, word_mask, MAX_SYMBOLS};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
 /// How the per-word values are stored.
@@ -22,6 +23,9 @@ pub(super) enum Values {
     /// One varint per value: the value itself in a range (0 = absent), the
     /// value minus one in a list.
     Varints,
+    /// Shape values with this precision, in one bit stream (0 = absent in
+    /// a range).
+    Shape(u32),
 }
 
 const RANGE: u64 = 0;
@@ -47,8 +51,27 @@ fn range_size(words: &[u32], values: &[u32], kind: Values) -> usize {
             let absent = (span - words.len() as u64) as usize;
             absent + values.iter().map(|&v| varint_len(v as u64)).sum::<usize>()
         }
+        Values::Shape(p) => {
+            let gaps = words.windows(2).map(|p| (p[1] - p[0] - 1) as u64);
+            shape::size(
+                values.iter().copied().zip(std::iter::once(0).chain(gaps)),
+                p,
+            )
+        }
     };
     header + entries
+}
+
+/// One entry per word of the range `words` spans: its value, or 0 if absent.
+fn range_entries<'a>(words: &'a [u32], values: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
+    let mut present = words.iter().zip(values).peekable();
+    (words[0]..=words[words.len() - 1]).map(move |w| match present.peek() {
+        Some(&(&pw, &v)) if pw == w => {
+            present.next();
+            v
+        }
+        _ => 0,
+    })
 }
 
 fn list_size(words: &[u32], values: &[u32], kind: Values) -> usize {
@@ -60,6 +83,7 @@ fn list_size(words: &[u32], values: &[u32], kind: Values) -> usize {
     let entries = match kind {
         Values::Nibbles => words.len().div_ceil(2),
         Values::Varints => values.iter().map(|&v| varint_len(v as u64 - 1)).sum(),
+        Values::Shape(p) => shape::size_of(values, p),
     };
     header + gaps + entries
 }
@@ -80,18 +104,11 @@ pub(super) fn write(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u
 fn write_range(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u8>) {
     put_varint(out, ((span(words) - 1) << 1) | RANGE);
     put_varint(out, words[0] as u64);
-    // One entry per word of the range: its value, or 0 if absent.
-    let mut present = words.iter().zip(values).peekable();
-    let entries = (words[0]..=words[words.len() - 1]).map(|w| match present.peek() {
-        Some(&(&pw, &v)) if pw == w => {
-            present.next();
-            v
-        }
-        _ => 0,
-    });
+    let entries = range_entries(words, values);
     match kind {
         Values::Nibbles => put_nibbles(out, entries),
         Values::Varints => entries.for_each(|v| put_varint(out, v as u64)),
+        Values::Shape(p) => shape::write(&entries.collect::<Vec<_>>(), p, out),
     }
 }
 
@@ -104,6 +121,7 @@ fn write_list(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u8>) {
     match kind {
         Values::Nibbles => put_nibbles(out, values.iter().copied()),
         Values::Varints => values.iter().for_each(|&v| put_varint(out, v as u64 - 1)),
+        Values::Shape(p) => shape::write(values, p, out),
     }
 }
 
@@ -142,11 +160,12 @@ fn read_range(
     if min.saturating_add(span - 1) > word_mask(width) as u64 {
         return Err(r.error("symbol range exceeds the literal width"));
     }
-    // Every entry takes at least half a byte, so a range longer than the
+    // Every entry takes at least one bit, so a range longer than the
     // remaining input is rejected before looping over it.
     let min_bytes = match kind {
         Values::Nibbles => span.div_ceil(2),
         Values::Varints => span,
+        Values::Shape(_) => span.div_ceil(8),
     };
     if min_bytes > r.remaining() as u64 {
         return Err(r.error("symbol range runs past the end of data"));
@@ -249,6 +268,10 @@ fn read_values(
                 take(stored as u32 + min_value).map_err(fail)?;
             }
         }
+        Values::Shape(p) => shape::read(r, count, p, min_value == 0, |v| match v <= max_value {
+            true => take(v),
+            false => Err(BAD),
+        })?,
     }
     Ok(())
 }

@@ -231,7 +231,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_after_a_valid_tag_never_panic(
-        width in 1u32..=32, tag in 0u8..4, bytes in prop::collection::vec(any::<u8>(), 0..300),
+        width in 1u32..=32, tag in 0u8..5, bytes in prop::collection::vec(any::<u8>(), 0..300),
         len in 0usize..500,
     ) {
         let mut input = vec![tag];

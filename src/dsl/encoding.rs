@@ -9,7 +9,7 @@ use super::exec::LiteralSource;
 use super::ops::{Fields, FloatFormat, MapOp, ScanOp};
 use super::scaled::{MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
 use super::{mask, Literal, Op, Program, Type};
-use crate::codec::{self, OrIn, Word};
+use crate::codec::{self, Codec, OrIn, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
 const TAG_LIT: u8 = 0;
@@ -42,6 +42,9 @@ pub struct Limits {
     pub matches: bool,
     /// Whether the Sparse operator is accepted (format version 5 and later).
     pub sparse: bool,
+    /// Whether rANS literals of tag 4 are accepted (format version 6 and
+    /// later).
+    pub seeded_rans: bool,
 }
 
 impl Default for Limits {
@@ -53,6 +56,7 @@ impl Default for Limits {
             quantized: true,
             matches: true,
             sparse: true,
+            seeded_rans: true,
         }
     }
 }
@@ -328,6 +332,9 @@ impl<'a> Decoder<'a> {
                     .varint_max(self.r.remaining() as u64, "literal longer than data")?;
                 let start = self.r.pos();
                 let bytes = self.r.bytes(size as usize)?;
+                if !self.limits.seeded_rans && codec::peek_codec(bytes) == Ok(Codec::Rans) {
+                    return self.fail(start, "rans literal of tag 4 needs format version 6");
+                }
                 Op::Lit(EncodedLit { at: start, bytes })
             }
             TAG_CONST => Op::Const(

@@ -99,19 +99,32 @@ impl<'a, const SCALE: u32> Lookup<'a, SCALE> {
     /// `(freq, slot - start, word)` of `slot < 2^SCALE`.
     #[inline(always)]
     pub(super) fn get<T: Word>(self, slot: usize) -> (u32, u32, T) {
-        match self {
-            Lookup::Fused(table) => {
-                let e = table[slot];
-                (e >> 12 & 0xfff, e & 0xfff, T::from_u32(e >> 24))
-            }
-            Lookup::Wide(table) => {
-                let e = table[slot];
-                (
-                    e as u32 >> 16,
-                    e as u32 & 0xffff,
-                    T::from_u32((e >> 32) as u32),
-                )
-            }
+        let (freq, offset, word) = match self {
+            Lookup::Fused(table) => unpack_fused(table[slot]),
+            Lookup::Wide(table) => unpack_wide(table[slot]),
+        };
+        (freq, offset, T::from_u32(word))
+    }
+}
+
+/// `(freq, slot - start, word)` of a fused slot entry.
+#[inline(always)]
+fn unpack_fused(e: u32) -> (u32, u32, u32) {
+    (e >> 12 & 0xfff, e & 0xfff, e >> 24)
+}
+
+/// `(freq, slot - start, word)` of a wide slot entry.
+#[inline(always)]
+fn unpack_wide(e: u64) -> (u32, u32, u32) {
+    (e as u32 >> 16, e as u32 & 0xffff, (e >> 32) as u32)
+}
+
+impl DecodeTable {
+    /// `(freq, slot - start, word)` of `slot < 2^scale`.
+    fn entry(&self, slot: usize) -> (u32, u32, u32) {
+        match &self.slots {
+            Slots::Fused(table) => unpack_fused(table[slot]),
+            Slots::Wide(table) => unpack_wide(table[slot]),
         }
     }
 }
@@ -176,30 +189,42 @@ pub(in crate::codec) fn decode<T: Word>(
     r: &mut Reader,
     width: u32,
     out: &mut [T],
+    form: Form,
 ) -> Result<(), WireError> {
-    let (scale, groups_log2) = head_fields(r.u8()?);
+    let (scale, groups_log2, precision) = head_fields(r.u8()?, form);
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
     }
     if groups_log2 > 1 {
         return Err(r.error("rans lane groups above 2"));
     }
-    let set = symbols::read(r, width, Values::Varints, 1 << scale)?;
+    let set = match form {
+        Form::Varints => symbols::read(r, width, Values::Varints, 1 << scale)?,
+        Form::Seeded => {
+            let mut set = symbols::read(r, width, Values::Shape(precision), u32::MAX)?;
+            if set.words.len() > 1 << scale {
+                return Err(r.error("rans table has more words than slots"));
+            }
+            set.values = table_freqs(&set.values, scale);
+            set
+        }
+    };
     let table = DecodeTable::new(&set, scale)
         .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
     if groups_log2 == 1 {
-        decode_groups::<T, 2>(r, &table, out)
+        decode_groups::<T, 2>(r, &table, out, form)
     } else {
-        decode_groups::<T, 1>(r, &table, out)
+        decode_groups::<T, 1>(r, &table, out, form)
     }
 }
 
-/// Reads the states and renormalisation words of a stream with `G` groups
-/// of lanes, and decodes it with `table`.
+/// Reads the states, seed count and renormalisation words of a stream with
+/// `G` groups of lanes, and decodes it with `table`.
 pub(super) fn decode_groups<T: Word, const G: usize>(
     r: &mut Reader,
     table: &DecodeTable,
     out: &mut [T],
+    form: Form,
 ) -> Result<(), WireError> {
     let mut groups = [[STATE_LOW; LANES]; G];
     for state in &mut groups.as_flattened_mut()[..used_lanes(out.len(), G)] {
@@ -212,20 +237,54 @@ pub(super) fn decode_groups<T: Word, const G: usize>(
             });
         }
     }
+    let seeded = match form {
+        Form::Varints => 0,
+        Form::Seeded => {
+            let most = out.len() as u64;
+            r.varint_max(most, "rans seeds more words than the stream has")? as usize
+        }
+    };
     let max_words = r.remaining() as u64 / 2;
     let count = r.varint_max(max_words, "rans data runs past the end of data")? as usize;
     let at = r.pos();
     let data = r.bytes(2 * count)?;
-    if decode_any_scale(&mut groups, table, data, out) != count {
+    let (coded, seeds) = out.split_at_mut(out.len() - seeded);
+    if decode_any_scale(&mut groups, table, data, coded) != count {
         return Err(WireError {
             at,
             reason: "rans data not consumed exactly",
         });
     }
+    if !unseed(&mut groups, table, coded.len(), seeds) {
+        return Err(r.error("rans state below 2^16 before its seeded words"));
+    }
     if groups.as_flattened().iter().any(|&x| x != STATE_LOW) {
         return Err(r.error("rans final state does not match the initial state"));
     }
     Ok(())
+}
+
+/// Decodes the seeded words `seeds`, words `first..` of the stream, from
+/// their lanes' states `STATE_LOW + v`: each steps `v` as the coder steps a
+/// state, without renormalising. False if a state is below `STATE_LOW`.
+fn unseed<T: Word, const G: usize>(
+    groups: &mut Groups<G>,
+    table: &DecodeTable,
+    first: usize,
+    seeds: &mut [T],
+) -> bool {
+    let mask = (1 << table.scale) - 1;
+    for (i, o) in (first..).zip(seeds) {
+        let x = &mut groups[(i / LANES) % G][i % LANES];
+        let Some(v) = x.checked_sub(STATE_LOW) else {
+            return false;
+        };
+        let (freq, offset, word) = table.entry((v & mask) as usize);
+        // At most `v`, as `freq <= 2^scale`: no overflow.
+        *x = STATE_LOW + freq * (v >> table.scale) + offset;
+        *o = T::from_u32(word);
+    }
+    true
 }
 
 /// Decodes `out.len()` words and returns how many renormalisation words it

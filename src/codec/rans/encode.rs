@@ -83,6 +83,14 @@ impl SizeSymbol {
         }
     }
 
+    fn freq(self) -> u32 {
+        (self.packed & FIELD) + 1
+    }
+
+    fn start(self) -> u32 {
+        (self.packed >> 14) & FIELD
+    }
+
     /// `floor(y / freq)` for any `y < 2^32`: with `t = mulhi(y, magic) <= y`,
     /// `(t + ((y - t) >> min(l, 1))) >> max(l - 1, 0)` (no step overflows).
     #[inline(always)]
@@ -135,12 +143,69 @@ pub(super) const DIRECT_MAX_WIDTH: u32 = 12;
 
 /// As `count_emitted`, but faster: with AVX2 the whole blocks of `LANES`
 /// words run in vectors of eight lanes (see [`run_fast`]).
+#[cfg(test)]
 pub(super) fn count_emitted_fast<const G: usize>(
     words: &[u32],
     alphabet: &Alphabet,
     model: &Model,
 ) -> usize {
-    run_fast(words, alphabet, model, &mut [[STATE_LOW; LANES]; G], None)
+    let symbols = size_symbols(model);
+    let mut groups = [[STATE_LOW; LANES]; G];
+    run_fast(words, alphabet, &symbols, model.scale, &mut groups, None)
+}
+
+/// Words of a lane its seed takes at most: a stream of one word (which
+/// costs nothing) would otherwise be decoded whole from its seeds.
+pub(super) const SEED_WORDS: usize = 8;
+
+/// Largest seed: a state `STATE_LOW + seed` must stay below 2^32.
+const SEED_LIMIT: u64 = (1 << 32) - STATE_LOW as u64;
+
+/// Codes the last words of `words` into the states of `groups` (all at
+/// [`STATE_LOW`]), each state `STATE_LOW + v` with `v` the words of its lane
+/// coded from 0 without renormalisation, for as long as every `v` fits (at
+/// most [`SEED_WORDS`] a lane); returns how many words it took. A state
+/// that starts at `STATE_LOW` holds 16 bits that code nothing; seeded, those
+/// bits hold words (up to 2 bytes a lane, 128 a stream of two groups).
+fn seed<const G: usize>(
+    words: &[u32],
+    index: &SymbolIndex,
+    symbols: &[SizeSymbol],
+    scale: u32,
+    groups: &mut Groups<G>,
+) -> usize {
+    let most = (SEED_WORDS * LANES * G).min(words.len());
+    for k in 0..most {
+        let i = words.len() - 1 - k;
+        let x = &mut groups[(i / LANES) % G][i % LANES];
+        let s = symbols[index.rank(words[i])];
+        let v = *x - STATE_LOW;
+        let q = s.quotient(v);
+        let next = ((q as u64) << scale) + (s.start() + v - q * s.freq()) as u64;
+        if next >= SEED_LIMIT {
+            return k;
+        }
+        *x = STATE_LOW + next as u32;
+    }
+    most
+}
+
+/// Codes `words` with `model` and `G` groups: the last ones into the
+/// states' seeds (see [`seed`]), the rest by the coder, keeping its
+/// renormalisation words in `kept` if given. Returns the final states, the
+/// number of seeded words and the number of renormalisation words.
+fn seeded_run<const G: usize>(
+    words: &[u32],
+    alphabet: &Alphabet,
+    model: &Model,
+    kept: Option<&mut Kept>,
+) -> (Groups<G>, usize, usize) {
+    let symbols = size_symbols(model);
+    let mut groups = [[STATE_LOW; LANES]; G];
+    let seeded = seed(words, alphabet.index(), &symbols, model.scale, &mut groups);
+    let coded = &words[..words.len() - seeded];
+    let emitted = run_fast(coded, alphabet, &symbols, model.scale, &mut groups, kept);
+    (groups, seeded, emitted)
 }
 
 /// Codes `words` from `groups`, keeping the renormalisation words in `kept`
@@ -149,12 +214,12 @@ pub(super) fn count_emitted_fast<const G: usize>(
 fn run_fast<const G: usize>(
     words: &[u32],
     alphabet: &Alphabet,
-    model: &Model,
+    symbols: &[SizeSymbol],
+    scale: u32,
     groups: &mut Groups<G>,
     mut kept: Option<&mut Kept>,
 ) -> usize {
-    let symbols = size_symbols(model);
-    let (index, scale) = (alphabet.index(), model.scale);
+    let index = alphabet.index();
     let mut emitted = 0usize;
     let mut scalar = |words: &[u32], first, groups: &mut Groups<G>, mut kept: Option<&mut Kept>| {
         let mut step = |renorm: bool, low| {
@@ -164,12 +229,12 @@ fn run_fast<const G: usize>(
             }
             emitted += renorm as usize;
         };
-        run(words, first, groups, index, &symbols, scale, &mut step);
+        run(words, first, groups, index, symbols, scale, &mut step);
     };
     let whole = words.len() - words.len() % LANES;
     scalar(&words[whole..], whole / LANES, groups, kept.as_deref_mut());
     let bulk = &words[..whole];
-    match bulk_simd(bulk, alphabet, &symbols, scale, groups, kept.as_deref_mut()) {
+    match bulk_simd(bulk, alphabet, symbols, scale, groups, kept.as_deref_mut()) {
         Some(bulk_count) => emitted + bulk_count,
         None => {
             scalar(bulk, 0, groups, kept);
@@ -233,28 +298,35 @@ pub(super) fn bulk_simd<const G: usize>(
 /// since the renormalisation count depends on the exact state sequence.
 pub(in crate::codec) fn size(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
-    let model = Model::new(alphabet, words.len());
-    let emitted = match model.groups {
-        1 => count_emitted_fast::<1>(words, alphabet, &model),
-        _ => count_emitted_fast::<2>(words, alphabet, &model),
+    let model = &Model::of(alphabet).0;
+    let (seeded, emitted) = match model.groups {
+        1 => counts(seeded_run::<1>(words, alphabet, model, None)),
+        _ => counts(seeded_run::<2>(words, alphabet, model, None)),
     };
-    Some(payload_size(words.len(), alphabet, &model, emitted))
+    Some(payload_size(words.len(), alphabet, model, seeded, emitted))
 }
 
-/// About the least [`size`] may be, from the model alone, without a pass
-/// over the words: the renormalisations that the model's cost in bits
-/// implies, less the bits the used lanes' final states hold. Below [`size`]
-/// by little (see the tests): the packer sizes rANS exactly only where
-/// this says it may win.
-pub(in crate::codec) fn estimate(n: usize, stats: &Stats) -> Option<usize> {
+/// The seeded words and renormalisation words of a [`seeded_run`].
+fn counts<const G: usize>((_, seeded, emitted): (Groups<G>, usize, usize)) -> (usize, usize) {
+    (seeded, emitted)
+}
+
+/// About the least [`size`] may be, from the model and the seeded words
+/// alone, without a pass over the rest: the renormalisations that the
+/// model's cost in bits implies, less the bits the used lanes' states may
+/// hold. Below [`size`] by little (see the tests): the packer sizes rANS
+/// exactly only where this says it may win.
+pub(in crate::codec) fn estimate(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
-    let (model, emitted) = estimated_emitted(n, alphabet);
-    Some(payload_size(n, alphabet, &model, emitted))
+    let (model, cost) = Model::of(alphabet);
+    let (kept, seeded) = match model.groups {
+        1 => state_bits::<1>(words, alphabet, model),
+        _ => state_bits::<2>(words, alphabet, model),
+    };
+    let emitted = (((cost - kept).max(0) >> 16) as usize).div_ceil(16);
+    let emitted = emitted - emitted / ROUNDING_MARGIN;
+    Some(payload_size(words.len(), alphabet, model, seeded, emitted))
 }
-
-/// Bits a lane's final state holds beyond its initial [`STATE_LOW`]: states
-/// end in `[2^16, 2^32)`.
-const FINAL_STATE_BITS: i128 = 16;
 
 /// The estimate is lowered by 1/this of itself: an encoding step rounds its
 /// state down, by up to a quarter of a bit where a frequency nears the
@@ -262,57 +334,84 @@ const FINAL_STATE_BITS: i128 = 16;
 /// below its model's cost (by 1/23000 at most in the tests).
 const ROUNDING_MARGIN: usize = 2048;
 
-/// The model of `n` words of `alphabet`, and about the fewest
-/// renormalisation words its coder may emit (see [`estimate`]).
-fn estimated_emitted(n: usize, alphabet: &Alphabet) -> (Model, usize) {
-    let (model, cost) = Model::with_cost(alphabet, n);
-    let kept = (FINAL_STATE_BITS * used_lanes(n, model.groups) as i128) << 16;
-    let emitted = (((cost - kept).max(0) >> 16) as usize).div_ceil(16);
-    (model, emitted - emitted / ROUNDING_MARGIN)
+/// At most how many bits of the words' cost (as [`Model::cost`]) the
+/// states hold rather than the renormalisation words, and the number of
+/// seeded words. A lane whose coding starts from state `x0` after its seeded
+/// words of cost `c` ends in a state below 2^32, so its renormalisation
+/// words hold at least its cost less `32 - log2(x0) + c` bits.
+fn state_bits<const G: usize>(words: &[u32], alphabet: &Alphabet, model: &Model) -> (i128, usize) {
+    let symbols = size_symbols(model);
+    let mut groups = [[STATE_LOW; LANES]; G];
+    let seeded = seed(words, alphabet.index(), &symbols, model.scale, &mut groups);
+    let one = (model.scale as i128) << 16;
+    let seeds: i128 = (words[words.len() - seeded..].iter())
+        .map(|&w| one - LOG2_FREQ[model.freqs[alphabet.index().rank(w)] as usize] as i128)
+        .sum();
+    let states: i128 = (groups.as_flattened()[..used_lanes(words.len(), G)].iter())
+        .map(|&x| (32 << 16) - log2_q16(x) as i128)
+        .sum();
+    (states + seeds, seeded)
 }
 
-/// Payload bytes of a stream of `n` words with `model` that emits `emitted`
-/// renormalisation words: table, states, the count and the words.
-fn payload_size(n: usize, alphabet: &Alphabet, model: &Model, emitted: usize) -> usize {
-    let table = symbols::size(&alphabet.words, &model.freqs, Values::Varints);
+/// Payload bytes of a stream of `n` words with `model` that seeds `seeded`
+/// words and emits `emitted` renormalisation words: head, table, states,
+/// the two counts and the words.
+fn payload_size(
+    n: usize,
+    alphabet: &Alphabet,
+    model: &Model,
+    seeded: usize,
+    emitted: usize,
+) -> usize {
     let states = 4 * used_lanes(n, model.groups);
-    1 + table + states + varint_len(emitted as u64) + 2 * emitted
+    let counts = varint_len(seeded as u64) + varint_len(emitted as u64);
+    1 + table_size(alphabet, model) + states + counts + 2 * emitted
+}
+
+/// Bytes of the stream's table: its symbol set with the counts of
+/// `model`'s precision.
+fn table_size(alphabet: &Alphabet, model: &Model) -> usize {
+    let table = table_counts(&alphabet.totals(), model.precision);
+    symbols::size(&alphabet.words, &table, Values::Shape(model.precision))
 }
 
 pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {
     let Some(alphabet) = applicable(stats) else {
         return false;
     };
-    let model = Model::new(alphabet, words.len());
+    let model = &Model::of(alphabet).0;
     match model.groups {
-        1 => encode_groups::<1>(words, alphabet, &model, out),
-        _ => encode_groups::<2>(words, alphabet, &model, out),
+        1 => encode_groups::<1>(words, alphabet, model, out),
+        _ => encode_groups::<2>(words, alphabet, model, out),
     }
     true
 }
 
-/// Encodes a stream with `model`'s frequencies and `G` groups of lanes.
+/// Encodes a stream with `model`'s table and `G` groups of lanes.
 pub(super) fn encode_groups<const G: usize>(
     words: &[u32],
     alphabet: &Alphabet,
     model: &Model,
     out: &mut Vec<u8>,
 ) {
-    out.push(model.scale as u8 | (G.trailing_zeros() as u8) << GROUPS_SHIFT);
-    symbols::write(&alphabet.words, &model.freqs, Values::Varints, out);
+    let head =
+        model.scale | (G.trailing_zeros() << GROUPS_SHIFT) | model.precision << PRECISION_SHIFT;
+    out.push(head as u8);
+    let table = table_counts(&alphabet.totals(), model.precision);
+    symbols::write(&alphabet.words, &table, Values::Shape(model.precision), out);
     // Each word emits at most one renormalisation word; every word writes
     // its low bits at `count`, kept only if it did emit, so `count <= n`
     // (the SIMD loop writes eight at a time).
     let mut emitted = vec![0u16; words.len() + KEPT_SLACK];
-    let mut groups = [[STATE_LOW; LANES]; G];
     let mut kept = Kept {
         words: &mut emitted,
         count: 0,
     };
-    let count = run_fast(words, alphabet, model, &mut groups, Some(&mut kept));
+    let (groups, seeded, count) = seeded_run::<G>(words, alphabet, model, Some(&mut kept));
     for state in &groups.as_flattened()[..used_lanes(words.len(), G)] {
         out.extend_from_slice(&state.to_le_bytes());
     }
+    put_varint(out, seeded as u64);
     put_varint(out, count as u64);
     out.extend(emitted[..count].iter().rev().flat_map(|w| w.to_le_bytes()));
 }

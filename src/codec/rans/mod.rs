@@ -14,6 +14,7 @@
 //! the same branch-free loop without storing output.
 
 use super::index::SymbolIndex;
+use super::shape;
 use super::simd::{level as simd_level, Simd};
 use super::stats::Alphabet;
 use super::symbols::{self, SymbolSet, Values};
@@ -28,6 +29,9 @@ pub(super) type Groups<const G: usize> = [[u32; LANES]; G];
 /// number of groups (0 or 1) from this bit on. (Four groups decoded no faster
 /// than two in the mount on the 2-core test machines, for 256 more bytes.)
 pub(super) const GROUPS_SHIFT: u32 = 4;
+/// In a seeded stream's head byte (tag 4), the precision of its table's
+/// counts is in the bits from this one on, and the group bit is bit 4 alone.
+pub(super) const PRECISION_SHIFT: u32 = 5;
 /// A stream takes two groups when the extra states cost at most 1/this of
 /// its estimated size, i.e. from 32000 bytes on. Such a stream of 2^17
 /// bytes decodes ~1.5x as fast with two, for 128 bytes (0.1%).
@@ -38,12 +42,29 @@ pub(super) const STATE_LOW: u32 = 1 << 16;
 /// bounds stay >= 2^18 and one 16-bit renormalisation always suffices.
 pub(super) const MAX_SCALE: u32 = 14;
 
-/// The scale and log2 of the group count in a stream's head byte, unchecked.
-pub(super) fn head_fields(head: u8) -> (u32, u8) {
-    (
-        (head & ((1 << GROUPS_SHIFT) - 1)) as u32,
-        head >> GROUPS_SHIFT,
-    )
+/// The two forms of a rANS literal: tag 3's (frequencies as varints, every
+/// state starting at [`STATE_LOW`]; format versions 1 to 5, read only) and
+/// tag 4's (a table of counts to a few bits, states seeded with the last
+/// words; version 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::codec) enum Form {
+    Varints,
+    Seeded,
+}
+
+/// The scale, log2 of the group count and the table's precision in a
+/// stream's head byte, unchecked. In tag 3's form bits 4-7 are all the
+/// group count, and the table holds exact frequencies.
+pub(super) fn head_fields(head: u8, form: Form) -> (u32, u8, u32) {
+    let scale = (head & ((1 << GROUPS_SHIFT) - 1)) as u32;
+    match form {
+        Form::Varints => (scale, head >> GROUPS_SHIFT, 0),
+        Form::Seeded => (
+            scale,
+            head >> GROUPS_SHIFT & 1,
+            (head >> PRECISION_SHIFT) as u32,
+        ),
+    }
 }
 
 pub(super) fn applicable(stats: &Stats) -> Option<&Alphabet> {
@@ -85,4 +106,5 @@ pub(super) use decode::decode;
 use decode::*;
 use encode::*;
 pub(super) use encode::{encode, estimate, size};
+pub(in crate::codec) use model::Model;
 use model::*;

@@ -5,10 +5,12 @@
 
 use super::*;
 
-/// Quantised frequencies summing to `2^scale`, per symbol rank, and the
-/// number of lane groups.
-pub(super) struct Model {
+/// Quantised frequencies summing to `2^scale`, per symbol rank, the
+/// precision of the counts in the table they are normalised from (see
+/// [`table_counts`]), and the number of lane groups.
+pub(in crate::codec) struct Model {
     pub(super) scale: u32,
+    pub(super) precision: u32,
     pub(super) freqs: Vec<u32>,
     pub(super) groups: usize,
 }
@@ -22,44 +24,96 @@ pub(super) struct Model {
 /// docs/PERFORMANCE.md, *rANS scales*).
 pub(super) const SCALE_COST: i128 = 3000;
 
+/// The precision [`Model::with_cost`] starts its search from: the one the
+/// weight fields of the corpus take most often.
+const START_PRECISION: u32 = 3;
+
+/// The counts a table of `precision` holds for `counts` (see
+/// [`shape::quantise`]).
+pub(super) fn table_counts(counts: &[u64], precision: u32) -> Vec<u32> {
+    (counts.iter())
+        .map(|&c| shape::quantise(c as u32, precision))
+        .collect()
+}
+
+/// The frequencies at `scale` of a table's counts: what a decoder derives
+/// from the table. `scale` must give every count a slot.
+pub(super) fn table_freqs(table: &[u32], scale: u32) -> Vec<u32> {
+    let table: Vec<u64> = table.iter().map(|&c| c as u64).collect();
+    normalize(&table, table.iter().sum(), scale)
+}
+
 impl Model {
-    /// The model of [`Model::with_cost`].
-    pub(super) fn new(alphabet: &Alphabet, n: usize) -> Model {
-        Model::with_cost(alphabet, n).0
+    /// The model of a stream of `alphabet` and its cost of the words (see
+    /// [`Model::with_cost`]), chosen once per alphabet.
+    pub(super) fn of(alphabet: &Alphabet) -> &(Model, i128) {
+        let n = alphabet
+            .quarters
+            .iter()
+            .flatten()
+            .map(|&c| c as usize)
+            .sum();
+        alphabet.rans.get_or_init(|| Model::with_cost(alphabet, n))
     }
 
     /// The model of `n` words of `alphabet`, and its cost of the words (as
-    /// [`Model::cost`]). Scales run from the fewest bits that give every
-    /// word a frequency up to about log2(n), beyond which a finer one costs
-    /// table bytes that the words cannot recoup; a single word needs no
-    /// precision at all. Each scale's size is its words' cost plus its
-    /// table; the coarsest within 1/[`SCALE_COST`] of the smallest is kept.
-    /// The groups follow from the cost (see [`group_count`]).
+    /// [`Model::cost`]). A precision of the table's counts and a scale give
+    /// a size: the words' cost plus the table. The precision is the one of
+    /// the smallest size at the finest scale; then, of the scales from the
+    /// fewest bits that give every word a frequency up to about log2(n)
+    /// (beyond which a finer one gains the words nothing; a single word
+    /// needs no precision at all), the coarsest within 1/[`SCALE_COST`] of
+    /// the smallest size is kept. The groups follow from the cost (see
+    /// [`group_count`]).
     pub(super) fn with_cost(alphabet: &Alphabet, n: usize) -> (Model, i128) {
         let counts = alphabet.totals();
-        let at = |scale| {
+        let least = ceil_log2(alphabet.len());
+        let scales = match alphabet.len() {
+            1 => 0..=0,
+            _ => least..=ceil_log2(n).clamp(least, MAX_SCALE),
+        };
+        // (model, cost of the words, size) at a precision and scale.
+        let at = |precision: u32, scale: u32| {
+            let table = table_counts(&counts, precision);
+            let bytes = symbols::size(&alphabet.words, &table, Values::Shape(precision)) as i128;
             let model = Model {
                 scale,
-                freqs: normalize(&counts, n as u64, scale),
+                precision,
+                freqs: table_freqs(&table, scale),
                 groups: 1,
             };
             let cost = model.cost(&counts);
-            let table = symbols::size(&alphabet.words, &model.freqs, Values::Varints) as i128;
-            (model, cost, cost + (table << 19))
+            (model, cost, cost + (bytes << 19))
         };
-        let (mut model, cost, _) = if alphabet.len() == 1 {
-            at(0)
-        } else {
-            let least = ceil_log2(alphabet.len());
-            let scales: Vec<_> = (least..=ceil_log2(n).clamp(least, MAX_SCALE))
-                .map(at)
-                .collect();
-            let smallest = scales.iter().map(|s| s.2).min().expect("a scale");
-            scales
-                .into_iter()
-                .find(|s| (s.2 - smallest) * SCALE_COST <= smallest)
-                .expect("the smallest is within the bound")
-        };
+        // The precision: the smallest size at the finest scale, found by
+        // stepping from a middle one while the size falls (it falls and
+        // then rises with the precision: the words' cost falls, the
+        // table's grows).
+        let finest = *scales.end();
+        let mut best = at(START_PRECISION, finest);
+        for step in [-1i32, 1] {
+            loop {
+                let precision = best.0.precision as i32 + step;
+                if !(0..=shape::MAX_PRECISION as i32).contains(&precision) {
+                    break;
+                }
+                let next = at(precision as u32, finest);
+                if next.2 >= best.2 {
+                    break;
+                }
+                best = next;
+            }
+        }
+        let precision = best.0.precision;
+        let mut options: Vec<_> = (*scales.start()..finest)
+            .map(|s| at(precision, s))
+            .collect();
+        options.push(best);
+        let smallest = options.iter().map(|s| s.2).min().expect("a scale");
+        let (mut model, cost, _) = options
+            .into_iter()
+            .find(|s| (s.2 - smallest) * SCALE_COST <= smallest)
+            .expect("the smallest is within the bound");
         model.groups = group_count(cost);
         (model, cost)
     }
@@ -110,11 +164,18 @@ pub(super) fn normalize(counts: &[u64], total: u64, scale: u32) -> Vec<u32> {
         .iter()
         .map(|&c| ((c * target + total / 2) / total).max(1))
         .collect();
-    let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f));
     let sum: u64 = freqs.iter().sum();
+    // The largest frequency (the first of equals) usually settles the
+    // error alone: found in one pass, without sorting.
+    let largest = (0..freqs.len())
+        .max_by_key(|&i| (freqs[i], std::cmp::Reverse(i)))
+        .expect("a count");
     if sum < target {
-        freqs[order[0]] += target - sum;
+        freqs[largest] += target - sum;
+    } else if sum - target < freqs[largest] {
+        freqs[largest] -= sum - target;
     } else {
+        let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f));
         let mut excess = sum - target;
         for &i in &order {
             let take = (freqs[i] - 1).min(excess);

@@ -30,7 +30,7 @@ fn model_scale(counts: &[usize]) -> u32 {
         .flat_map(|(w, &c)| std::iter::repeat_n(w as u32, c))
         .collect();
     let stats = Stats::new(&words, 8);
-    Model::new(applicable(&stats).unwrap(), words.len()).scale
+    Model::of(applicable(&stats).unwrap()).0.scale
 }
 
 #[test]
@@ -121,11 +121,11 @@ fn size_step_matches_the_encoder_step() {
 fn counts<const G: usize>(words: &[u32], width: u32) -> (usize, usize, usize) {
     let stats = Stats::new(words, width);
     let alphabet = stats.alphabet().expect("at most 4096 distinct");
-    let model = Model::new(alphabet, words.len());
-    let reference = count_emitted::<G>(words, alphabet.index(), &model);
-    let simd = count_emitted_fast::<G>(words, alphabet, &model);
+    let model = &Model::of(alphabet).0;
+    let reference = count_emitted::<G>(words, alphabet.index(), model);
+    let simd = count_emitted_fast::<G>(words, alphabet, model);
     let portable = with_limit(Simd::None, || {
-        count_emitted_fast::<G>(words, alphabet, &model)
+        count_emitted_fast::<G>(words, alphabet, model)
     });
     (reference, simd, portable)
 }
@@ -164,7 +164,7 @@ fn estimated_size_bounds_the_exact_size_closely_from_below() {
                 let (words, skew) = skewed_words(&mut seed, n, width, alphabet);
                 let stats = Stats::new(&words, width);
                 let exact = size(&words, &stats).unwrap();
-                let estimate = estimate(n, &stats).unwrap();
+                let estimate = estimate(&words, &stats).unwrap();
                 let slack = 2 * used_lanes(n, 2) + 1 + exact / 1024;
                 assert!(
                     estimate <= exact && exact <= estimate + slack,
@@ -268,10 +268,10 @@ fn simd_lookups_agree() {
             .collect();
         let stats = Stats::new(&words, width);
         let alph = stats.alphabet().unwrap();
-        let model = Model::new(alph, n);
-        let symbols = size_symbols(&model);
-        let one = count_emitted::<1>(&words, alph.index(), &model);
-        let two = count_emitted::<2>(&words, alph.index(), &model);
+        let model = &Model::of(alph).0;
+        let symbols = size_symbols(model);
+        let one = count_emitted::<1>(&words, alph.index(), model);
+        let two = count_emitted::<2>(&words, alph.index(), model);
         let mut direct = vec![SizeSymbol::default(); 1 << width];
         for (&w, &s) in alph.words.iter().zip(&symbols) {
             direct[w as usize] = s;
@@ -336,11 +336,25 @@ fn decode_with(buf: &[u8], width: u32, n: usize, limit: Simd) -> Result<Vec<u32>
 /// The scale, log2 of the group count and decoding table of the encoded
 /// rANS stream `buf` of `width`-bit words, and a reader at its states.
 fn stream_head(buf: &[u8], width: u32) -> (u32, u8, DecodeTable, Reader<'_>) {
-    let (scale, groups_log2) = head_fields(buf[1]);
+    let (scale, groups_log2, precision) = head_fields(buf[1], Form::Seeded);
     let mut r = Reader::new(&buf[2..]);
-    let set = symbols::read(&mut r, width, Values::Varints, 1 << scale).expect("symbols");
+    let mut set =
+        symbols::read(&mut r, width, Values::Shape(precision), u32::MAX).expect("symbols");
+    set.values = table_freqs(&set.values, scale);
     let table = DecodeTable::new(&set, scale).expect("table");
     (scale, groups_log2, table, r)
+}
+
+/// The states, number of seeded words and renormalisation words of the
+/// stream at `r` (after its table), of `n` words in `G` groups.
+fn stream_body<'a, const G: usize>(r: &mut Reader<'a>, n: usize) -> (Groups<G>, usize, &'a [u8]) {
+    let mut groups = [[STATE_LOW; LANES]; G];
+    for state in &mut groups.as_flattened_mut()[..used_lanes(n, G)] {
+        *state = u32::from_le_bytes(r.bytes(4).expect("state").try_into().expect("4 bytes"));
+    }
+    let seeded = r.varint_max(n as u64, "seeded").expect("seeded") as usize;
+    let count = r.varint_max(u64::MAX, "count").expect("count") as usize;
+    (groups, seeded, r.bytes(2 * count).expect("data"))
 }
 
 /// A long byte stream with many rare words takes scale 14 (scale 12
@@ -379,20 +393,16 @@ fn simd_decodes_every_whole_round() {
     assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
     let (_, groups_log2, table, mut r) = stream_head(&buf, 8);
     assert_eq!(groups_log2, 0);
-    let mut groups = [[0; LANES]; 1];
-    for state in groups.as_flattened_mut() {
-        *state = u32::from_le_bytes(r.bytes(4).expect("state").try_into().expect("4 bytes"));
-    }
-    let count = r.varint_max(u64::MAX, "count").expect("count") as usize;
-    let data = r.bytes(2 * count).expect("data");
+    let (groups, seeded, data) = stream_body::<1>(&mut r, words.len());
+    let coded = words.len() - seeded;
     for level in simd_levels().into_iter().filter(|&l| l != Simd::None) {
-        let mut out = vec![0u8; words.len()];
+        let mut out = vec![0u8; coded];
         let mut states = groups;
         let (done, read) = with_limit(level, || {
             decode_bulk_simd(&mut states, &table, data, &mut out)
         });
-        assert_eq!(done, words.len() / LANES * LANES, "{level:?}");
-        assert!(read <= count);
+        assert_eq!(done, coded / LANES * LANES, "{level:?}");
+        assert!(read <= data.len() / 2);
         let decoded: Vec<u32> = out[..done].iter().map(|&w| w as u32).collect();
         assert_eq!(decoded, words[..done], "{level:?}");
     }
@@ -445,23 +455,18 @@ fn every_decoder_reads_a_stream_alike_to_its_end() {
     }
 }
 
-/// The words, count of words read and final states of decoding `n` words
-/// with `decode_any_scale` from the states and data at `r`, its last `cut`
-/// bytes of data left out.
+/// The words, count of words read and final states of decoding the words
+/// of `n` that are not seeded with `decode_any_scale` from the states and
+/// data at `r`, its last `cut` bytes of data left out.
 fn read_to_end<const G: usize>(
     mut r: Reader,
     table: &DecodeTable,
     n: usize,
     cut: usize,
 ) -> (Vec<u16>, usize, Vec<u32>) {
-    let mut groups = [[STATE_LOW; LANES]; G];
-    for state in &mut groups.as_flattened_mut()[..used_lanes(n, G)] {
-        *state = u32::from_le_bytes(r.bytes(4).expect("state").try_into().expect("4 bytes"));
-    }
-    let count = r.varint_max(u64::MAX, "count").expect("count") as usize;
-    let data = r.bytes(2 * count).expect("data");
+    let (mut groups, seeded, data) = stream_body::<G>(&mut r, n);
     let data = &data[..data.len().saturating_sub(cut)];
-    let mut out = vec![0u16; n];
+    let mut out = vec![0u16; n - seeded];
     let read = decode_any_scale(&mut groups, table, data, &mut out);
     (out, read, groups.as_flattened().to_vec())
 }
@@ -480,8 +485,8 @@ fn encode_groups_with_tag<const G: usize>(words: &[u32], width: u32) -> Option<V
     let stats = Stats::new(words, width);
     let mut buf = vec![Codec::Rans.tag()];
     let alphabet = applicable(&stats)?;
-    let model = Model::new(alphabet, words.len());
-    encode_groups::<G>(words, alphabet, &model, &mut buf);
+    let model = &Model::of(alphabet).0;
+    encode_groups::<G>(words, alphabet, model, &mut buf);
     Some(buf)
 }
 
@@ -502,7 +507,7 @@ fn streams_take_two_groups_when_the_states_cost_little() {
         let words: Vec<u32> = (0..n).map(|_| xorshift(&mut seed) as u32 & 0xff).collect();
         let mut buf = Vec::new();
         assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
-        assert_eq!(head_fields(buf[1]).1, groups_log2, "n {n}");
+        assert_eq!(head_fields(buf[1], Form::Seeded).1, groups_log2, "n {n}");
         let forced = match groups_log2 {
             0 => encode_groups_with_tag::<1>(&words, 8),
             _ => encode_groups_with_tag::<2>(&words, 8),
@@ -513,13 +518,6 @@ fn streams_take_two_groups_when_the_states_cost_little() {
     let one = encode_groups_with_tag::<1>(&words, 8).unwrap();
     let two = encode_groups_with_tag::<2>(&words, 8).unwrap();
     assert_eq!(two.len() - one.len(), 4 * 8, "8 more lanes hold a state");
-    // A head asking for four groups is refused.
-    let mut four = two.clone();
-    four[1] += 1 << GROUPS_SHIFT;
-    assert_eq!(
-        decode_with(&four, 8, 40, Simd::None),
-        Err("rans lane groups above 2")
-    );
 }
 
 /// The AVX-512, AVX2 and portable decoders agree on valid streams of
@@ -591,6 +589,37 @@ fn simd_and_portable_decoders_agree() {
                         );
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A stream's states are seeded with its last words, as many as fit every
+/// state, and a decoder given another count of seeded words fails rather
+/// than yield other words.
+#[test]
+fn states_are_seeded_and_the_seed_count_is_checked() {
+    let mut seed = 0x1F83_D9AB_FB41_BD6Bu64;
+    for n in [40, 5000, 70_000] {
+        let (words, _) = skewed_words(&mut seed, n, 8, 256);
+        let mut buf = Vec::new();
+        assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
+        let (_, groups_log2, _, mut r) = stream_head(&buf, 8);
+        let lanes = used_lanes(n, 1 << groups_log2);
+        for _ in 0..lanes {
+            r.bytes(4).unwrap();
+        }
+        let at = buf.len() - r.remaining();
+        let seeded = r.varint().unwrap() as usize;
+        assert!(seeded >= lanes, "n {n}: {seeded} seeded words");
+        assert!(seeded <= SEED_WORDS * lanes, "n {n}: {seeded} seeded words");
+        assert_eq!(decode_with(&buf, 8, n, Simd::None), Ok(words.clone()));
+        // One seeded word more or fewer (counts below 128: one varint byte).
+        for other in [seeded - 1, seeded + 1] {
+            let mut bad = buf.clone();
+            bad[at] = other as u8;
+            for level in simd_levels() {
+                assert!(decode_with(&bad, 8, n, level).is_err(), "n {n} {other}");
             }
         }
     }
