@@ -292,8 +292,8 @@ pub fn synthesize_like(
     may_search: bool,
 ) -> Option<Program<Literal>> {
     let mut refits: Vec<(Program<Literal>, bool)> = Vec::new();
+    let mut plain = None;
     if let Some(slack) = opts.refit_slack {
-        let mut plain = None;
         for t in like.iter().filter(|t| t.width() == width) {
             let Some(p) = t.apply(words) else { continue };
             let fits = t.fits(&p, slack);
@@ -309,10 +309,17 @@ pub fn synthesize_like(
             refits.push((p, fits));
         }
     }
-    // The cheapest re-fit, if it fits its template.
+    // The cheapest re-fit, if it fits its template and codes no worse than
+    // the words' byte planes by far: a re-fit within its template's cost
+    // per word may still miss what makes these words cheap (minilm-f32's
+    // first embedding rows re-fit at 217 KB a chunk to a template searched
+    // at a budget of 32, and search to 138 KB).
     refits.sort_by_key(|(p, _)| cost(p));
     if let Some((p, true)) = refits.first() {
-        return Some(p.clone());
+        let plain = plain.unwrap_or_else(|| refit::sampled_planes_cost(words, width));
+        if cost(p) <= plain + plain / MISFIT_DIVISOR + MISFIT_TABLE_BYTES {
+            return Some(p.clone());
+        }
     }
     if !may_search {
         return None;
@@ -329,6 +336,14 @@ pub fn synthesize_like(
 /// A fitting re-fit is kept at once if it costs at most `1 + 1/this` times
 /// the order-0 code of its words' byte planes (estimated from a sample).
 const PLAIN_DIVISOR: usize = 64;
+
+/// The cheapest fitting re-fit is searched instead if it costs more than
+/// `1 + 1/this` times the order-0 code of its words' byte planes, plus
+/// [`MISFIT_TABLE_BYTES`].
+const MISFIT_DIVISOR: usize = 8;
+/// Bytes of tables that the byte planes' estimate leaves out: without
+/// them, every small chunk would be sent to a search.
+const MISFIT_TABLE_BYTES: usize = 1024;
 
 /// One in this many raw bytes of its stream is what a Map or Scan must save to be
 /// chosen: each costs a full pass over its words when decoding, and a bijection

@@ -300,14 +300,16 @@ pub(in crate::codec) fn size(words: &[u32], stats: &Stats) -> Option<usize> {
     let alphabet = applicable(stats)?;
     let model = &Model::of(alphabet).0;
     let (seeded, emitted) = match model.groups {
-        1 => counts(seeded_run::<1>(words, alphabet, model, None)),
-        _ => counts(seeded_run::<2>(words, alphabet, model, None)),
+        1 => seeded_and_emitted(seeded_run::<1>(words, alphabet, model, None)),
+        _ => seeded_and_emitted(seeded_run::<2>(words, alphabet, model, None)),
     };
-    Some(payload_size(words.len(), alphabet, model, seeded, emitted))
+    Some(payload_size(words.len(), model, seeded, emitted))
 }
 
 /// The seeded words and renormalisation words of a [`seeded_run`].
-fn counts<const G: usize>((_, seeded, emitted): (Groups<G>, usize, usize)) -> (usize, usize) {
+fn seeded_and_emitted<const G: usize>(
+    (_, seeded, emitted): (Groups<G>, usize, usize),
+) -> (usize, usize) {
     (seeded, emitted)
 }
 
@@ -325,7 +327,7 @@ pub(in crate::codec) fn estimate(words: &[u32], stats: &Stats) -> Option<usize> 
     };
     let emitted = (((cost - kept).max(0) >> 16) as usize).div_ceil(16);
     let emitted = emitted - emitted / ROUNDING_MARGIN;
-    Some(payload_size(words.len(), alphabet, model, seeded, emitted))
+    Some(payload_size(words.len(), model, seeded, emitted))
 }
 
 /// The estimate is lowered by 1/this of itself: an encoding step rounds its
@@ -356,23 +358,10 @@ fn state_bits<const G: usize>(words: &[u32], alphabet: &Alphabet, model: &Model)
 /// Payload bytes of a stream of `n` words with `model` that seeds `seeded`
 /// words and emits `emitted` renormalisation words: head, table, states,
 /// the two counts and the words.
-fn payload_size(
-    n: usize,
-    alphabet: &Alphabet,
-    model: &Model,
-    seeded: usize,
-    emitted: usize,
-) -> usize {
+fn payload_size(n: usize, model: &Model, seeded: usize, emitted: usize) -> usize {
     let states = 4 * used_lanes(n, model.groups);
     let counts = varint_len(seeded as u64) + varint_len(emitted as u64);
-    1 + table_size(alphabet, model) + states + counts + 2 * emitted
-}
-
-/// Bytes of the stream's table: its symbol set with the counts of
-/// `model`'s precision.
-fn table_size(alphabet: &Alphabet, model: &Model) -> usize {
-    let table = table_counts(&alphabet.totals(), model.precision);
-    symbols::size(&alphabet.words, &table, Values::Shape(model.precision))
+    1 + model.table_bytes + states + counts + 2 * emitted
 }
 
 pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {

@@ -7,11 +7,13 @@ use super::*;
 
 /// Quantised frequencies summing to `2^scale`, per symbol rank, the
 /// precision of the counts in the table they are normalised from (see
-/// [`table_counts`]), and the number of lane groups.
+/// [`table_counts`]) and the table's size in bytes, and the number of lane
+/// groups.
 pub(in crate::codec) struct Model {
     pub(super) scale: u32,
     pub(super) precision: u32,
     pub(super) freqs: Vec<u32>,
+    pub(super) table_bytes: usize,
     pub(super) groups: usize,
 }
 
@@ -75,15 +77,16 @@ impl Model {
         // (model, cost of the words, size) at a precision and scale.
         let at = |precision: u32, scale: u32| {
             let table = table_counts(&counts, precision);
-            let bytes = symbols::size(&alphabet.words, &table, Values::Shape(precision)) as i128;
+            let bytes = symbols::size(&alphabet.words, &table, Values::Shape(precision));
             let model = Model {
                 scale,
                 precision,
                 freqs: table_freqs(&table, scale),
+                table_bytes: bytes,
                 groups: 1,
             };
             let cost = model.cost(&counts);
-            (model, cost, cost + (bytes << 19))
+            (model, cost, cost + ((bytes as i128) << 19))
         };
         // The precision: the smallest size at the finest scale, found by
         // stepping from a middle one while the size falls (it falls and
