@@ -268,9 +268,11 @@ fn read_values(
                 take(stored as u32 + min_value).map_err(fail)?;
             }
         }
-        Values::Shape(p) => shape::read(r, count, p, min_value == 0, |v| match v <= max_value {
-            true => take(v),
-            false => Err(BAD),
+        Values::Shape(p) => shape::read(r, count, p, min_value == 0, |v| {
+            if v > max_value {
+                return Err(BAD);
+            }
+            take(v)
         })?,
     }
     Ok(())

@@ -8,7 +8,9 @@
 //! groups in turn. Long streams take two groups: a SIMD decoder is bound by
 //! the latency of each lane's step, so twice the independent chains decode
 //! faster. States live in `[2^16, 2^32)` and renormalise by whole 16-bit
-//! words, which all lanes share in one stream.
+//! words, which all lanes share in one stream. A stream of tag 4 starts its
+//! states seeded with its last words and keeps its table as counts to a few
+//! bits (see `encode::seed` and `codec::shape`); tag 3's are only read.
 //! The encoder runs backwards, so the decoder reads that stream forwards.
 //! The encoder divides by multiplying with exact reciprocals, and sizing runs
 //! the same branch-free loop without storing output.

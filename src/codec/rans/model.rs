@@ -95,6 +95,10 @@ impl Model {
         let finest = *scales.end();
         let mut best = at(START_PRECISION, finest);
         for step in [-1i32, 1] {
+            // Where a step down paid, a step up cannot.
+            if step == 1 && best.0.precision != START_PRECISION {
+                break;
+            }
             loop {
                 let precision = best.0.precision as i32 + step;
                 if !(0..=shape::MAX_PRECISION as i32).contains(&precision) {
