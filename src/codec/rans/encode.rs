@@ -256,11 +256,13 @@ pub(super) struct Kept<'a> {
 /// Words past the kept ones a run may write (see [`Kept`]).
 pub(super) const KEPT_SLACK: usize = 8;
 
-/// Runs the whole blocks of `bulk` with AVX2 when the CPU has it, the
-/// stream is long enough and the words are at most 16 bits wide (there is a
-/// direct rank array), keeping the renormalisation words in `kept` if
+/// Runs the whole blocks of `bulk` with AVX2 when the CPU has it and the
+/// stream is long enough, keeping the renormalisation words in `kept` if
 /// given, and returns their number; otherwise returns None and leaves
-/// `groups` and `kept` alone.
+/// `groups` and `kept` alone. Words are looked up directly (narrow ones),
+/// through the alphabet's dense rank array (up to 16 bits), or as their
+/// ranks, found once per word (wider ones: a 32-bit literal of a float
+/// stream's few values).
 #[inline]
 pub(super) fn bulk_simd<const G: usize>(
     bulk: &[u32],
@@ -273,20 +275,31 @@ pub(super) fn bulk_simd<const G: usize>(
     #[cfg(target_arch = "x86_64")]
     if bulk.len() >= SIMD_MIN_WORDS && simd_level() != Simd::None {
         let width = alphabet.width();
-        let direct;
-        let lookup = if width <= DIRECT_MAX_WIDTH && (width <= 8 || bulk.len() >= 8 << width) {
-            let mut table = vec![SizeSymbol::default(); 1 << width];
-            for (&w, &s) in alphabet.words.iter().zip(symbols) {
-                table[w as usize] = s;
-            }
-            direct = table;
-            simd_encode::Lookup::Direct(&direct)
-        } else {
-            simd_encode::Lookup::Ranked {
-                ranks: alphabet.index().dense_ranks()?,
-                symbols,
-            }
-        };
+        let (direct, ranks_of_words);
+        let (bulk, lookup) =
+            if width <= DIRECT_MAX_WIDTH && (width <= 8 || bulk.len() >= 8 << width) {
+                let mut table = vec![SizeSymbol::default(); 1 << width];
+                for (&w, &s) in alphabet.words.iter().zip(symbols) {
+                    table[w as usize] = s;
+                }
+                direct = table;
+                (bulk, simd_encode::Lookup::Direct(&direct))
+            } else if let Some(ranks) = alphabet.index().dense_ranks() {
+                (bulk, simd_encode::Lookup::Ranked { ranks, symbols })
+            } else {
+                // Words too wide for a rank array: the loop runs over their
+                // ranks, each looked up once here, through the symbols by rank
+                // (padded to a power of two, as a direct table is).
+                let index = alphabet.index();
+                ranks_of_words = bulk
+                    .iter()
+                    .map(|&w| index.rank(w) as u32)
+                    .collect::<Vec<_>>();
+                let mut table = symbols.to_vec();
+                table.resize(symbols.len().next_power_of_two(), SizeSymbol::default());
+                direct = table;
+                (&ranks_of_words[..], simd_encode::Lookup::Direct(&direct))
+            };
         // SAFETY: the CPU supports AVX2 and POPCNT, as checked just above.
         return Some(unsafe { simd_encode::run(bulk, &lookup, scale, groups, kept) });
     }

@@ -299,13 +299,14 @@ fn simd_lookups_agree() {
 }
 
 /// The SIMD encoder writes the same bytes as the scalar one, with one group
-/// and two, on streams with and without a tail block and through both
-/// lookups.
+/// and two, on streams with and without a tail block and through every
+/// lookup (words, a dense rank array, and ranks found per word for words
+/// wider than 16 bits).
 #[test]
 fn simd_and_scalar_encoders_agree() {
     let mut seed = 0x510E_527F_ADE6_82D1u64;
     for n in [128, 129, 159, 4096, 4099, 40_000, 70_016] {
-        for width in [1u32, 8, 12, 16] {
+        for width in [1u32, 8, 12, 16, 20, 32] {
             for alphabet in [2u64, 21, 256, 4096] {
                 let (words, skew) = skewed_words(&mut seed, n, width, alphabet);
                 let what = format!("n {n} width {width} alphabet {alphabet} skew {skew}");
