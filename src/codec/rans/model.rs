@@ -49,13 +49,10 @@ impl Model {
     /// The model of a stream of `alphabet` and its cost of the words (see
     /// [`Model::with_cost`]), chosen once per alphabet.
     pub(super) fn of(alphabet: &Alphabet) -> &(Model, i128) {
-        let n = alphabet
-            .quarters
-            .iter()
-            .flatten()
-            .map(|&c| c as usize)
-            .sum();
-        alphabet.rans.get_or_init(|| Model::with_cost(alphabet, n))
+        alphabet.rans.get_or_init(|| {
+            let n = alphabet.quarters.iter().flatten().map(|&c| c as usize);
+            Model::with_cost(alphabet, n.sum())
+        })
     }
 
     /// The model of `n` words of `alphabet`, and its cost of the words (as
