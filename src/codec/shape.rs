@@ -47,24 +47,29 @@ fn zigzag(d: i32) -> u32 {
     ((d << 1) ^ (d >> 31)) as u32
 }
 
-/// The fields of one value after the one of bit length `prev`: the
-/// Exp-Golomb code of the bit-length difference (marker, then suffix, each
-/// `(bits, count)`) and the kept bits.
-fn fields(v: u32, prev: u32, p: u32) -> [(u32, u32); 3] {
+/// How one value after one of bit length `prev` is coded: `z`, the zigzag
+/// of the bit-length difference plus one, its Exp-Golomb length `k`
+/// (`2k + 1` bits), and the number of bits kept below the leading one.
+fn steps(v: u32, prev: u32, p: u32) -> (u32, u32, u32) {
     let b = bitlen(v);
     let z = zigzag(b as i32 - prev as i32) + 1;
-    let k = bitlen(z) - 1;
-    let kept = p.min(b.saturating_sub(1));
-    let mantissa = (v >> (b.saturating_sub(1) - kept)) & ((1 << kept) - 1);
+    (z, bitlen(z) - 1, p.min(b.saturating_sub(1)))
+}
+
+/// The fields of one value after one of bit length `prev`, each
+/// `(bits, count)`: the Exp-Golomb marker and suffix of [`steps`]' `z`,
+/// then the kept bits.
+fn fields(v: u32, prev: u32, p: u32) -> [(u32, u32); 3] {
+    let (z, k, kept) = steps(v, prev, p);
+    let mantissa = (v >> (bitlen(v).saturating_sub(1) - kept)) & ((1 << kept) - 1);
     [(1 << k, k + 1), (z & ((1 << k) - 1), k), (mantissa, kept)]
 }
 
-/// Bits of one value after one of bit length `prev` (the fields' lengths
-/// of [`fields`]).
+/// Bits of one value after one of bit length `prev` (the lengths of its
+/// [`fields`]).
 fn value_bits(v: u32, prev: u32, p: u32) -> usize {
-    let b = bitlen(v);
-    let k = bitlen(zigzag(b as i32 - prev as i32) + 1) - 1;
-    (2 * k + 1 + p.min(b.saturating_sub(1))) as usize
+    let (_, k, kept) = steps(v, prev, p);
+    (2 * k + 1 + kept) as usize
 }
 
 /// Bytes of a sequence of values written with precision `p`, given as its

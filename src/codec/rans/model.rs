@@ -71,26 +71,31 @@ impl Model {
             1 => 0..=0,
             _ => least..=ceil_log2(n).clamp(least, MAX_SCALE),
         };
-        // (model, cost of the words, size) at a precision and scale.
-        let at = |precision: u32, scale: u32| {
+        // A precision's table and its size in bytes (the same at every scale).
+        let table_of = |precision: u32| {
             let table = table_counts(&counts, precision);
             let bytes = symbols::size(&alphabet.words, &table, Values::Shape(precision));
+            (precision, table, bytes)
+        };
+        // (model, cost of the words, size) of a table at a scale.
+        let at = |(precision, table, bytes): &(u32, Vec<u32>, usize), scale: u32| {
             let model = Model {
                 scale,
-                precision,
-                freqs: table_freqs(&table, scale),
-                table_bytes: bytes,
+                precision: *precision,
+                freqs: table_freqs(table, scale),
+                table_bytes: *bytes,
                 groups: 1,
             };
             let cost = model.cost(&counts);
-            (model, cost, cost + ((bytes as i128) << 19))
+            (model, cost, cost + ((*bytes as i128) << 19))
         };
         // The precision: the smallest size at the finest scale, found by
         // stepping from a middle one while the size falls (it falls and
         // then rises with the precision: the words' cost falls, the
         // table's grows).
         let finest = *scales.end();
-        let mut best = at(START_PRECISION, finest);
+        let mut table = table_of(START_PRECISION);
+        let mut best = at(&table, finest);
         for step in [-1i32, 1] {
             // Where a step down paid, a step up cannot.
             if step == 1 && best.0.precision != START_PRECISION {
@@ -101,17 +106,15 @@ impl Model {
                 if !(0..=shape::MAX_PRECISION as i32).contains(&precision) {
                     break;
                 }
-                let next = at(precision as u32, finest);
+                let next_table = table_of(precision as u32);
+                let next = at(&next_table, finest);
                 if next.2 >= best.2 {
                     break;
                 }
-                best = next;
+                (table, best) = (next_table, next);
             }
         }
-        let precision = best.0.precision;
-        let mut options: Vec<_> = (*scales.start()..finest)
-            .map(|s| at(precision, s))
-            .collect();
+        let mut options: Vec<_> = (*scales.start()..finest).map(|s| at(&table, s)).collect();
         options.push(best);
         let smallest = options.iter().map(|s| s.2).min().expect("a scale");
         let (mut model, cost, _) = options
