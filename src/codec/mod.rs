@@ -121,11 +121,14 @@ pub fn size_lower_bound(words: &[u32], width: u32, stats: &Stats) -> usize {
     1 + plain.min(entropy)
 }
 
-/// The codec with the smallest exact encoding and that size (ties broken by
-/// the order of Codec::ALL). Codecs are sized exactly from the smallest
+/// The codec expected to code `words` smallest, and the size it is
+/// expected at: Raw, BitPack and Huffman are sized exactly, rANS is
+/// predicted from its model ([`rans::predict`], within tens of bytes of
+/// its exact size) since a pass of its coder costs about as much as
+/// encoding, and the search weighs many streams it then drops. Ties are
+/// broken by the order of Codec::ALL. Codecs are sized from the smallest
 /// [`size_floor`] on, and only while that may still beat the best so far:
-/// Huffman's code lengths and rANS's pass over the words run only where
-/// they may win.
+/// Huffman's code lengths are built only where they may win.
 pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
     let mut candidates: Vec<(usize, usize, Codec)> = (Codec::ALL.into_iter().enumerate())
         .filter_map(|(order, c)| Some((size_floor(c, words, width, stats)?, order, c)))
@@ -137,13 +140,22 @@ pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
         if (floor, order) > (best.0, best.1) {
             break;
         }
-        if let Some(size) = encoded_size(codec, words, width, stats) {
+        if let Some(size) = expected_size(codec, words, width, stats) {
             if (size, order) < (best.0, best.1) {
                 best = (size, order, codec);
             }
         }
     }
     (best.2, best.0)
+}
+
+/// [`encoded_size`], but rANS's predicted rather than found by a pass of
+/// its coder.
+fn expected_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> Option<usize> {
+    match codec {
+        Codec::Rans => Some(1 + rans::predict(words, stats)?),
+        _ => encoded_size(codec, words, width, stats),
+    }
 }
 
 /// A size `encoded_size` is never below, cheap to get: exact for Raw and

@@ -151,12 +151,15 @@ fn coded_len((_, param): (u8, Option<u32>)) -> usize {
 pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
     match &p.op {
         Op::Lit(lit) => {
-            out.push(TAG_LIT);
-            put_varint(out, lit.size as u64);
-            let start = out.len();
+            // The literal's size is known once it is encoded (rANS's was
+            // predicted), and is written before it.
+            let mut bytes = Vec::with_capacity(lit.size);
             let (width, stats) = (p.ty.width, &lit.stats);
-            let ok = codec::encode_with_stats(lit.codec, &lit.words, width, stats, out);
-            assert!(ok && out.len() - start == lit.size, "literal size drifted");
+            let ok = codec::encode_with_stats(lit.codec, &lit.words, width, stats, &mut bytes);
+            assert!(ok, "literal codec does not apply");
+            out.push(TAG_LIT);
+            put_varint(out, bytes.len() as u64);
+            out.extend_from_slice(&bytes);
         }
         Op::Const(w) => {
             out.push(TAG_CONST);
@@ -240,7 +243,9 @@ fn scaled_format_code(format: FloatFormat) -> u8 {
         .expect("a Scaled format") as u8
 }
 
-/// Exact length of `encode_program`'s output, without encoding any literal.
+/// Length of `encode_program`'s output as the search weighs it, without
+/// encoding any literal: exact but for rANS literals, whose sizes are
+/// predicted (see `Literal::size`).
 pub fn encoded_len(p: &Program<Literal>) -> usize {
     let children: usize = p.children().map(encoded_len).sum();
     1 + children

@@ -106,7 +106,9 @@ pub enum Op<L> {
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
 #[derive(Clone, Debug)]
 pub struct Literal {
-    /// Exact encoded size in bytes with `codec`.
+    /// Encoded size in bytes with `codec` as the search weighs it: exact
+    /// for every codec but rANS, whose is predicted (see `codec::best`);
+    /// the literal's exact size is known once it is encoded.
     pub size: usize,
     pub codec: Codec,
     pub words: Arc<[u32]>,

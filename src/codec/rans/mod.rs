@@ -107,6 +107,6 @@ pub(super) mod tests;
 pub(super) use decode::decode;
 use decode::*;
 use encode::*;
-pub(super) use encode::{encode, estimate, size};
+pub(super) use encode::{encode, estimate, predict, size};
 pub(in crate::codec) use model::Model;
 use model::*;
