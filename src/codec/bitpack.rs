@@ -22,8 +22,19 @@ pub(super) fn size(n: usize, max: u32) -> usize {
 pub(super) fn encode(words: &[u32], max: u32, out: &mut Vec<u8>) {
     let k = bit_len(max);
     out.push(k as u8);
-    let mut bits = BitWriter::new(out, packed_bytes(words.len(), k));
-    for &w in words {
+    // Whole groups of 8 words fill whole bytes: packed a group at a time,
+    // then the rest field by field.
+    let whole = if (1..=GROUP_MAX_BITS).contains(&k) {
+        words.len() / 8 * 8
+    } else {
+        0
+    };
+    let at = out.len();
+    out.resize(at + whole / 8 * k as usize, 0);
+    pack_groups(&words[..whole], k, &mut out[at..]);
+    let rest = &words[whole..];
+    let mut bits = BitWriter::new(out, packed_bytes(rest.len(), k));
+    for &w in rest {
         bits.put(w, k);
         // Fields of one width fill the accumulator periodically: a branch
         // that predicts well, and fewer stores than a flush per field.
@@ -32,6 +43,32 @@ pub(super) fn encode(words: &[u32], max: u32, out: &mut Vec<u8>) {
         }
     }
     bits.finish();
+}
+
+/// Widest fields [`pack_groups`] takes: 8 of them fit a `u128`.
+const GROUP_MAX_BITS: u32 = 16;
+
+/// Packs groups of 8 words of `k` bits (`1..=GROUP_MAX_BITS`; a multiple of
+/// 8 words) into `k` bytes each, filling `out`.
+fn pack_groups(words: &[u32], k: u32, out: &mut [u8]) {
+    macro_rules! by_width {
+        ($($k:literal)*) => {
+            match k {
+                $($k => pack_groups_const::<$k>(words, out),)*
+                _ => assert!(words.is_empty(), "no group packing of {k}-bit fields"),
+            }
+        };
+    }
+    by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// [`pack_groups`] with the width a constant, so the shifts are immediates.
+fn pack_groups_const<const K: usize>(words: &[u32], out: &mut [u8]) {
+    for (group, bytes) in words.chunks_exact(8).zip(out.chunks_exact_mut(K)) {
+        let fields =
+            (group.iter().enumerate()).fold(0u128, |acc, (i, &w)| acc | (w as u128) << (K * i));
+        bytes.copy_from_slice(&fields.to_le_bytes()[..K]);
+    }
 }
 
 /// The 8 bytes starting at `at`, with zeros past the end of `bytes`.
