@@ -247,10 +247,28 @@ fn scaled_format_code(format: FloatFormat) -> u8 {
 /// encoding any literal: exact but for rANS literals, whose sizes are
 /// predicted (see `Literal::size`).
 pub fn encoded_len(p: &Program<Literal>) -> usize {
-    let children: usize = p.children().map(encoded_len).sum();
+    encoded_len_with(p, &|lit, _| lit.size)
+}
+
+/// The exact length of `encode_program`'s output: [`encoded_len`] with
+/// rANS literals sized by a pass of their coder.
+pub fn exact_len(p: &Program<Literal>) -> usize {
+    encoded_len_with(p, &|lit, width| lit.exact_size(width))
+}
+
+/// [`encoded_len`] with each literal (of words of the width given) taking
+/// the bytes `literal_size` says.
+fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) -> usize) -> usize {
+    let children: usize = p
+        .children()
+        .map(|q| encoded_len_with(q, literal_size))
+        .sum();
     1 + children
         + match &p.op {
-            Op::Lit(lit) => varint_len(lit.size as u64) + lit.size,
+            Op::Lit(lit) => {
+                let size = literal_size(lit, p.ty.width);
+                varint_len(size as u64) + size
+            }
             Op::Const(w) => varint_len(*w as u64),
             Op::Concat(parts) => {
                 varint_len(parts.len() as u64 - 2)

@@ -12,13 +12,14 @@ mod ops;
 mod scaled;
 
 pub use encoding::{
-    decode_program, encode_program, encoded_len, EncodedLit, Limits, MAX_PALETTE_INDEX_WIDTH,
+    decode_program, encode_program, encoded_len, exact_len, EncodedLit, Limits,
+    MAX_PALETTE_INDEX_WIDTH,
 };
 pub use exec::{execute, with_scratch, LiteralSource, Refused, KEEP_SCRATCH_BYTES};
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
 pub use scaled::{round_to, scaled_word, to_f32, MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
 
-use crate::codec::{Codec, Stats};
+use crate::codec::{self, Codec, Stats};
 use std::fmt;
 use std::sync::Arc;
 
@@ -126,6 +127,16 @@ impl Literal {
             codec,
             words,
             stats: Arc::new(stats.kept()),
+        }
+    }
+
+    /// The literal's exact encoded size, for words of `width` bits: its
+    /// `size`, but for rANS, whose size is found by a pass of the coder.
+    pub fn exact_size(&self, width: u32) -> usize {
+        match self.codec {
+            Codec::Rans => codec::encoded_size(self.codec, &self.words, width, &self.stats)
+                .expect("a literal's codec applies to its words"),
+            _ => self.size,
         }
     }
 }

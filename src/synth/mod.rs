@@ -236,7 +236,7 @@ fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<L
         ..opts.clone()
     };
     let plain = search(words, 32, hint, &root).program;
-    if cost(&merged) < cost(&plain) && runs_to(&merged, words) {
+    if exact_cost(&merged) < exact_cost(&plain) && runs_to(&merged, words) {
         merged
     } else {
         plain
@@ -271,7 +271,7 @@ pub fn with_matches(
         len: words.len(),
     };
     let m = matches::match_program(ty, kids);
-    if cost(&m) < cost(&found) && runs_to(&m, words) {
+    if exact_cost(&m) < exact_cost(&found) && runs_to(&m, words) {
         m
     } else {
         found
@@ -329,7 +329,7 @@ pub fn synthesize_like(
     let best = [found]
         .into_iter()
         .chain(refits.into_iter().map(|(p, _)| p))
-        .min_by_key(cost);
+        .min_by_key(exact_cost);
     Some(best.expect("the search's program is a candidate"))
 }
 
@@ -359,13 +359,23 @@ pub fn decode_penalty(production: Production, ty: Type) -> usize {
     }
 }
 
-/// What the search minimizes: encoded bytes plus every node's decode penalty.
+/// What the search minimizes: encoded bytes (rANS literals' predicted, see
+/// `codec::best`) plus every node's decode penalty.
 pub fn cost(p: &Program<Literal>) -> usize {
-    fn penalties(p: &Program<Literal>) -> usize {
-        let own = decode_penalty(Production::of_op(&p.op), p.ty);
-        own + p.children().map(penalties).sum::<usize>()
-    }
     dsl::encoded_len(p) + penalties(p)
+}
+
+/// [`cost`] with every literal sized exactly: what a final choice between
+/// programs compares, so that a wider search never keeps a program a
+/// prediction only made look smaller.
+pub fn exact_cost(p: &Program<Literal>) -> usize {
+    dsl::exact_len(p) + penalties(p)
+}
+
+/// The decode penalties of `p`'s nodes.
+fn penalties(p: &Program<Literal>) -> usize {
+    let own = decode_penalty(Production::of_op(&p.op), p.ty);
+    own + p.children().map(penalties).sum::<usize>()
 }
 
 /// Whether `p` executes to exactly `target`.

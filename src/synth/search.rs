@@ -29,7 +29,7 @@ use super::expand::{shapes, Shape};
 use super::prior::Prior;
 use super::production::Production;
 use super::{decode_penalty, leaf, runs_to, Hint};
-use crate::dsl::{encoded_len, Literal, Program, Type};
+use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use std::cell::OnceCell;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -91,7 +91,11 @@ struct Hole {
     /// Cheapest production cost here: the relaxed grammar's completion cost.
     h: f64,
     leaf: Program<Literal>,
+    /// The leaf's length as the search weighs it (rANS literals'
+    /// predicted), and its exact length, found only for a state that may
+    /// become the best.
     leaf_len: usize,
+    leaf_exact: OnceCell<usize>,
     /// Candidate shapes, derived on first expansion.
     shapes: OnceCell<Vec<Shape>>,
 }
@@ -174,7 +178,9 @@ struct Search<'a> {
     max_words: usize,
     heap: BinaryHeap<Entry>,
     seq: u64,
+    /// The best state so far and its exact cost (see [`Search::exact_est`]).
     best: State,
+    best_exact: usize,
 }
 
 /// Searches for the smallest program yielding `target`.
@@ -194,6 +200,7 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
             est: usize::MAX,
             lb: 0,
         },
+        best_exact: usize::MAX,
     };
     let root = s.add_hole(target.into(), width, Position::ROOT);
     let start = s.close_or_keep(State {
@@ -203,6 +210,7 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         est: s.holes[root].leaf_len,
         lb: 0,
     });
+    s.best_exact = s.exact_est(&start);
     s.best = start.clone();
     let start = Rc::new(start);
     let (likely, unlikely): (Vec<usize>, Vec<usize>) =
@@ -245,6 +253,17 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     s.finish(target)
 }
 
+/// The shape chosen at each expanded hole of `state`.
+fn chosen(state: &State) -> HashMap<usize, usize> {
+    let mut chosen = HashMap::new();
+    let mut c = state.choices.as_deref();
+    while let Some(choice) = c {
+        chosen.insert(choice.hole, choice.shape);
+        c = choice.next.as_deref();
+    }
+    chosen
+}
+
 impl Search<'_> {
     fn add_hole(&mut self, stream: Arc<[u32]>, width: u32, pos: Position) -> usize {
         let (leaf, distinct) = leaf(stream.clone(), width);
@@ -270,6 +289,7 @@ impl Search<'_> {
             h: costs.iter().copied().fold(f64::INFINITY, f64::min),
             costs,
             leaf_len: encoded_len(&leaf),
+            leaf_exact: OnceCell::new(),
             leaf,
             shapes: OnceCell::new(),
         });
@@ -448,9 +468,18 @@ impl Search<'_> {
 
     /// Takes `state` as the incumbent if smaller, and keeps it if it has holes
     /// left and could still beat the incumbent.
+    /// Keeps `state` as the best if it weighs no more than the best and is
+    /// exactly smaller: the best only ever gets exactly smaller, so a larger
+    /// budget, which considers the same states first and more after, never
+    /// ends with a larger program; and it is never exactly larger than a
+    /// state of the least weight considered.
     fn consider(&mut self, state: State) {
-        if state.est < self.best.est {
-            self.best = state.clone();
+        if state.est <= self.best.est {
+            let exact = self.exact_est(&state);
+            if exact < self.best_exact {
+                self.best = state.clone();
+                self.best_exact = exact;
+            }
         }
         if !state.open.is_empty() && state.lb < self.best.est {
             let key = match self.setup.order {
@@ -519,13 +548,27 @@ impl Search<'_> {
 
     /// Builds the incumbent's program (open holes completed by leaves), checks
     /// that it yields the target, and lists its productions.
-    fn finish(&self, target: &[u32]) -> Found {
-        let mut chosen = HashMap::new();
-        let mut c = self.best.choices.as_deref();
-        while let Some(choice) = c {
-            chosen.insert(choice.hole, choice.shape);
-            c = choice.next.as_deref();
+    /// `state`'s [`State::est`] with the leaves that close its holes sized
+    /// exactly (each hole's once).
+    fn exact_est(&self, state: &State) -> usize {
+        let chosen = chosen(state);
+        let mut est = state.est as i128;
+        let mut holes = vec![0];
+        while let Some(hole) = holes.pop() {
+            match chosen.get(&hole) {
+                Some(&shape) => holes.extend(&self.branches[&(hole, shape)].children),
+                None => {
+                    let h = &self.holes[hole];
+                    let exact = *h.leaf_exact.get_or_init(|| dsl::exact_len(&h.leaf));
+                    est += exact as i128 - h.leaf_len as i128;
+                }
+            }
         }
+        est as usize
+    }
+
+    fn finish(&self, target: &[u32]) -> Found {
+        let chosen = chosen(&self.best);
         let mut productions = Vec::new();
         let program = self.build(0, &chosen, &mut productions);
         if runs_to(&program, target) {
