@@ -123,8 +123,8 @@ pub fn size_lower_bound(words: &[u32], width: u32, stats: &Stats) -> usize {
 
 /// The codec expected to code `words` smallest, and the size it is
 /// expected at: Raw, BitPack and Huffman are sized exactly, rANS is
-/// predicted from its model ([`rans::predict`], within tens of bytes of
-/// its exact size) since a pass of its coder costs about as much as
+/// predicted from its model ([`rans::predict`], a few bytes from its
+/// exact size on average) since a pass of its coder costs about as much as
 /// encoding, and the search weighs many streams it then drops. Ties are
 /// broken by the order of Codec::ALL. Codecs are sized from the smallest
 /// [`size_floor`] on, and only while that may still beat the best so far:
