@@ -423,8 +423,12 @@ pub(super) fn encode_groups<const G: usize>(
     let head =
         model.scale | (G.trailing_zeros() << GROUPS_SHIFT) | model.precision << PRECISION_SHIFT;
     out.push(head as u8);
-    let table = table_counts(&alphabet.totals(), model.precision);
-    symbols::write(&alphabet.words, &table, Values::Shape(model.precision), out);
+    symbols::write(
+        &alphabet.words,
+        &model.table,
+        Values::Shape(model.precision),
+        out,
+    );
     // Each word emits at most one renormalisation word; every word writes
     // its low bits at `count`, kept only if it did emit, so `count <= n`
     // (the SIMD loop writes eight at a time).

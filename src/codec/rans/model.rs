@@ -5,14 +5,14 @@
 
 use super::*;
 
-/// Quantised frequencies summing to `2^scale`, per symbol rank, the
-/// precision of the counts in the table they are normalised from (see
-/// [`table_counts`]) and the table's size in bytes, and the number of lane
-/// groups.
+/// Quantised frequencies summing to `2^scale`, per symbol rank, the table
+/// of counts they are normalised from (see [`table_counts`]), its precision
+/// and its size in bytes, and the number of lane groups.
 pub(in crate::codec) struct Model {
     pub(super) scale: u32,
     pub(super) precision: u32,
     pub(super) freqs: Vec<u32>,
+    pub(super) table: Vec<u32>,
     pub(super) table_bytes: usize,
     pub(super) groups: usize,
 }
@@ -83,6 +83,8 @@ impl Model {
                 scale,
                 precision: *precision,
                 freqs: table_freqs(table, scale),
+                // Given the chosen model's once it is chosen.
+                table: Vec::new(),
                 table_bytes: *bytes,
                 groups: 1,
             };
@@ -122,6 +124,7 @@ impl Model {
             .find(|s| (s.2 - smallest) * SCALE_COST <= smallest)
             .expect("the smallest is within the bound");
         model.groups = group_count(cost);
+        model.table = table.1;
         (model, cost)
     }
 
