@@ -222,7 +222,7 @@ pub fn shapes(
     parent: Option<Production>,
     allowed: &dyn Fn(Production) -> bool,
 ) -> Vec<Shape> {
-    if t.iter().all(|&w| w == t[0]) {
+    if super::is_constant(t) {
         return Vec::new();
     }
     // Not canonical: a Concat in a Concat, a Repeat in a Repeat, a Map in a Map
