@@ -135,3 +135,44 @@ alone=$(sum_sizes "$work/reshard-alone" brv)
 based=$(sum_sizes "$work/reshard-base" brv)
 deduped=$(sum_sizes "$store/resharded" brv)
 echo "| base-f32 saved again as two shard files | $n | $alone ($(ratio "$n" "$alone")x) | $based ($(ratio "$n" "$based")x) | $deduped ($(ratio "$n" "$deduped")x) |"
+
+# A store mirrored with rsync. The bases are packed and mirrored; then they are packed
+# again (archives are deterministic and keep their source's time) and the step-300
+# fine-tunes are packed against them, and the store is mirrored again with
+# --checksum (whole files compared by content, not by size and time). Then base-f32
+# with one tensor scaled by 1.01 is packed over its archive and mirrored with
+# --no-whole-file, as rsync does over a network: only the changed records travel.
+if ! command -v rsync >/dev/null; then
+  command -v apt-get >/dev/null && { apt-get update -qq && apt-get install -y -qq rsync; } >&2 \
+    || log "rsync missing: its table is left out"
+fi
+if command -v rsync >/dev/null; then
+  src_store=$work/rsync-store mirror=$work/rsync-mirror
+  rm -rf "$src_store" "$mirror" && mkdir -p "$src_store"
+  for b in base-bf16 base-f32; do "$brevis" pack -q "$ft/$b/model.safetensors" "$src_store/$b.brv"; done
+  rsync -a "$src_store/" "$mirror/"
+  for b in base-bf16 base-f32; do "$brevis" pack -q --force "$ft/$b/model.safetensors" "$src_store/$b.brv"; done
+  for d in bf16 f32; do
+    "$brevis" pack -q --base "$src_store/base-$d.brv" "$ft/step300-$d/model.safetensors" "$src_store/step300-$d.brv"
+  done
+  # sent STATS: bytes rsync sent, and the literal (unmatched) data among them.
+  sent() { tr -d , <<<"$1" | awk '/Total bytes sent/ {s = $4} /Literal data/ {l = $3} END {print s " | " l}'; }
+  added=$(( $(size "$src_store/step300-bf16.brv") + $(size "$src_store/step300-f32.brv") ))
+  echo
+  echo "| change to the mirrored store | bytes of new or changed archives | rsync: bytes sent | rsync: literal data |"
+  echo "|---|---:|---:|---:|"
+  echo "| step-300 fine-tunes (BF16, F32) added against their bases, bases packed again | $added | $(sent "$(rsync -a --checksum --stats "$src_store/" "$mirror/")") |"
+  changed=$work/changed-f32
+  mkdir -p "$changed"
+  "$py" - "$ft/base-f32/model.safetensors" "$changed/model.safetensors" <<'PY'
+import sys
+from safetensors.numpy import load_file, save_file
+tensors = load_file(sys.argv[1])
+name = "encoder.layer.5.output.dense.weight"
+tensors[name] = tensors[name] * 1.01
+save_file(tensors, sys.argv[2])
+PY
+  "$brevis" pack -q --force "$changed/model.safetensors" "$src_store/base-f32.brv"
+  echo "| base-f32 with one 384x1536 tensor scaled by 1.01, packed over its archive (--no-whole-file) | $(size "$src_store/base-f32.brv") | $(sent "$(rsync -a --no-whole-file --stats "$src_store/" "$mirror/")") |"
+  cmp "$src_store/base-f32.brv" "$mirror/base-f32.brv" || { log "mirror differs"; exit 1; }
+fi
