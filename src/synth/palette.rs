@@ -46,9 +46,11 @@ pub(super) fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
 /// times its tables' length.
 const PALETTE_SPREAD: usize = 4;
 
-/// Whether `words` has more than `most` distinct words.
+/// Whether `words` has more than `most` distinct words. (Fx hashing: the
+/// default SipHash took most of this scan's time.)
 fn has_distinct(words: &[u32], most: usize) -> bool {
-    let mut seen = std::collections::HashSet::with_capacity(most + 1);
+    let mut seen = rustc_hash::FxHashSet::default();
+    seen.reserve(most + 1);
     words.iter().any(|w| {
         seen.insert(*w);
         seen.len() > most

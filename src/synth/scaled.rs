@@ -52,26 +52,69 @@ pub(super) fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
 /// that round every product to its word, from which a few scales are tried.
 /// This finds scales kept in the checkpoint's dtype and wider ones alike (a
 /// quantizer that computes in binary32 and stores BF16).
+///
+/// A quantized group holds a few distinct words, so both the fit and the
+/// check of a scale look at each distinct word once: a word's integer
+/// depends only on its magnitude and sign.
 fn group_scale(words: &[u32], format: FloatFormat) -> Option<(f32, Vec<u32>)> {
     let sign = 1u32 << (format.width() - 1);
-    let magnitudes: Vec<f32> = words.iter().map(|&w| to_f32(format, w & !sign)).collect();
-    let signs = || words.iter().map(move |&w| (w & sign != 0) as u32);
-    let mut order: Vec<usize> = (0..words.len()).filter(|&i| magnitudes[i] > 0.0).collect();
-    order.sort_by(|&a, &b| magnitudes[a].total_cmp(&magnitudes[b]));
-    let (Some(&first), Some(&last)) = (order.first(), order.last()) else {
-        // Signed zeros only: any scale times 0.
-        return Some((1.0, signs().collect()));
+    // The words with their places, sorted: runs of one word, each of which
+    // takes one integer.
+    let mut placed: Vec<u64> = (words.iter().enumerate())
+        .map(|(i, &w)| u64::from(w) << 32 | i as u64)
+        .collect();
+    placed.sort_unstable();
+    let word_of = |p: u64| (p >> 32) as u32;
+    // Without a branch per word: each is written, and kept if it is new.
+    let mut distinct = vec![0u32; placed.len()];
+    let mut kept = 0;
+    for &p in &placed {
+        distinct[kept] = word_of(p);
+        kept += (kept == 0 || distinct[kept - 1] != word_of(p)) as usize;
+    }
+    distinct.truncate(kept);
+    // Positive magnitudes in increasing order (that of their bits), without
+    // zeros and NaNs, which no integer of 1 or more yields.
+    let mut magnitudes: Vec<u32> = (distinct.iter())
+        .map(|&w| w & !sign)
+        .filter(|&m| to_f32(format, m) > 0.0)
+        .collect();
+    magnitudes.sort_unstable();
+    magnitudes.dedup();
+    // Each distinct word's integer, given those of the magnitudes (0 for
+    // the others), and the integers of `words` from them.
+    let ints_of = |qs: &[u32]| -> Vec<u32> {
+        (distinct.iter())
+            .map(|&w| {
+                let q = magnitudes.binary_search(&(w & !sign)).map_or(0, |k| qs[k]);
+                q << 1 | (w & sign != 0) as u32
+            })
+            .collect()
     };
-    let (smallest, largest) = (magnitudes[first], magnitudes[last]);
+    let in_place = |ints: &[u32]| {
+        let mut out = vec![0u32; words.len()];
+        let mut k = 0;
+        for (j, &p) in placed.iter().enumerate() {
+            k += (j > 0 && word_of(p) != word_of(placed[j - 1])) as usize;
+            out[p as u32 as usize] = ints[k];
+        }
+        out
+    };
+    let (Some(&first), Some(&last)) = (magnitudes.first(), magnitudes.last()) else {
+        // Signed zeros only: any scale times 0.
+        return Some((1.0, in_place(&ints_of(&[]))));
+    };
+    let (smallest, largest) = (to_f32(format, first), to_f32(format, last));
     let divided = [1.0, 2.0, 3.0, 4.0].map(|d| smallest / d);
     let tops = [7.0, 8.0, 15.0, 16.0, 127.0, 128.0].map(|q| largest / q);
     divided.into_iter().chain(tops).find_map(|guess| {
-        let (qs, interval) = fit(words, &magnitudes, &order, guess, format)?;
-        let ints: Vec<u32> = (qs.iter().zip(signs())).map(|(q, s)| q << 1 | s).collect();
+        let (qs, interval) = fit(&magnitudes, guess, format)?;
+        let ints = ints_of(&qs);
         let scale = scales_within(interval).find(|scale| {
-            (ints.iter().zip(words)).all(|(&q, &w)| scaled_word(format, scale.to_bits(), q) == w)
+            (distinct.iter().zip(&ints))
+                .all(|(&w, &int)| scaled_word(format, scale.to_bits(), int) == w)
         })?;
-        Some((scale, ints))
+        Some((scale, in_place(&ints)))
     })
 }
 
@@ -79,35 +122,33 @@ fn group_scale(words: &[u32], format: FloatFormat) -> Option<(f32, Vec<u32>)> {
 /// a guess is made from.
 const GUESS_SLACK: f64 = 1.0 / 64.0;
 
-/// The integer magnitude of each word near `guess` and the interval of
-/// scales that round each integer's product to its word. Words are taken
-/// from the smallest: the small integers, which a rough scale cannot get
-/// wrong, narrow the interval before the large ones, which a scale off by
-/// the rounding of a word could round to a neighbour, are chosen (the one
-/// whose word's interval still meets it). None if a word has no such
-/// integer of at most [`SCALED_MAX_INT`].
-fn fit(
-    words: &[u32],
-    magnitudes: &[f32],
-    order: &[usize],
-    guess: f32,
-    format: FloatFormat,
-) -> Option<(Vec<u32>, (f64, f64))> {
+/// The integer of each of the increasing positive `magnitudes` near `guess`,
+/// and the interval of scales that round each integer's product to its
+/// magnitude. Magnitudes are taken from the smallest: the small integers,
+/// which a rough scale cannot get wrong, narrow the interval before the
+/// large ones, which a scale off by the rounding of a word could round to a
+/// neighbour, are chosen (the one whose magnitude's interval still meets
+/// it). None if a magnitude has no such integer of at most
+/// [`SCALED_MAX_INT`]. (A magnitude met again would take the same integer
+/// and leave the interval as it is: the interval then lies within the
+/// magnitude's rounding interval over its integer, narrower than an integer
+/// apart up to [`SCALED_MAX_INT`].)
+fn fit(magnitudes: &[u32], guess: f32, format: FloatFormat) -> Option<(Vec<u32>, (f64, f64))> {
     if !guess.is_normal() {
         return None;
     }
     let guess = guess as f64;
     let (mut low, mut high) = (guess * (1.0 - GUESS_SLACK), guess * (1.0 + GUESS_SLACK));
-    let mut qs = vec![0u32; words.len()];
-    for &i in order {
-        let (below, above) = rounding_interval(words[i], format);
-        let near = (magnitudes[i] as f64 / ((low + high) / 2.0)).round();
+    let mut qs = Vec::with_capacity(magnitudes.len());
+    for &m in magnitudes {
+        let (below, above) = rounding_interval(m, format);
+        let near = (to_f32(format, m) as f64 / ((low + high) / 2.0)).round();
         let q = [near, near - 1.0, near + 1.0].into_iter().find(|&q| {
             (1.0..=SCALED_MAX_INT as f64).contains(&q) && below / q <= high && above / q >= low
         })?;
         low = low.max(below / q);
         high = high.min(above / q);
-        qs[i] = q as u32;
+        qs.push(q as u32);
     }
     Some((qs, (low, high)))
 }
