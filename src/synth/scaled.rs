@@ -5,6 +5,7 @@
 use super::expand::Shape;
 use super::Hint;
 use crate::dsl::{mask, scaled_word, to_f32, FloatFormat, SCALED_FORMATS};
+use std::cell::RefCell;
 
 /// Group lengths a Scaled node is tried at, largest first: those of common
 /// quantizers.
@@ -53,68 +54,98 @@ pub(super) fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
 /// This finds scales kept in the checkpoint's dtype and wider ones alike (a
 /// quantizer that computes in binary32 and stores BF16).
 ///
-/// A quantized group holds a few distinct words, so both the fit and the
-/// check of a scale look at each distinct word once: a word's integer
-/// depends only on its magnitude and sign.
+/// A quantized group holds a few distinct magnitudes, so both the fit and
+/// the check of a scale look at each once: a word's integer depends only on
+/// its magnitude (its sign is the integer's), and rounding is symmetric, so
+/// a product that rounds to a magnitude rounds, negated, to its negative.
 fn group_scale(words: &[u32], format: FloatFormat) -> Option<(f32, Vec<u32>)> {
     let sign = 1u32 << (format.width() - 1);
-    // The words with their places, sorted: runs of one word, each of which
-    // takes one integer.
-    let mut placed: Vec<u64> = (words.iter().enumerate())
-        .map(|(i, &w)| u64::from(w) << 32 | i as u64)
-        .collect();
-    placed.sort_unstable();
-    let word_of = |p: u64| (p >> 32) as u32;
-    // Without a branch per word: each is written, and kept if it is new.
-    let mut distinct = vec![0u32; placed.len()];
-    let mut kept = 0;
-    for &p in &placed {
-        distinct[kept] = word_of(p);
-        kept += (kept == 0 || distinct[kept - 1] != word_of(p)) as usize;
+    let mut magnitudes = distinct_magnitudes(words, sign);
+    // Zeros are any scale times 0; no scale yields a NaN.
+    if magnitudes.first() == Some(&0) {
+        magnitudes.remove(0);
     }
-    distinct.truncate(kept);
-    // Positive magnitudes in increasing order (that of their bits), without
-    // zeros and NaNs, which no integer of 1 or more yields.
-    let mut magnitudes: Vec<u32> = (distinct.iter())
-        .map(|&w| w & !sign)
-        .filter(|&m| to_f32(format, m) > 0.0)
-        .collect();
-    magnitudes.sort_unstable();
-    magnitudes.dedup();
-    // Each distinct word's integer, given those of the magnitudes (0 for
-    // the others), and the integers of `words` from them.
+    if magnitudes.iter().any(|&m| to_f32(format, m).is_nan()) {
+        return None;
+    }
+    // Each word's integer, given those of the magnitudes (0 for zeros).
     let ints_of = |qs: &[u32]| -> Vec<u32> {
-        (distinct.iter())
-            .map(|&w| {
-                let q = magnitudes.binary_search(&(w & !sign)).map_or(0, |k| qs[k]);
-                q << 1 | (w & sign != 0) as u32
-            })
-            .collect()
-    };
-    let in_place = |ints: &[u32]| {
-        let mut out = vec![0u32; words.len()];
-        let mut k = 0;
-        for (j, &p) in placed.iter().enumerate() {
-            k += (j > 0 && word_of(p) != word_of(placed[j - 1])) as usize;
-            out[p as u32 as usize] = ints[k];
+        let int = |q: u32, w: u32| q << 1 | (w & sign != 0) as u32;
+        if sign > NARROW_SIGN {
+            let q = |m| magnitudes.binary_search(&m).map_or(0, |k| qs[k]);
+            return words.iter().map(|&w| int(q(w & (sign - 1)), w)).collect();
         }
-        out
+        // Narrow words look their magnitude's integer up in a table, whose
+        // slots of this group's magnitudes (and of zero) are written first.
+        NARROW_SCRATCH.with_borrow_mut(|(_, table)| {
+            table.resize(NARROW_SIGN as usize, 0);
+            table[0] = 0;
+            for (&m, &q) in magnitudes.iter().zip(qs) {
+                table[m as usize] = q as u8;
+            }
+            (words.iter())
+                .map(|&w| int(table[(w & (sign - 1)) as usize] as u32, w))
+                .collect()
+        })
     };
     let (Some(&first), Some(&last)) = (magnitudes.first(), magnitudes.last()) else {
         // Signed zeros only: any scale times 0.
-        return Some((1.0, in_place(&ints_of(&[]))));
+        return Some((1.0, ints_of(&[])));
     };
     let (smallest, largest) = (to_f32(format, first), to_f32(format, last));
     let divided = [1.0, 2.0, 3.0, 4.0].map(|d| smallest / d);
     let tops = [7.0, 8.0, 15.0, 16.0, 127.0, 128.0].map(|q| largest / q);
     divided.into_iter().chain(tops).find_map(|guess| {
         let (qs, interval) = fit(&magnitudes, guess, format)?;
-        let ints = ints_of(&qs);
         let scale = scales_within(interval).find(|scale| {
-            (distinct.iter().zip(&ints))
-                .all(|(&w, &int)| scaled_word(format, scale.to_bits(), int) == w)
+            (magnitudes.iter().zip(&qs))
+                .all(|(&m, &q)| scaled_word(format, scale.to_bits(), q << 1) == m)
         })?;
-        Some((scale, in_place(&ints)))
+        Some((scale, ints_of(&qs)))
+    })
+}
+
+/// Sign bit of the widest words (16-bit floats) whose magnitudes
+/// [`distinct_magnitudes`] marks in a bitmap and `group_scale` looks up in
+/// a table.
+const NARROW_SIGN: u32 = 1 << 15;
+
+const _: () = assert!(SCALED_MAX_INT <= u8::MAX as u32);
+
+thread_local! {
+    /// A bitmap of magnitudes below [`NARROW_SIGN`] (left clear between
+    /// groups) and a table of their integers (up to [`SCALED_MAX_INT`]).
+    static NARROW_SCRATCH: RefCell<(Vec<u64>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// The distinct magnitudes (bits below `sign`) of `words`, in increasing
+/// order. Narrow words are marked in a bitmap, a pass without comparisons,
+/// which is read between the lowest and highest words marked and cleared as
+/// it is read; wider words are sorted.
+fn distinct_magnitudes(words: &[u32], sign: u32) -> Vec<u32> {
+    if sign > NARROW_SIGN {
+        let mut magnitudes: Vec<u32> = words.iter().map(|&w| w & (sign - 1)).collect();
+        magnitudes.sort_unstable();
+        magnitudes.dedup();
+        return magnitudes;
+    }
+    NARROW_SCRATCH.with_borrow_mut(|(bitmap, _)| {
+        bitmap.resize(NARROW_SIGN as usize / 64, 0);
+        let (mut low, mut high) = (bitmap.len(), 0);
+        for &w in words {
+            let m = (w & (sign - 1)) as usize;
+            bitmap[m / 64] |= 1 << (m % 64);
+            (low, high) = (low.min(m / 64), high.max(m / 64));
+        }
+        let mut magnitudes = Vec::new();
+        for (i, slot) in bitmap.iter_mut().enumerate().take(high + 1).skip(low) {
+            let mut bits = std::mem::take(slot);
+            while bits != 0 {
+                magnitudes.push((64 * i) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+        magnitudes
     })
 }
 
@@ -210,4 +241,42 @@ pub fn scaled_streams(
         ints.extend(qs);
     }
     Some((scales, ints))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::tests::xorshift;
+
+    /// The bitmap of narrow magnitudes gives what sorting gives, and is left
+    /// clear for the next group.
+    #[test]
+    fn narrow_magnitudes_are_the_sorted_distinct_ones() {
+        let mut seed = 3;
+        for round in 0..20 {
+            let spread = [4, 300, 1 << 16][round % 3];
+            let words: Vec<u32> = (0..256)
+                .map(|_| (xorshift(&mut seed) % spread) as u32)
+                .collect();
+            let mut sorted: Vec<u32> = words.iter().map(|&w| w & 0x7fff).collect();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(
+                distinct_magnitudes(&words, 1 << 15),
+                sorted,
+                "round {round}"
+            );
+        }
+        NARROW_SCRATCH.with_borrow(|(bitmap, _)| assert!(bitmap.iter().all(|&b| b == 0)));
+    }
+
+    /// Signed zeros are any scale times 0; a NaN is no scale's product.
+    #[test]
+    fn zeros_scale_and_nans_do_not() {
+        let zeros = [0, 0x8000, 0];
+        let (scales, ints) = scaled_streams(&zeros, 3, FloatFormat::Bf16, 8).unwrap();
+        assert_eq!((scales, ints), (vec![1f32.to_bits()], vec![0, 1, 0]));
+        assert!(scaled_streams(&[0, 0x7fc0, 0x8000], 3, FloatFormat::Bf16, 8).is_none());
+        assert!(scaled_streams(&[0x3f80, 0xffc0], 2, FloatFormat::Bf16, 8).is_none());
+    }
 }
