@@ -60,11 +60,8 @@ pub(super) fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
 /// a product that rounds to a magnitude rounds, negated, to its negative.
 fn group_scale(words: &[u32], format: FloatFormat) -> Option<(f32, Vec<u32>)> {
     let sign = 1u32 << (format.width() - 1);
-    let mut magnitudes = distinct_magnitudes(words, sign);
     // Zeros are any scale times 0; no scale yields a NaN.
-    if magnitudes.first() == Some(&0) {
-        magnitudes.remove(0);
-    }
+    let magnitudes = distinct_magnitudes(words, sign);
     if magnitudes.iter().any(|&m| to_f32(format, m).is_nan()) {
         return None;
     }
@@ -118,13 +115,17 @@ thread_local! {
     static NARROW_SCRATCH: RefCell<(Vec<u64>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// The distinct magnitudes (bits below `sign`) of `words`, in increasing
-/// order. Narrow words are marked in a bitmap, a pass without comparisons,
-/// which is read between the lowest and highest words marked and cleared as
-/// it is read; wider words are sorted.
+/// The distinct nonzero magnitudes (bits below `sign`) of `words`, in
+/// increasing order. Narrow words are marked in a bitmap, a pass without
+/// comparisons, which is read between the lowest and highest words marked
+/// and cleared as it is read (zeros, common in quantized groups, are not
+/// marked: they would stretch that span down to 0); wider words are sorted.
 fn distinct_magnitudes(words: &[u32], sign: u32) -> Vec<u32> {
     if sign > NARROW_SIGN {
-        let mut magnitudes: Vec<u32> = words.iter().map(|&w| w & (sign - 1)).collect();
+        let mut magnitudes: Vec<u32> = (words.iter())
+            .map(|&w| w & (sign - 1))
+            .filter(|&m| m != 0)
+            .collect();
         magnitudes.sort_unstable();
         magnitudes.dedup();
         return magnitudes;
@@ -132,7 +133,7 @@ fn distinct_magnitudes(words: &[u32], sign: u32) -> Vec<u32> {
     NARROW_SCRATCH.with_borrow_mut(|(bitmap, _)| {
         bitmap.resize(NARROW_SIGN as usize / 64, 0);
         let (mut low, mut high) = (bitmap.len(), 0);
-        for &w in words {
+        for &w in words.iter().filter(|&&w| w & (sign - 1) != 0) {
             let m = (w & (sign - 1)) as usize;
             bitmap[m / 64] |= 1 << (m % 64);
             (low, high) = (low.min(m / 64), high.max(m / 64));
@@ -258,7 +259,10 @@ mod tests {
             let words: Vec<u32> = (0..256)
                 .map(|_| (xorshift(&mut seed) % spread) as u32)
                 .collect();
-            let mut sorted: Vec<u32> = words.iter().map(|&w| w & 0x7fff).collect();
+            let mut sorted: Vec<u32> = (words.iter())
+                .map(|&w| w & 0x7fff)
+                .filter(|&m| m != 0)
+                .collect();
             sorted.sort_unstable();
             sorted.dedup();
             assert_eq!(
