@@ -161,10 +161,11 @@ const GUESS_SLACK: f64 = 1.0 / 64.0;
 /// large ones, which a scale off by the rounding of a word could round to a
 /// neighbour, are chosen (the one whose magnitude's interval still meets
 /// it). None if a magnitude has no such integer of at most
-/// [`SCALED_MAX_INT`]. (A magnitude met again would take the same integer
-/// and leave the interval as it is: the interval then lies within the
-/// magnitude's rounding interval over its integer, narrower than an integer
-/// apart up to [`SCALED_MAX_INT`].)
+/// [`SCALED_MAX_INT`]. Fitting each distinct magnitude once gives what
+/// fitting every word would: a magnitude met again would take the same
+/// integer and leave the interval as it is, since the interval already lies
+/// within its rounding interval over its integer, which is narrower than
+/// one integer's step for integers up to [`SCALED_MAX_INT`].
 fn fit(magnitudes: &[u32], guess: f32, format: FloatFormat) -> Option<(Vec<u32>, (f64, f64))> {
     if !guess.is_normal() {
         return None;
