@@ -178,8 +178,6 @@ fn leaf_len(words: &[u32], width: u32) -> usize {
     encoded_len(&synth::leaf(words.into(), width).0)
 }
 
-/// The root-only search written out: the best of the leaf and every expansion of
-/// the root with its children completed by leaves.
 /// The root-only candidates of `t` (its leaf, and each expansion at the
 /// root completed by leaves) as (weighed cost, exact cost): the search
 /// weighs rANS literals at predicted sizes.

@@ -49,8 +49,7 @@ const PALETTE_SPREAD: usize = 4;
 /// Whether `words` has more than `most` distinct words. (Fx hashing: the
 /// default SipHash took most of this scan's time.)
 fn has_distinct(words: &[u32], most: usize) -> bool {
-    let mut seen = rustc_hash::FxHashSet::default();
-    seen.reserve(most + 1);
+    let mut seen = rustc_hash::FxHashSet::with_capacity_and_hasher(most + 1, Default::default());
     words.iter().any(|w| {
         seen.insert(*w);
         seen.len() > most

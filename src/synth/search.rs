@@ -466,13 +466,12 @@ impl Search<'_> {
         }
     }
 
-    /// Takes `state` as the incumbent if smaller, and keeps it if it has holes
-    /// left and could still beat the incumbent.
-    /// Keeps `state` as the best if it weighs no more than the best and is
+    /// Takes `state` as the best if it weighs no more than the best and is
     /// exactly smaller: the best only ever gets exactly smaller, so a larger
     /// budget, which considers the same states first and more after, never
     /// ends with a larger program; and it is never exactly larger than a
-    /// state of the least weight considered.
+    /// state of the least weight considered. Keeps `state` to expand if it
+    /// has holes left and could still beat the best.
     fn consider(&mut self, state: State) {
         if state.est <= self.best.est {
             let exact = self.exact_est(&state);
@@ -546,8 +545,6 @@ impl Search<'_> {
             .expect("open states have holes")
     }
 
-    /// Builds the incumbent's program (open holes completed by leaves), checks
-    /// that it yields the target, and lists its productions.
     /// `state`'s [`State::est`] with the leaves that close its holes sized
     /// exactly (each hole's once).
     fn exact_est(&self, state: &State) -> usize {
@@ -567,6 +564,8 @@ impl Search<'_> {
         est as usize
     }
 
+    /// Builds the best state's program (open holes completed by leaves),
+    /// checks that it yields the target, and lists its productions.
     fn finish(&self, target: &[u32]) -> Found {
         let chosen = chosen(&self.best);
         let mut productions = Vec::new();
