@@ -133,7 +133,10 @@ fn decode_record(bencher: Bencher, dtype: &str) {
             (bytes.collect(), Layout::Half, FloatFormat::Bf16)
         }
     };
-    let hint = Hint { float: Some(float) };
+    let hint = Hint {
+        float: Some(float),
+        rows: None,
+    };
     let record = archive::encode_record(&bytes, layout, hint, &SynthOptions::default());
     let mut out = vec![0u8; bytes.len()];
     let elements = bytes.len() / layout.element_bytes();

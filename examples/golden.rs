@@ -23,6 +23,9 @@
 //! Version 6 adds rANS literals of tag 4: the weight files of version 1's set
 //! packed again.
 //!
+//! Version 7 adds the Partition operator: matrices whose rows differ in
+//! scale.
+//!
 //! Version 4 adds differences from a base: `difference-tuned` (every value of
 //! every float width moved by a few units in its last place) is packed against
 //! `difference-base`.
@@ -70,7 +73,8 @@ fn main() {
         }
         5 => sparse(dir),
         6 => seeded_rans(dir),
-        _ => panic!("{usage}: VERSION is 1 to 6"),
+        7 => partitioned(dir),
+        _ => panic!("{usage}: VERSION is 1 to 7"),
     }
 }
 
@@ -290,6 +294,52 @@ fn seeded_rans(dir: &Path) {
             std::fs::remove_file(src.with_extension("brv")).unwrap();
         }
     }
+}
+
+/// Version 7, the Partition operator: matrices whose rows have scales of
+/// several orders of magnitude (an embedding's tokens), which the packer
+/// codes as classes of rows. F16 rows of 256 in chunks of 64 KiB (groups
+/// of whole rows), BF16 rows of 384 in chunks of 64 KiB (chunks start
+/// inside rows: groups of 128) and F32 rows of 128.
+fn partitioned(dir: &Path) {
+    let mut rng = Rng(71);
+    // Each row's scale: 2^-7 to 2^-4.
+    let mut rows = |n: usize, row: usize| -> Vec<f32> {
+        let noise = f32s(n, rng.next(), 1.0);
+        (noise.chunks(row))
+            .flat_map(|r| {
+                let scale = (-7.0 + (rng.next() % 4) as f32).exp2();
+                r.iter().map(move |x| x * scale).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let f16s = rows(256 * 256, 256);
+    let bf16s = rows(128 * 384, 384);
+    let f32s = rows(256 * 128, 128);
+    let tensors = vec![
+        tensor(
+            "embed.f16",
+            "F16",
+            &[256, 256],
+            bytes16(f16s.iter().map(|&x| f16(x))),
+        ),
+        tensor(
+            "embed.bf16",
+            "BF16",
+            &[128, 384],
+            bytes16(bf16s.iter().map(|&x| bf16(x))),
+        ),
+        tensor(
+            "embed.f32",
+            "F32",
+            &[256, 128],
+            bytes32(f32s.iter().map(|x| x.to_bits())),
+        ),
+    ];
+    let src = dir.join("rows-of-scales.safetensors");
+    std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
+    let a = pack(&src, 64 * 1024, None);
+    assert_eq!(a.version(), 7, "classes of rows make a version 7 archive");
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and

@@ -28,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 6] = [(1, 10), (2, 3), (3, 1), (4, 3), (5, 1), (6, 4)];
+const VERSIONS: [(u8, usize); 7] = [(1, 10), (2, 3), (3, 1), (4, 3), (5, 1), (6, 4), (7, 1)];
 
 #[test]
 fn golden_archives_decode_to_their_originals() {
@@ -119,6 +119,7 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
         Op::Scaled { format, .. } => format!("scaled {}", Fields::Float(*format)),
         Op::Match { .. } => "match".into(),
         Op::Sparse { .. } => "sparse".into(),
+        Op::Partition { parts, .. } => format!("partition {}", parts.len()),
     };
     out.insert(feature);
     p.children().for_each(|c| features(c, out));
@@ -313,6 +314,24 @@ fn version_6_golden_archives_use_seeded_rans_and_version_5_refuses_them() {
     found
         .iter()
         .for_each(|brv| refused_as_older(brv, 6, "needs format version 6"));
+}
+
+#[test]
+fn version_7_golden_archives_use_partitions_and_version_6_refuses_them() {
+    let found = archives(7);
+    let seen = coverage_of(7, found.clone());
+    let counts = seen.iter().filter(|f| f.starts_with("partition")).count();
+    assert!(counts >= 1, "no partition: {seen:?}");
+    for dtype in ["F16", "BF16", "F32"] {
+        assert!(
+            seen.contains(&format!("dtype {dtype}")),
+            "{dtype}: {seen:?}"
+        );
+    }
+    // A Partition is not an operator of version 6.
+    found
+        .iter()
+        .for_each(|brv| refused_as_older(brv, 7, "unknown operator"));
 }
 
 #[test]

@@ -187,9 +187,17 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
         out.push(sparse_leaf(t, width, t[0]));
     }
     out.extend(
-        expansions(&target, width, Hint { float: None }, None)
-            .iter()
-            .map(|e| e.complete_with(leaf)),
+        expansions(
+            &target,
+            width,
+            Hint {
+                float: None,
+                rows: None,
+            },
+            None,
+        )
+        .iter()
+        .map(|e| e.complete_with(leaf)),
     );
     out
 }
@@ -254,14 +262,14 @@ proptest! {
         for p in constructions(width, &t) {
             prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
         }
-        let best = synthesize(&t, width, Hint { float: None }, &SynthOptions::default());
+        let best = synthesize(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&best), t);
     }
 
     #[test]
     fn repeat_yields_its_target((width, base) in stream(), times in 2usize..6) {
         let t: Vec<u32> = base.iter().copied().cycle().take(base.len() * times).collect();
-        let p = synthesize(&t, width, Hint { float: None }, &SynthOptions::default());
+        let p = synthesize(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&p), t);
     }
 
@@ -627,6 +635,144 @@ fn decoder_checks_sparse_counts() {
         decode_program(&[10, 0, 0], Type { width: 8, len: 1 }, Limits::default()),
         Err(WireError {
             reason: "sparse node of fewer than two words",
+            ..
+        })
+    ));
+}
+
+/// A Partition of `t` into groups of `group` words with the given classes
+/// (one per group, every class of `0..k` used): each class's words as its
+/// best leaf.
+fn partition_of(
+    t: &[u32],
+    width: u32,
+    group: usize,
+    classes: &[u32],
+    k: usize,
+) -> Program<Literal> {
+    let mut parts = vec![Vec::new(); k];
+    for (g, &c) in t.chunks(group).zip(classes) {
+        parts[c as usize].extend_from_slice(g);
+    }
+    Program {
+        ty: Type {
+            width,
+            len: t.len(),
+        },
+        op: Op::Partition {
+            group,
+            classes: Box::new(leaf(classes.into(), count_width(k))),
+            parts: parts.into_iter().map(|p| leaf(p.into(), width)).collect(),
+        },
+    }
+}
+
+/// Streams with a group length and a class per group, every class of
+/// `0..k` used (`2 <= k <= 16`).
+fn partitioned() -> impl Strategy<Value = (u32, Vec<u32>, usize, Vec<u32>, usize)> {
+    (
+        stream(),
+        1usize..40,
+        2usize..=MAX_PARTITION_CLASSES,
+        any::<u64>(),
+    )
+        .prop_filter_map("a class per group", |((width, t), group, k, seed)| {
+            let groups = t.len().div_ceil(group);
+            (groups >= k).then(|| {
+                // The first k groups take each class once, the rest any.
+                let mut s = seed | 1;
+                let classes = (0..groups)
+                    .map(|g| {
+                        s ^= s << 13;
+                        s ^= s >> 7;
+                        s ^= s << 17;
+                        if g < k {
+                            (k - 1 - g) as u32
+                        } else {
+                            (s % k as u64) as u32
+                        }
+                    })
+                    .collect();
+                (width, t, group, classes, k)
+            })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A Partition yields its stream through bytes in every word type, and
+    /// a version 6 reader (no Partition) refuses it as an unknown operator.
+    #[test]
+    fn partition_yields_its_target((width, t, group, classes, k) in partitioned()) {
+        let p = partition_of(&t, width, group, &classes, k);
+        prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+        let v6 = Limits { partition: false, ..Limits::default() };
+        let ty = Type { width, len: t.len() };
+        let err = decode_program(&encoded(&p), ty, v6).unwrap_err();
+        prop_assert_eq!(err.reason, "unknown operator");
+    }
+}
+
+/// A Partition of 8 words of 8 bits in groups of `group`, with `classes`
+/// and parts of the given lengths (of words 1, 2, 3, ... in order), encoded
+/// by hand: the decoder cannot see what the classes say, only execution
+/// can.
+fn partition_bytes(group: usize, classes: &[u32], lens: &[usize]) -> Vec<u8> {
+    let mut bytes = vec![11, group as u8 - 1, lens.len() as u8 - 2];
+    bytes.extend(lens[..lens.len() - 1].iter().map(|&n| n as u8));
+    let lit = |words: Vec<u32>, width: u32| leaf(words.into(), width);
+    let ids = lit(classes.to_vec(), count_width(lens.len()));
+    encode_program(&ids, &mut bytes);
+    let mut next = 1;
+    for &n in lens {
+        let words: Vec<u32> = (next..next + n as u32).collect();
+        next += n as u32;
+        encode_program(&lit(words, 8), &mut bytes);
+    }
+    bytes
+}
+
+/// Classes without a part, or taking more words than their part holds,
+/// decode (the decoder cannot see them) but never run.
+#[test]
+fn partition_refuses_classes_its_parts_do_not_hold() {
+    let ty = Type { width: 8, len: 8 };
+    let run = |bytes: &[u8]| run_bytes(bytes, ty);
+    // Groups of 3: classes 1, 0, 1 take 3 words of part 1, 3 of part 0, 2
+    // of part 1.
+    let ok = partition_bytes(3, &[1, 0, 1], &[3, 5]);
+    assert_eq!(run(&ok).unwrap(), [4, 5, 6, 1, 2, 3, 7, 8]);
+    // Three classes take words of 2 bits, which may say 3.
+    let err = run(&partition_bytes(3, &[3, 0, 1], &[3, 3, 2])).unwrap_err();
+    assert!(err.reason.contains("without a part"), "{err}");
+    for classes in [[0, 0, 1], [1, 1, 1], [0, 1, 0]] {
+        let err = run(&partition_bytes(3, &classes, &[3, 5])).unwrap_err();
+        assert!(
+            err.reason.contains("longer than its part"),
+            "{classes:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn decoder_checks_partition_counts() {
+    let ty = Type { width: 8, len: 4 };
+    let reject = |bytes: &[u8], why: &str| rejected(bytes, ty, why);
+    // Groups of at most n words, ...
+    reject(&[11, 4], "group longer than its program");
+    // ... at most min(n, 16) classes, ...
+    reject(&[11, 0, 3], "more classes than words");
+    // ... and parts of at least one word that leave one for each after.
+    reject(&[11, 0, 0, 0], "empty partition part");
+    reject(&[11, 0, 1, 3], "parts exceed its length");
+    reject(&[11, 0x80, 0x00], "non-canonical varint");
+    let many = Type { width: 8, len: 100 };
+    rejected(&[11, 0, 15], many, "more classes than words or allowed");
+    assert!(matches!(
+        decode_program(&[11, 0, 0], Type { width: 8, len: 1 }, Limits::default()),
+        Err(WireError {
+            reason: "partition of fewer than two words",
             ..
         })
     ));

@@ -48,8 +48,12 @@ struct Case {
 
 const F32: Hint = Hint {
     float: Some(brevis::dsl::FloatFormat::F32),
+    rows: None,
 };
-const INT: Hint = Hint { float: None };
+const INT: Hint = Hint {
+    float: None,
+    rows: None,
+};
 
 fn structured_cases() -> Vec<Case> {
     let n = 16384;
@@ -239,6 +243,7 @@ fn generated(kind: usize, n: usize, seed: u64) -> (Vec<u32>, u32, Hint) {
     let w = weights(seed, n);
     let bf16 = Hint {
         float: Some(brevis::dsl::FloatFormat::Bf16),
+        rows: None,
     };
     match kind {
         0 => (w, 32, F32),
@@ -278,7 +283,7 @@ proptest! {
         best_first: bool,
         float in prop::option::of(0usize..5),
     ) {
-        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]) };
+        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]), rows: None };
         let order = if best_first { Order::EstimatedSize } else { Order::AStar };
         let sample = [(t.clone(), width, hint)];
         let prior = Arc::new(synth::learn_prior(&sample, 8));
@@ -293,7 +298,7 @@ proptest! {
 
     #[test]
     fn budget_zero_is_the_root_only_search((width, t) in small_stream(), float in prop::option::of(0usize..5)) {
-        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]) };
+        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]), rows: None };
         let found = synth::search(&t, width, hint, &opts(0)).program;
         // No larger than any candidate of the least weight, and no smaller
         // than the smallest candidate.
@@ -352,7 +357,7 @@ proptest! {
         t in prop::collection::vec(0u32..6, 1..10),
     ) {
         let t: Vec<u32> = t.into_iter().map(|w| w & mask(width)).collect();
-        let hint = Hint { float: None };
+        let hint = Hint { float: None, rows: None };
         let depth = 2;
         let opts = SynthOptions {
             budget: 1 << 20,
@@ -368,7 +373,10 @@ proptest! {
 /// is re-fit to all of it, and still finds the structure of the whole.
 #[test]
 fn long_streams_are_searched_on_their_start_and_re_fit() {
-    let hint = Hint { float: None };
+    let hint = Hint {
+        float: None,
+        rows: None,
+    };
     let n = 2 * synth::SEARCH_WORDS + 5;
     let arange: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(3) + 17).collect();
     let p = synth::synthesize(&arange, 32, hint, &opts(8));
@@ -381,6 +389,7 @@ fn long_streams_are_searched_on_their_start_and_re_fit() {
         32,
         Hint {
             float: Some(brevis::dsl::FloatFormat::F32),
+            rows: None,
         },
         &opts(8),
     );
@@ -524,4 +533,39 @@ fn a_stream_of_one_word_nearly_everywhere_becomes_sparse() {
     let found = synth::search(&t, 16, INT, &opts(synth::DEFAULT_BUDGET)).program;
     assert!(runs_to(&found, &t));
     assert!(format!("{found}").contains("sparse"), "{found}");
+}
+
+/// Finds a Partition node anywhere in `p`: its group length and class count.
+fn partition_in(p: &Program<Literal>) -> Option<(usize, usize)> {
+    match &p.op {
+        Op::Partition { group, parts, .. } => Some((*group, parts.len())),
+        _ => p.children().find_map(partition_in),
+    }
+}
+
+/// F32 weights whose rows of 256 have one of four scales (an embedding's
+/// tokens of different norms): a literal of their exponents becomes a
+/// Partition of rows, smaller than the program without it, that yields the
+/// words. Without rows (a 1-D tensor), or at rows too short, none is made.
+#[test]
+fn rows_of_different_scales_become_a_partition() {
+    let n = 256 * 256;
+    let words: Vec<u32> = (weights(91, n).into_iter().enumerate())
+        .map(|(i, w)| (f32::from_bits(w) * [1.0f32, 3.0, 9.0, 27.0][(i / 256) * 7 % 4]).to_bits())
+        .collect();
+    let hint = |rows| Hint {
+        float: Some(brevis::dsl::FloatFormat::F32),
+        rows,
+    };
+    let found = synth::synthesize(&words, 32, hint(None), &opts(8));
+    assert_eq!(partition_in(&found), None, "{found}");
+    let p = synth::with_partitions(found.clone(), &words, hint(Some(256)));
+    assert_eq!(partition_in(&p).map(|(g, _)| g), Some(256), "{p}");
+    assert!(runs_to(&p, &words), "{p}");
+    let (with, without) = (size(&p), size(&found));
+    assert!(with * 100 < without * 99, "{with} vs {without}: {p}");
+    for rows in [None, Some(synth::MIN_GROUP - 1)] {
+        let q = synth::with_partitions(found.clone(), &words, hint(rows));
+        assert_eq!(q, found, "rows {rows:?}");
+    }
 }

@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     if bytes.is_empty() {
         return;
     }
-    let record = encode_record(bytes, layout, Hint { float: None }, &SynthOptions::default());
+    let record = encode_record(bytes, layout, Hint { float: None, rows: None }, &SynthOptions::default());
     assert_eq!(literal_fallbacks(), 0, "a searched record did not decode back");
     let mut out = vec![0u8; bytes.len()];
     decode_record(&record, layout, brevis::archive::FORMAT_VERSION, &mut out).expect("a packed record decodes");

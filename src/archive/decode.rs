@@ -3,7 +3,9 @@
 
 #![forbid(unsafe_code)]
 
-use super::format::{MATCH_VERSION, QUANTIZED_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION};
+use super::format::{
+    MATCH_VERSION, PARTITION_VERSION, QUANTIZED_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION,
+};
 use crate::codec::Word;
 use crate::codec::{peek_codec, Codec};
 use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
@@ -44,6 +46,7 @@ pub fn program_limits(version: u8) -> Limits {
         matches: version >= MATCH_VERSION,
         sparse: version >= SPARSE_VERSION,
         seeded_rans: version >= SEEDED_RANS_VERSION,
+        partition: version >= PARTITION_VERSION,
         ..Limits::default()
     }
 }
@@ -52,13 +55,15 @@ pub fn program_limits(version: u8) -> Limits {
 /// made, which decodes): the newest of the versions its programs' operators
 /// need ([`QUANTIZED_VERSION`] for an operator for quantized weights,
 /// [`MATCH_VERSION`] for a Match, [`SPARSE_VERSION`] for a Sparse node,
-/// [`SEEDED_RANS_VERSION`] for a rANS literal of tag 4), else 1.
+/// [`SEEDED_RANS_VERSION`] for a rANS literal of tag 4,
+/// [`PARTITION_VERSION`] for a Partition), else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
     fn needs(p: &dsl::Program<dsl::EncodedLit>) -> u8 {
         let own = match p.op {
             dsl::Op::Palette { .. } | dsl::Op::Scaled { .. } => QUANTIZED_VERSION,
             dsl::Op::Match { .. } => MATCH_VERSION,
             dsl::Op::Sparse { .. } => SPARSE_VERSION,
+            dsl::Op::Partition { .. } => PARTITION_VERSION,
             dsl::Op::Lit(l) if peek_codec(l.bytes) == Ok(Codec::Rans) => SEEDED_RANS_VERSION,
             _ => 1,
         };

@@ -78,8 +78,11 @@ pub fn encode_record_like(
         let width = layout.lane_width();
         let like: Vec<&Template> = like.iter().filter_map(|t| t.get(k)).collect();
         let program = synth::synthesize_like(lane, width, hint, opts, &like, may_search)?;
-        encode_program(&program, &mut record);
+        // Templates are of the program before partitions: a re-fit is
+        // weighed against the template's literals, and partitioned anew.
         templates.push(Template::of(&program));
+        let program = synth::with_partitions(program, lane, hint);
+        encode_program(&program, &mut record);
     }
     let mut check = vec![0u8; bytes.len()];
     if decode_record(&record, layout, FORMAT_VERSION, &mut check).is_ok() && check == bytes {
@@ -131,7 +134,7 @@ mod tests {
         let bytes = sample(8 * 3000);
         for layout in Layout::ALL {
             for float in [None, Some(FloatFormat::F16)] {
-                let hint = Hint { float };
+                let hint = Hint { float, rows: None };
                 let record = encode_record(&bytes, layout, hint, &SynthOptions::default());
                 let mut backing = vec![0u64; bytes.len() / 8 + 1];
                 let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut backing);

@@ -14,8 +14,9 @@ use crate::wire::{put_varint, Reader, WireError};
 /// 4 for one with a chunk that is the difference from its base's values or
 /// whose programs use a version 4 operator (Match), version 5 for one whose
 /// programs use a Sparse node, version 6 for one with a rANS literal of tag 4
-/// (tables of counts to a few bits, seeded states).
-pub const FORMAT_VERSION: u8 = 6;
+/// (tables of counts to a few bits, seeded states), version 7 for one whose
+/// programs use a Partition node.
+pub const FORMAT_VERSION: u8 = 7;
 
 /// The first version whose programs may use the operators for quantized
 /// weights (Palette, Scaled).
@@ -36,6 +37,10 @@ pub const SPARSE_VERSION: u8 = 5;
 /// The first version whose literals may be rANS of tag 4 (a table of counts
 /// to a few bits, states seeded with the stream's last words).
 pub const SEEDED_RANS_VERSION: u8 = 6;
+
+/// The first version whose programs may use the Partition operator (groups
+/// of words drawn from a stream per class).
+pub const PARTITION_VERSION: u8 = 7;
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 

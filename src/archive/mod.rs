@@ -18,8 +18,8 @@ pub use decode::{decode_record, program_limits, record_version};
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{
     assemble, BaseEntry, BaseSpan, ChunkEntry, Index, DIFFERENCE_VERSION, FORMAT_VERSION,
-    HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, QUANTIZED_VERSION, SEEDED_RANS_VERSION,
-    SPARSE_VERSION, TRAILER_LEN,
+    HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, PARTITION_VERSION, QUANTIZED_VERSION,
+    SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
 };
 #[cfg(feature = "mount")]
 pub(crate) use reader::with_buffer;

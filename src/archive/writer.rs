@@ -149,6 +149,9 @@ struct Planned {
     /// Which base has its tensor, if one has, and where the same bytes of
     /// the tensor lie in that base's source.
     base: Option<(u32, u64)>,
+    /// The length of the groups of its elements that lie in one row of its
+    /// tensor (see [`Hint::rows`]).
+    rows: Option<usize>,
 }
 
 impl Planned {
@@ -189,11 +192,16 @@ pub(super) fn pieces(len: u64, step: u64) -> impl Iterator<Item = (u64, u64)> {
 }
 
 /// Splits `[start, end)` into chunks of whole elements (see [`pieces`]).
+/// A tensor's class, whether it leads it, where a base has it, and its row
+/// length in elements (see [`push_region`]).
+type Region = (Option<usize>, bool, Option<(u32, u64)>, Option<u64>);
+
+/// Splits `[start, end)` into chunks of whole elements (see [`pieces`]).
 fn push_region(
     plan: &mut Vec<Planned>,
     (start, end): (u64, u64),
     element: Element,
-    (class, leads, base): (Option<usize>, bool, Option<(u32, u64)>),
+    (class, leads, base, row): Region,
     chunk: u64,
 ) {
     let e = element.layout.element_bytes() as u64;
@@ -209,7 +217,17 @@ fn push_region(
         nth,
         count,
         base: base.map(|(which, base_at)| (which, base_at + at)),
+        rows: row.map(|row| gcd(row, at / e) as usize),
     }));
+}
+
+/// The greatest common divisor (`a` for `b = 0`).
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// An open source file, the chunks planned for it and its bases.
@@ -284,7 +302,7 @@ fn plan(
     })?;
     let mut plan = Vec::new();
     let bytes = Element::BYTES;
-    let none = (None, false, None);
+    let none = (None, false, None, None);
     push_region(&mut plan, (0, layout.header_end), bytes, none, chunk);
     // Each tensor's bytes, and where a base has them.
     let read_of = |t: &TensorInfo| {
@@ -321,7 +339,9 @@ fn plan(
         let next = classes.len();
         let key = (&t.dtype, &t.shape, base.is_some());
         let class = *classes.entry(key).or_insert(next);
-        let group = (Some(class), class == next, base);
+        // Rows of at least two elements (a matrix's last dimension).
+        let row = (t.shape.len() >= 2).then(|| t.shape[t.shape.len() - 1]);
+        let group = (Some(class), class == next, base, row.filter(|&r| r >= 2));
         push_region(&mut plan, (t.start, t.end), element, group, step);
         at = at.max(t.end);
     }
@@ -775,6 +795,7 @@ fn pack_chunk(
     let layout: Layout = p.element.layout;
     let hint = Hint {
         float: p.element.float,
+        rows: p.rows,
     };
     let entry = |encoded: Encoded, base| {
         let chunk = ChunkEntry {
@@ -853,6 +874,7 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
         };
         let hint = Hint {
             float: p.element.float,
+            rows: None,
         };
         let width = p.element.layout.lane_width();
         for mut lane in to_lanes(&bytes, p.element.layout) {

@@ -23,6 +23,7 @@ const TAG_PALETTE: u8 = 7;
 const TAG_SCALED: u8 = 8;
 const TAG_MATCH: u8 = 9;
 const TAG_SPARSE: u8 = 10;
+const TAG_PARTITION: u8 = 11;
 
 /// Bounds on the shape of a decoded program; anything larger is rejected.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +46,9 @@ pub struct Limits {
     /// Whether rANS literals of tag 4 are accepted (format version 6 and
     /// later).
     pub seeded_rans: bool,
+    /// Whether the Partition operator is accepted (format version 7 and
+    /// later).
+    pub partition: bool,
 }
 
 impl Default for Limits {
@@ -57,6 +61,7 @@ impl Default for Limits {
             matches: true,
             sparse: true,
             seeded_rans: true,
+            partition: true,
         }
     }
 }
@@ -233,6 +238,20 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             encode_program(gaps, out);
             encode_program(values, out);
         }
+        Op::Partition {
+            group,
+            classes,
+            parts,
+        } => {
+            out.push(TAG_PARTITION);
+            put_varint(out, *group as u64 - 1);
+            put_varint(out, parts.len() as u64 - 2);
+            for part in &parts[..parts.len() - 1] {
+                put_varint(out, part.ty.len as u64);
+            }
+            encode_program(classes, out);
+            parts.iter().for_each(|q| encode_program(q, out));
+        }
     }
 }
 
@@ -288,6 +307,14 @@ fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) 
             }
             Op::Sparse { fill, gaps, .. } => {
                 varint_len(*fill as u64) + varint_len(gaps.ty.len as u64 - 1)
+            }
+            Op::Partition { group, parts, .. } => {
+                varint_len(*group as u64 - 1)
+                    + varint_len(parts.len() as u64 - 2)
+                    + parts[..parts.len() - 1]
+                        .iter()
+                        .map(|q| varint_len(q.ty.len as u64))
+                        .sum::<usize>()
             }
         }
 }
@@ -390,6 +417,7 @@ impl<'a> Decoder<'a> {
             TAG_SCALED if self.limits.quantized => self.scaled(ty, depth)?,
             TAG_MATCH if self.limits.matches => self.matches(ty, depth)?,
             TAG_SPARSE if self.limits.sparse => self.sparse(ty, depth)?,
+            TAG_PARTITION if self.limits.partition => self.partition(ty, depth)?,
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })
@@ -656,6 +684,69 @@ impl<'a> Decoder<'a> {
         let gaps = Box::new(self.node(gaps, depth + 1)?);
         let values = Box::new(self.node(values, depth + 1)?);
         Ok(Op::Sparse { fill, gaps, values })
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// A Partition: groups of `1 <= g <= n` words, `2 <= k <=`
+    /// [`super::MAX_PARTITION_CLASSES`] classes, each with a part of at
+    /// least one word, the parts' lengths summing to `n`. Whether the
+    /// classes' groups fill their parts is checked as they run (see
+    /// [`super::gather_partition`]).
+    fn partition(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        if ty.len < 2 {
+            return self.fail(at, "partition of fewer than two words");
+        }
+        let group = self
+            .r
+            .varint_max(ty.len as u64 - 1, "partition group longer than its program")?
+            as usize
+            + 1;
+        let most = (ty.len - 2).min(super::MAX_PARTITION_CLASSES - 2) as u64;
+        let k = self
+            .r
+            .varint_max(most, "partition has more classes than words or allowed")?
+            as usize
+            + 2;
+        let mut lens = Vec::with_capacity(k);
+        let mut left = ty.len;
+        for _ in 0..k - 1 {
+            // Every later part needs at least one word.
+            let room = left - (k - lens.len() - 1);
+            let n = self
+                .r
+                .varint_max(room as u64, "partition parts exceed its length")?
+                as usize;
+            if n == 0 {
+                return self.fail(at, "empty partition part");
+            }
+            left -= n;
+            lens.push(n);
+        }
+        lens.push(left);
+        let classes = Type {
+            width: super::count_width(k),
+            len: ty.len.div_ceil(group),
+        };
+        let classes = Box::new(self.node(classes, depth + 1)?);
+        let parts = lens
+            .into_iter()
+            .map(|len| {
+                self.node(
+                    Type {
+                        width: ty.width,
+                        len,
+                    },
+                    depth + 1,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Op::Partition {
+            group,
+            classes,
+            parts,
+        })
     }
 }
 

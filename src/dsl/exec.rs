@@ -53,7 +53,8 @@ pub trait LiteralSource {
 
     /// The error for a program whose literals' words make it invalid (a
     /// Match's tokens that copy from outside the output, a Sparse node's
-    /// gaps that lead past it).
+    /// gaps that lead past it, a Partition's classes that its parts do not
+    /// hold).
     fn refuse(reason: &'static str) -> Self::Error;
 }
 
@@ -210,6 +211,23 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
                 execute(values, words)?;
                 out.fill(T::from_u32(*fill));
                 super::place_sparse(out, at, words).map_err(L::refuse)
+            })
+        })?,
+        Op::Partition {
+            group,
+            classes,
+            parts,
+        } => with_scratch(classes.ty.len, |ids: &mut [u32]| {
+            execute(classes, ids)?;
+            with_scratch(out.len(), |words: &mut [T]| {
+                let mut rest = &mut words[..];
+                for part in parts {
+                    let (head, tail) = rest.split_at_mut(part.ty.len);
+                    execute(part, head)?;
+                    rest = tail;
+                }
+                let lens: Vec<usize> = parts.iter().map(|p| p.ty.len).collect();
+                super::gather_partition(out, *group, ids, words, &lens).map_err(L::refuse)
             })
         })?,
     }

@@ -102,6 +102,17 @@ pub enum Op<L> {
         gaps: Box<Program<L>>,
         values: Box<Program<L>>,
     },
+    /// Groups of words drawn from separate streams (format version 7): the
+    /// words are cut into groups of `group` (the last may be shorter), each
+    /// group's class is a word of `classes` (`t[ceil(n / group)]`, `t =
+    /// count_width(parts.len())`), and the groups of class `c` are `parts[c]`
+    /// cut in order. Rows of a weight matrix whose scales differ code
+    /// smaller apart. See [`gather_partition`] for the rule a decoder checks.
+    Partition {
+        group: usize,
+        classes: Box<Program<L>>,
+        parts: Vec<Program<L>>,
+    },
 }
 
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
@@ -182,6 +193,7 @@ impl<L> Program<L> {
             Op::Scaled { scales, ints, .. } => (&[], Some(scales), Some(ints)),
             Op::Match { parts } => (&parts[..], None, None),
             Op::Sparse { gaps, values, .. } => (&[], Some(gaps), Some(values)),
+            Op::Partition { classes, parts, .. } => (parts, Some(classes), None),
         };
         slice.iter().chain(first).chain(second)
     }
@@ -272,6 +284,46 @@ pub fn place_sparse<T: Copy>(
     Ok(())
 }
 
+/// Classes a Partition has at most: each holds a stream of its own, with
+/// its own code tables.
+pub const MAX_PARTITION_CLASSES: usize = 16;
+
+/// Writes a Partition's groups into `out`: group `i` (of `group` words, the
+/// last one what is left) is the next words of `parts[classes[i]]`, the
+/// parts lying end to end in `words` with the given lengths. A class
+/// without a part, or one whose groups take more words than its part holds,
+/// is refused before anything is copied past the part. As the lengths sum
+/// to `out.len()`, every part is then used up exactly. Work is
+/// O(out.len() + classes.len()).
+pub fn gather_partition<T: Copy>(
+    out: &mut [T],
+    group: usize,
+    classes: &[u32],
+    words: &[T],
+    lens: &[usize],
+) -> Result<(), &'static str> {
+    let mut next = [0usize; MAX_PARTITION_CLASSES];
+    let mut end = [0usize; MAX_PARTITION_CLASSES];
+    let mut at = 0;
+    for (c, &len) in lens.iter().enumerate() {
+        next[c] = at;
+        at += len;
+        end[c] = at;
+    }
+    for (rows, &class) in out.chunks_mut(group).zip(classes) {
+        let c = class as usize;
+        if c >= lens.len() {
+            return Err("partition class without a part");
+        }
+        if rows.len() > end[c] - next[c] {
+            return Err("partition class longer than its part");
+        }
+        rows.copy_from_slice(&words[next[c]..next[c] + rows.len()]);
+        next[c] += rows.len();
+    }
+    Ok(())
+}
+
 /// A readable one-line form, e.g. `merge[bf16](lit:huffman 8[4096], lit:raw 8[4096])`.
 /// `literal_name` names a literal's codec.
 pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> String {
@@ -308,6 +360,11 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
         Op::Sparse { fill, gaps, values } => {
             format!("sparse {fill:#x}({}, {})", inner(gaps), inner(values))
         }
+        Op::Partition {
+            group,
+            classes,
+            parts,
+        } => format!("partition /{group}({}; {})", inner(classes), list(parts)),
     }
 }
 

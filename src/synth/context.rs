@@ -143,7 +143,10 @@ mod tests {
 
     #[test]
     fn contexts_reflect_the_stream() {
-        let hint = Hint { float: None };
+        let hint = Hint {
+            float: None,
+            rows: None,
+        };
         let ramp: Vec<u32> = (0..1000).collect();
         let zeros = vec![0u32; 1000];
         let a = Context::new(&ramp, 32, None, Position::ROOT, hint);

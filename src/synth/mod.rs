@@ -13,6 +13,7 @@ mod context;
 mod expand;
 mod matches;
 mod palette;
+mod partition;
 pub mod prior;
 mod production;
 mod refit;
@@ -24,6 +25,7 @@ pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use matches::{match_program, match_streams, min_match};
 pub use palette::palette_streams;
+pub use partition::{with_partitions, MIN_GROUP};
 pub use prior::Prior;
 pub use production::Production;
 pub use refit::{byte_planes_cost, order0_bytes, plane_counts, strided_planes_cost, Template};
@@ -40,6 +42,11 @@ use std::sync::Arc;
 pub struct Hint {
     /// The float format of the tensor's dtype, when the words are floats.
     pub float: Option<FloatFormat>,
+    /// The length of the groups of consecutive words that lie in one row
+    /// of the tensor, when its words are its elements and it has rows: the
+    /// row's length, or the largest divisor of it on which the chunk
+    /// starts (see [`with_partitions`]).
+    pub rows: Option<usize>,
 }
 
 /// Expansions per chunk after the root's (see the README's measurements).
@@ -223,6 +230,7 @@ fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<L
     let high: Vec<u32> = words.iter().map(|w| w >> 16).collect();
     let bf16 = Hint {
         float: Some(FloatFormat::Bf16),
+        rows: hint.rows,
     };
     let halves = Type {
         width: 16,
@@ -276,7 +284,14 @@ pub fn with_matches(
     };
     let kids = (streams.iter().enumerate())
         .map(|(k, (ty, s))| {
-            let hint = if k == 0 { hint } else { Hint { float: None } };
+            let hint = if k == 0 {
+                hint
+            } else {
+                Hint {
+                    float: None,
+                    rows: None,
+                }
+            };
             search(s, ty.width, hint, opts).program
         })
         .collect();

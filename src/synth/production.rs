@@ -32,6 +32,10 @@ pub enum Production {
     /// [`Production::ALL`]; a leaf of a stream that is one word nearly
     /// everywhere may be one (see [`super::leaf`]).
     Sparse,
+    /// A Partition node (format version 7): like Match, outside
+    /// [`Production::ALL`]; a literal of the words of a tensor's rows may
+    /// become one (see [`super::with_partitions`]).
+    Partition,
 }
 
 impl Production {
@@ -101,6 +105,7 @@ impl Production {
             Op::Scaled { .. } => Production::Scaled,
             Op::Match { .. } => Production::Match,
             Op::Sparse { .. } => Production::Sparse,
+            Op::Partition { .. } => Production::Partition,
         }
     }
 
@@ -129,7 +134,8 @@ impl Production {
 
     /// Whether nodes of this production cost a full pass over their words when
     /// decoding, without changing how many there are (Maps, Scans, a
-    /// Palette's table lookups, a Scaled node's products).
+    /// Palette's table lookups, a Scaled node's products, a Partition's
+    /// gathering of its groups).
     pub fn is_full_pass(self) -> bool {
         self.is_map()
             || matches!(
@@ -139,6 +145,7 @@ impl Production {
                     | Production::Palette
                     | Production::Scaled
                     | Production::Match
+                    | Production::Partition
             )
     }
 
@@ -164,6 +171,7 @@ impl Production {
             Production::Scaled => "scaled",
             Production::Match => "match",
             Production::Sparse => "sparse",
+            Production::Partition => "partition",
         }
     }
 

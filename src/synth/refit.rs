@@ -135,11 +135,14 @@ const CHEAPER_DIVISOR: u128 = 4;
 /// headers do not shrink with a shorter chunk.
 const FIXED_ALLOWANCE: u128 = 16;
 
+/// The shape of `p`: its operators and parameters without literals. A
+/// Partition is a leaf's alternative, chosen for each chunk's own words
+/// (see [`super::with_partitions`]): it is a leaf of the shape.
 fn strip(p: &Program<Literal>) -> Program<()> {
     let kids = || p.children().map(strip).collect::<Vec<_>>();
     let one = || Box::new(strip(p.children().next().expect("one child")));
     let op = match &p.op {
-        Op::Lit(_) => Op::Lit(()),
+        Op::Lit(_) | Op::Partition { .. } => Op::Lit(()),
         Op::Const(w) => Op::Const(*w),
         Op::Concat(_) => Op::Concat(kids()),
         Op::Repeat { times, .. } => Op::Repeat {
@@ -204,7 +207,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
         len: target.len(),
     };
     let node = match &shape.op {
-        Op::Lit(_) => return Some(literal(target, width)),
+        Op::Lit(_) | Op::Partition { .. } => return Some(literal(target, width)),
         // The matcher parses the new stream; its streams are re-fit.
         Op::Match { parts } => {
             let streams = super::matches::match_streams(&target, width)?;
