@@ -2,7 +2,7 @@
 //! target-directed construction, canonical encoding, strict decoding and execution;
 //! the decoder survives arbitrary bytes.
 
-use brevis::codec::{Codec, Stats, Word};
+use brevis::codec::{rans_prediction_slack, Codec, Stats, Word};
 use brevis::dsl::*;
 use brevis::synth::{
     expansions, match_program, match_streams, palette_streams, scaled_streams, sparse_leaf,
@@ -54,19 +54,20 @@ fn encoded(p: &Program<Literal>) -> Vec<u8> {
     bytes
 }
 
-/// Bytes a rANS literal's predicted size may be off by: two a lane.
-const RANS_PREDICTION_SLACK: usize = 128;
-
-fn rans_literals(p: &Program<Literal>) -> usize {
-    let own = matches!(&p.op, Op::Lit(l) if l.codec == Codec::Rans) as usize;
-    own + p.children().map(rans_literals).sum::<usize>()
+/// Bytes the predicted sizes of `p`'s rANS literals may be off by.
+fn rans_slack(p: &Program<Literal>) -> usize {
+    let own = match &p.op {
+        Op::Lit(l) if l.codec == Codec::Rans => rans_prediction_slack(l.size),
+        _ => 0,
+    };
+    own + p.children().map(rans_slack).sum::<usize>()
 }
 
 /// Encodes, decodes with the strict decoder and executes (into every word type).
 fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
     let bytes = encoded(p);
     // rANS literals are weighed at a predicted size, the others exactly.
-    let slack = RANS_PREDICTION_SLACK * rans_literals(p);
+    let slack = rans_slack(p);
     let weighed = encoded_len(p);
     assert!(
         bytes.len().abs_diff(weighed) <= slack,

@@ -81,7 +81,10 @@ pub fn encode_record_like(
         // Templates are of the program before partitions: a re-fit is
         // weighed against the template's literals, and partitioned anew.
         templates.push(Template::of(&program));
-        let program = synth::with_partitions(program, lane, hint);
+        let program = match opts.partitions {
+            true => synth::with_partitions(program, lane, hint),
+            false => program,
+        };
         encode_program(&program, &mut record);
     }
     let mut check = vec![0u8; bytes.len()];

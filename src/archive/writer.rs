@@ -66,7 +66,8 @@ pub const DEFAULT_LEVEL: u8 = 5;
 impl PackOptions {
     /// The options of effort `level` (clamped to [`LEVELS`]): the search
     /// budget per searched chunk, whether a prior is learned, and how closely
-    /// a re-fit must match its template (levels 8 and 9 search every chunk).
+    /// a re-fit must match its template (levels 8 and 9 search every chunk);
+    /// levels 1 and 2 offer no Partitions (see `synth::with_partitions`).
     pub fn at_level(level: u8) -> PackOptions {
         // (budget, learn a prior, re-fit slack)
         let (budget, learn_prior, refit_slack) = match level.clamp(1, 9) {
@@ -93,6 +94,7 @@ impl PackOptions {
                 budget,
                 refit_slack,
                 search_words,
+                partitions: level >= 3,
                 ..SynthOptions::default()
             },
             learn_prior,

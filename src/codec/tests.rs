@@ -162,9 +162,6 @@ fn check_round_trip(codec: Codec, words: &[u32], width: u32, stats: &Stats) {
     assert!(out == words, "{codec:?} round trip differs");
 }
 
-/// Bytes a rANS prediction may be off by (two a lane of two groups).
-const RANS_PREDICTION_SLACK: usize = 128;
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -198,7 +195,7 @@ proptest! {
         let exact = sizes.iter().find(|&&(c, _)| c == codec).unwrap().1;
         // Only a rANS prediction may lead it off the least size, by little.
         let rans = sizes.iter().any(|&(c, _)| c == Codec::Rans);
-        let slack = if rans { RANS_PREDICTION_SLACK + min / 1024 } else { 0 };
+        let slack = if rans { super::rans_prediction_slack(min) } else { 0 };
         prop_assert!(exact <= min + slack, "{:?} codes {} bytes, the least is {}", codec, exact, min);
         if !rans {
             prop_assert_eq!(Some(&(codec, size)), sizes.iter().find(|&&(_, s)| s == min));

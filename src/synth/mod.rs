@@ -73,6 +73,9 @@ pub struct SynthOptions {
     pub refit_slack: Option<usize>,
     /// Words of a stream the search looks at (see [`synthesize`]).
     pub search_words: usize,
+    /// Offer the literals of matrix chunks a Partition of their rows (see
+    /// [`with_partitions`]).
+    pub partitions: bool,
 }
 
 impl Default for SynthOptions {
@@ -85,6 +88,7 @@ impl Default for SynthOptions {
             limits: Limits::default(),
             refit_slack: Some(DEFAULT_REFIT_SLACK),
             search_words: SEARCH_WORDS,
+            partitions: true,
         }
     }
 }

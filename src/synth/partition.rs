@@ -10,7 +10,7 @@
 //! words in place of the elements (under Merges and Maps only) is offered
 //! a Partition, kept where its exact cost is smaller.
 
-use super::{exact_cost, leaf, Hint};
+use super::{cost as cost_of, exact_cost, leaf, Hint};
 use crate::codec::{self, Codec};
 use crate::dsl::{self, count_width, FloatFormat, Literal, Op, Program, Type};
 use std::sync::Arc;
@@ -30,8 +30,11 @@ const MAX_WIDTH: u32 = 12;
 pub const MIN_GROUP: usize = 32;
 
 /// A partition is built only where its estimate saves at least 1/this of
-/// the literal's size.
-const MIN_GAIN_DIVISOR: usize = 1000;
+/// the literal's size: below that, most built on the corpus coded larger.
+const MIN_GAIN_DIVISOR: usize = 300;
+
+/// Fewer groups than this are not partitioned: each class wants a few.
+const MIN_GROUPS: usize = 16;
 
 /// `p`, the program found for `lane` (a tensor's elements), with each of
 /// its entropy-coded literals that yields one word per element replaced by
@@ -44,7 +47,12 @@ pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program
     if rows < MIN_GROUP || lane.len() < MIN_WORDS || float.width() != p.ty.width {
         return p;
     }
-    let order = groups_by_exponent(lane, rows, float);
+    let order = std::cell::OnceCell::new();
+    let order = || {
+        order
+            .get_or_init(|| groups_by_exponent(lane, rows, float))
+            .as_slice()
+    };
     partition_literals(p, rows, &order)
 }
 
@@ -62,12 +70,17 @@ fn groups_by_exponent(lane: &[u32], rows: usize, float: FloatFormat) -> Vec<u32>
 }
 
 /// [`with_partitions`] below the root: through Merges and Maps, whose
-/// children yield one word per element in place.
-fn partition_literals(p: Program<Literal>, rows: usize, order: &[u32]) -> Program<Literal> {
+/// children yield one word per element in place. `order` sorts the groups
+/// (see [`groups_by_exponent`]) when a literal is worth trying.
+fn partition_literals<'a>(
+    p: Program<Literal>,
+    rows: usize,
+    order: &impl Fn() -> &'a [u32],
+) -> Program<Literal> {
     let ty = p.ty;
     let op = match p.op {
         Op::Lit(lit) if worth_trying(&lit, ty) => {
-            return partitioned(&lit, ty, rows, order).unwrap_or(Program {
+            return partitioned(&lit, ty, rows, order()).unwrap_or(Program {
                 ty,
                 op: Op::Lit(lit),
             })
@@ -93,8 +106,9 @@ fn worth_trying(lit: &Literal, ty: Type) -> bool {
         && ty.len >= MIN_WORDS
 }
 
-/// The classes of `groups` groups sorted as `order` says, cut into `k` runs
-/// of about equal length.
+/// The classes of the groups sorted as `order` says, cut into `k` runs of
+/// about equal length: group of rank `r` (of `G`) is in class `r * k / G`.
+/// The runs of `k` classes are unions of those of any multiple of `k`.
 fn classes_of(order: &[u32], k: usize) -> Vec<u32> {
     let mut class = vec![0u32; order.len()];
     for (rank, &g) in order.iter().enumerate() {
@@ -103,52 +117,82 @@ fn classes_of(order: &[u32], k: usize) -> Vec<u32> {
     class
 }
 
-/// The order-0 bytes of the words of each class (of `k`), and how many
-/// words each has.
-fn class_costs(words: &[u32], width: u32, rows: usize, class: &[u32], k: usize) -> f64 {
+/// Estimated bytes of the words of `k` classes whose histograms (of
+/// `alphabet` words each) are `counts`: their order-0 entropy, plus each
+/// histogram's expected shortfall ((distinct - 1) / (2 ln 2) bits), as a
+/// coder of fewer words pays more for what it learns from them.
+fn classes_bytes(counts: &[u32], alphabet: usize) -> f64 {
+    let bits: f64 = (counts.chunks(alphabet))
+        .map(|t| {
+            let n = t.iter().map(|&c| c as usize).sum();
+            let distinct = t.iter().filter(|&&c| c > 0).count();
+            let shortfall = distinct.saturating_sub(1) as f64 / (2.0 * std::f64::consts::LN_2);
+            codec::order0_bits(t.iter().map(|&c| c as u64), n) + shortfall
+        })
+        .sum();
+    bits / 8.0
+}
+
+/// Each class count's estimated bytes (see [`classes_bytes`]) for the words
+/// in groups of `rows`, the groups in classes by `order`: one pass counts
+/// the histograms of the finest classes, whose unions give the others'.
+fn estimates(words: &[u32], width: u32, rows: usize, order: &[u32]) -> Vec<(usize, f64)> {
     let alphabet = 1usize << width;
-    let mut counts = vec![0u32; k * alphabet];
-    for (g, &c) in words.chunks(rows).zip(class) {
+    let finest = CLASS_COUNTS[CLASS_COUNTS.len() - 1];
+    let mut counts = vec![0u32; finest * alphabet];
+    for (g, &c) in words.chunks(rows).zip(&classes_of(order, finest)) {
         let table = &mut counts[c as usize * alphabet..][..alphabet];
         g.iter().for_each(|&w| table[w as usize] += 1);
     }
-    (counts.chunks(alphabet))
-        .map(|t| {
-            let n = t.iter().map(|&c| c as usize).sum();
-            codec::order0_bits(t.iter().map(|&c| c as u64), n)
-        })
-        .sum::<f64>()
-        / 8.0
+    let merged = |k: usize| {
+        let mut out = vec![0u32; k * alphabet];
+        for (c, table) in counts.chunks(alphabet).enumerate() {
+            let into = &mut out[c / (finest / k) * alphabet..][..alphabet];
+            into.iter_mut().zip(table).for_each(|(o, &t)| *o += t);
+        }
+        classes_bytes(&out, alphabet)
+    };
+    (std::iter::once(1).chain(CLASS_COUNTS))
+        .map(|k| (k, merged(k)))
+        .collect()
 }
 
 /// A Partition of `lit` (of type `ty`) into groups of `rows` words, if one
-/// of [`CLASS_COUNTS`] classes is estimated to save enough and codes smaller
-/// exactly. The estimate charges each class the bytes the literal spends
-/// beyond its words' order-0 entropy (its tables, its states), and each
-/// group its class's bits.
+/// of [`CLASS_COUNTS`] classes is estimated to save enough and codes smaller.
+/// The estimate charges each class the bytes the literal spends beyond its
+/// words' estimate (its tables, its states), and each group its class's
+/// bits. A partition predicted smaller by more than the rANS predictions
+/// may be off is kept without sizing it exactly.
 fn partitioned(lit: &Literal, ty: Type, rows: usize, order: &[u32]) -> Option<Program<Literal>> {
+    if order.len() < MIN_GROUPS {
+        return None;
+    }
     let words = &lit.words[..];
-    let entropy = class_costs(words, ty.width, rows, &vec![0; order.len()], 1);
-    let overhead = (lit.size as f64 - entropy).max(0.0);
-    let estimate = |k: usize| {
-        let class = classes_of(order, k);
-        let ids = order.len() as f64 * (k as f64).log2() / 8.0;
-        let cost = class_costs(words, ty.width, rows, &class, k) + k as f64 * overhead + ids;
-        (cost, class, k)
-    };
-    let (cost, class, k) = (CLASS_COUNTS.into_iter())
-        .filter(|&k| k <= order.len())
-        .map(estimate)
-        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    let estimates = estimates(words, ty.width, rows, order);
+    let overhead = (lit.size as f64 - estimates[0].1).max(0.0);
+    let ids = |k: usize| order.len() as f64 * (k as f64).log2() / 8.0;
+    let (k, cost) = (estimates[1..].iter())
+        .map(|&(k, bytes)| (k, bytes + k as f64 * overhead + ids(k)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
     if cost > (lit.size - lit.size / MIN_GAIN_DIVISOR) as f64 {
         return None;
     }
-    let node = build(words, ty, rows, &class, k);
+    let node = build(words, ty, rows, &classes_of(order, k), k);
     let literal = Program {
         ty,
         op: Op::Lit(lit.clone()),
     };
-    (exact_cost(&node) < exact_cost(&literal)).then_some(node)
+    let sure = cost_of(&node) + rans_slack(&node) + rans_slack(&literal) < cost_of(&literal);
+    (sure || exact_cost(&node) < exact_cost(&literal)).then_some(node)
+}
+
+/// Bytes the rANS literals of `p` may code off their predicted sizes.
+fn rans_slack(p: &Program<Literal>) -> usize {
+    let own = match &p.op {
+        Op::Lit(l) if l.codec == Codec::Rans => codec::rans_prediction_slack(l.size),
+        _ => 0,
+    };
+    own + p.children().map(rans_slack).sum::<usize>()
 }
 
 /// The Partition of `words` into groups of `rows` whose classes (of `k`)
