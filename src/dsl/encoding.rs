@@ -172,10 +172,7 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
         }
         Op::Concat(parts) => {
             out.push(TAG_CONCAT);
-            put_varint(out, parts.len() as u64 - 2);
-            for part in &parts[..parts.len() - 1] {
-                put_varint(out, part.ty.len as u64);
-            }
+            put_part_lens(out, parts);
             parts.iter().for_each(|q| encode_program(q, out));
         }
         Op::Repeat { times, body } => {
@@ -245,14 +242,26 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
         } => {
             out.push(TAG_PARTITION);
             put_varint(out, *group as u64 - 1);
-            put_varint(out, parts.len() as u64 - 2);
-            for part in &parts[..parts.len() - 1] {
-                put_varint(out, part.ty.len as u64);
-            }
+            put_part_lens(out, parts);
             encode_program(classes, out);
             parts.iter().for_each(|q| encode_program(q, out));
         }
     }
+}
+
+/// A Concat's or a Partition's parts, as their count less 2 and the
+/// lengths of all but the last (which takes what is left).
+fn put_part_lens<L>(out: &mut Vec<u8>, parts: &[Program<L>]) {
+    put_varint(out, parts.len() as u64 - 2);
+    for part in &parts[..parts.len() - 1] {
+        put_varint(out, part.ty.len as u64);
+    }
+}
+
+/// The bytes [`put_part_lens`] writes.
+fn part_lens_len<L>(parts: &[Program<L>]) -> usize {
+    let lens = parts[..parts.len() - 1].iter().map(|q| q.ty.len as u64);
+    varint_len(parts.len() as u64 - 2) + lens.map(varint_len).sum::<usize>()
 }
 
 fn scaled_format_code(format: FloatFormat) -> u8 {
@@ -289,13 +298,7 @@ fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) 
                 varint_len(size as u64) + size
             }
             Op::Const(w) => varint_len(*w as u64),
-            Op::Concat(parts) => {
-                varint_len(parts.len() as u64 - 2)
-                    + parts[..parts.len() - 1]
-                        .iter()
-                        .map(|q| varint_len(q.ty.len as u64))
-                        .sum::<usize>()
-            }
+            Op::Concat(parts) => part_lens_len(parts),
             Op::Repeat { times, .. } => varint_len(*times as u64 - 2),
             Op::Map { op, .. } => coded_len(map_code(*op)),
             Op::Scan { init, .. } => 1 + varint_len(*init as u64),
@@ -309,12 +312,7 @@ fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) 
                 varint_len(*fill as u64) + varint_len(gaps.ty.len as u64 - 1)
             }
             Op::Partition { group, parts, .. } => {
-                varint_len(*group as u64 - 1)
-                    + varint_len(parts.len() as u64 - 2)
-                    + parts[..parts.len() - 1]
-                        .iter()
-                        .map(|q| varint_len(q.ty.len as u64))
-                        .sum::<usize>()
+                varint_len(*group as u64 - 1) + part_lens_len(parts)
             }
         }
 }
@@ -435,22 +433,8 @@ impl<'a> Decoder<'a> {
             self.r
                 .varint_max(most, "concat has more parts than words or data")? as usize
                 + 2;
-        let mut lens = Vec::with_capacity(arity);
-        let mut left = ty.len;
-        for _ in 0..arity - 1 {
-            // Every later part needs at least one word.
-            let room = left - (arity - lens.len() - 1);
-            let n = self
-                .r
-                .varint_max(room as u64, "concat parts exceed its length")?
-                as usize;
-            if n == 0 {
-                return self.fail(at, "empty concat part");
-            }
-            left -= n;
-            lens.push(n);
-        }
-        lens.push(left);
+        let why = ("concat parts exceed its length", "empty concat part");
+        let lens = self.part_lens(at, ty.len, arity, why)?;
         let mut parts = Vec::with_capacity(arity);
         for len in lens {
             let part = self.node(
@@ -466,6 +450,33 @@ impl<'a> Decoder<'a> {
             parts.push(part);
         }
         Ok(Op::Concat(parts))
+    }
+
+    /// The lengths of `arity` parts of `len` words in all (a Concat's or a
+    /// Partition's): `arity - 1` varints, each at least 1 and leaving at
+    /// least one word for each part after it, the last part taking what is
+    /// left. `why` says what is wrong with a length too long and one of 0.
+    fn part_lens(
+        &mut self,
+        at: usize,
+        len: usize,
+        arity: usize,
+        why: (&'static str, &'static str),
+    ) -> Result<Vec<usize>, WireError> {
+        let mut lens = Vec::with_capacity(arity);
+        let mut left = len;
+        for _ in 0..arity - 1 {
+            // Every later part needs at least one word.
+            let room = left - (arity - lens.len() - 1);
+            let n = self.r.varint_max(room as u64, why.0)? as usize;
+            if n == 0 {
+                return self.fail(at, why.1);
+            }
+            left -= n;
+            lens.push(n);
+        }
+        lens.push(left);
+        Ok(lens)
     }
 
     fn repeat(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
@@ -709,22 +720,8 @@ impl<'a> Decoder<'a> {
             .varint_max(most, "partition has more classes than words or allowed")?
             as usize
             + 2;
-        let mut lens = Vec::with_capacity(k);
-        let mut left = ty.len;
-        for _ in 0..k - 1 {
-            // Every later part needs at least one word.
-            let room = left - (k - lens.len() - 1);
-            let n = self
-                .r
-                .varint_max(room as u64, "partition parts exceed its length")?
-                as usize;
-            if n == 0 {
-                return self.fail(at, "empty partition part");
-            }
-            left -= n;
-            lens.push(n);
-        }
-        lens.push(left);
+        let why = ("partition parts exceed its length", "empty partition part");
+        let lens = self.part_lens(at, ty.len, k, why)?;
         let classes = Type {
             width: super::count_width(k),
             len: ty.len.div_ceil(group),
