@@ -543,6 +543,42 @@ fn partition_in(p: &Program<Literal>) -> Option<(usize, usize)> {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Rows of weights of every float format, with a scale per row from a
+    /// few (or one), at row lengths that do and do not divide the stream:
+    /// the program with partitions reproduces the words through its bytes
+    /// and never costs more than the program without.
+    #[test]
+    fn partitions_reproduce_their_rows_and_never_cost_more(
+        format in 0usize..5,
+        row in prop::sample::select(vec![32usize, 100, 256, 384, 1000]),
+        scales in 1usize..9,
+        seed: u64,
+    ) {
+        let float = brevis::dsl::FloatFormat::ALL[format];
+        let n = 20_000;
+        let words: Vec<u32> = (weights(seed, n).into_iter().enumerate())
+            .map(|(i, w)| {
+                let scale = (1 + (i / row * 5 + seed as usize) % scales) as f32;
+                let x = f32::from_bits(w) * scale;
+                match float.width() {
+                    32 => x.to_bits(),
+                    16 => x.to_bits() >> 16,
+                    _ => (x.to_bits() >> 24) & 0xff,
+                }
+            })
+            .collect();
+        let width = float.width();
+        let hint = Hint { float: Some(float), rows: Some(row) };
+        let found = synth::synthesize(&words, width, hint, &opts(8));
+        let p = synth::with_partitions(found.clone(), &words, hint);
+        prop_assert_eq!(decoded(&p), words.clone(), "{}", p);
+        prop_assert!(size(&p) <= size(&found), "{} > {}: {}", size(&p), size(&found), p);
+    }
+}
+
 /// F32 weights whose rows of 256 have one of four scales (an embedding's
 /// tokens of different norms): a literal of their exponents becomes a
 /// Partition of rows, smaller than the program without it, that yields the

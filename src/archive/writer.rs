@@ -193,7 +193,6 @@ pub(super) fn pieces(len: u64, step: u64) -> impl Iterator<Item = (u64, u64)> {
     })
 }
 
-/// Splits `[start, end)` into chunks of whole elements (see [`pieces`]).
 /// A tensor's class, whether it leads it, where a base has it, and its row
 /// length in elements (see [`push_region`]).
 type Region = (Option<usize>, bool, Option<(u32, u64)>, Option<u64>);

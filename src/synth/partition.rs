@@ -4,11 +4,11 @@
 //! The rows of a matrix often differ in scale (an embedding's rows are
 //! tokens of different norms): a literal of an exponent field codes each
 //! row with one table for all of them, where a table per class of similar
-//! rows fits each better. Classes are runs of the rows sorted by their mean
-//! exponent, which the lane's words (the elements) give whatever fields
-//! the program codes; each entropy-coded literal of the program that yields
-//! words in place of the elements (under Merges and Maps only) is offered
-//! a Partition, kept where its exact cost is smaller.
+//! rows fits each better. Classes are runs of the rows sorted by their
+//! exponents' sum, which the lane's words (the elements) give whatever
+//! fields the program codes; each entropy-coded literal of the program that
+//! yields words in place of the elements (under Merges and Maps only) is
+//! offered a Partition, kept where it codes smaller.
 
 use super::{cost as cost_of, exact_cost, leaf, Hint};
 use crate::codec::{self, Codec};
@@ -38,8 +38,9 @@ const MIN_GROUPS: usize = 16;
 
 /// `p`, the program found for `lane` (a tensor's elements), with each of
 /// its entropy-coded literals that yields one word per element replaced by
-/// a Partition of groups of `hint.rows` words where that costs less
-/// exactly. Unchanged without rows, or for words that are not floats.
+/// a Partition of groups of `hint.rows` words where that costs less (see
+/// [`partitioned`]): never more than `p`. Unchanged without rows, or for
+/// words that are not floats.
 pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program<Literal> {
     let (Some(rows), Some(float)) = (hint.rows, hint.float) else {
         return p;
