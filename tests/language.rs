@@ -2,11 +2,11 @@
 //! target-directed construction, canonical encoding, strict decoding and execution;
 //! the decoder survives arbitrary bytes.
 
-use brevis::codec::{rans_prediction_slack, Codec, Stats, Word};
+use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
 use brevis::synth::{
-    expansions, match_program, match_streams, palette_streams, scaled_streams, sparse_leaf,
-    synthesize, Hint, SynthOptions,
+    expansions, match_program, match_streams, palette_streams, prediction_slack, scaled_streams,
+    sparse_leaf, synthesize, Hint, SynthOptions,
 };
 use brevis::wire::WireError;
 use proptest::prelude::*;
@@ -54,20 +54,11 @@ fn encoded(p: &Program<Literal>) -> Vec<u8> {
     bytes
 }
 
-/// Bytes the predicted sizes of `p`'s rANS literals may be off by.
-fn rans_slack(p: &Program<Literal>) -> usize {
-    let own = match &p.op {
-        Op::Lit(l) if l.codec == Codec::Rans => rans_prediction_slack(l.size),
-        _ => 0,
-    };
-    own + p.children().map(rans_slack).sum::<usize>()
-}
-
 /// Encodes, decodes with the strict decoder and executes (into every word type).
 fn through_bytes(p: &Program<Literal>) -> Vec<u32> {
     let bytes = encoded(p);
     // rANS literals are weighed at a predicted size, the others exactly.
-    let slack = rans_slack(p);
+    let slack = prediction_slack(p);
     let weighed = encoded_len(p);
     assert!(
         bytes.len().abs_diff(weighed) <= slack,

@@ -104,14 +104,7 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
     match &p.op {
         Op::Lit(lit) => lit.write_words(width, out)?,
         Op::Const(w) => out.fill(T::from_u32(*w)),
-        Op::Concat(parts) => {
-            let mut rest = out;
-            for part in parts {
-                let (head, tail) = rest.split_at_mut(part.ty.len);
-                execute(part, head)?;
-                rest = tail;
-            }
-        }
+        Op::Concat(parts) => end_to_end(parts, out)?,
         Op::Repeat { body, .. } => {
             let period = body.ty.len;
             execute(body, &mut out[..period])?;
@@ -141,8 +134,12 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             let shifts = fields.shifts(width);
             // Fields occupy disjoint bits, so they can be merged in any order.
             // One field is built in place, unshifted: pick one that could not
-            // be ored in without scratch, so that at most the others need it.
-            let first = parts.iter().position(|p| !ors_in(p)).unwrap_or(0);
+            // be ored in without scratch, so that at most the others need it,
+            // else one that is not a Partition, which ors its groups in as it
+            // gathers them.
+            let first = (parts.iter().position(|p| !ors_in(p)))
+                .or_else(|| parts.iter().position(|p| !is_partition(p)))
+                .unwrap_or(0);
             execute(&parts[first], out)?;
             // The first field's shift is applied in the pass that ors in the
             // next, saving a pass over `out`.
@@ -217,28 +214,73 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             group,
             classes,
             parts,
-        } => with_scratch(classes.ty.len, |ids: &mut [u32]| {
-            execute(classes, ids)?;
-            with_scratch(out.len(), |words: &mut [T]| {
-                let mut rest = &mut words[..];
-                for part in parts {
-                    let (head, tail) = rest.split_at_mut(part.ty.len);
-                    execute(part, head)?;
-                    rest = tail;
-                }
-                let lens: Vec<usize> = parts.iter().map(|p| p.ty.len).collect();
-                super::gather_partition(out, *group, ids, words, &lens).map_err(L::refuse)
-            })
+        } => run_partition::<T, T, L>((*group, classes, parts), out, |rows, words| {
+            rows.copy_from_slice(words)
         })?,
     }
     Ok(())
 }
 
-/// Whether `part` can be ored into a Merge's output without scratch.
+/// Runs `parts` into `out` one after another (a Concat, a Partition's
+/// classes' streams).
+fn end_to_end<T: Word, L: LiteralSource>(
+    parts: &[Program<L>],
+    out: &mut [T],
+) -> Result<(), L::Error> {
+    let mut rest = out;
+    for part in parts {
+        let (head, tail) = rest.split_at_mut(part.ty.len);
+        execute(part, head)?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+/// A Partition's group length, classes and parts.
+type Partition<'a, L> = (usize, &'a Program<L>, &'a [Program<L>]);
+
+/// Runs a Partition's classes, and its parts end to end in scratch words of
+/// type `F`, then puts its groups into `out` with `put` (see
+/// [`super::gather_partition`]).
+fn run_partition<T: Word, F: Word, L: LiteralSource>(
+    (group, classes, parts): Partition<'_, L>,
+    out: &mut [T],
+    put: impl FnMut(&mut [T], &[F]),
+) -> Result<(), L::Error> {
+    with_scratch(classes.ty.len, |ids: &mut [u32]| {
+        execute(classes, ids)?;
+        with_scratch(out.len(), |words: &mut [F]| {
+            end_to_end(parts, words)?;
+            let mut lens = [0; super::MAX_PARTITION_CLASSES];
+            let lens = &mut lens[..parts.len()];
+            lens.iter_mut().zip(parts).for_each(|(n, p)| *n = p.ty.len);
+            super::gather_partition(out, group, ids, (words, lens), put).map_err(L::refuse)
+        })
+    })
+}
+
+/// Ors a Partition's groups into `out` as a Merge field, from scratch words
+/// of type `F`, the narrowest that holds them: no scratch of the Merge's
+/// width, and none for a Merge it is a field of.
+fn partition_field<T: Word, F: Word, L: LiteralSource>(
+    partition: Partition<'_, L>,
+    or_in: OrIn,
+    out: &mut [T],
+) -> Result<(), L::Error> {
+    run_partition::<T, F, L>(partition, out, |rows, words| or_in.apply_all(rows, words))
+}
+
+fn is_partition<L>(part: &Program<L>) -> bool {
+    matches!(part.op, Op::Partition { .. })
+}
+
+/// Whether `part` can be ored into a Merge's output without scratch of the
+/// Merge's width (a Partition's groups are ored in from scratch of their
+/// own).
 fn ors_in<L: LiteralSource>(part: &Program<L>) -> bool {
     match &part.op {
         Op::Lit(lit) => lit.ors_in(),
-        Op::Const(_) => true,
+        Op::Const(_) | Op::Partition { .. } => true,
         Op::Merge { parts, .. } => parts.iter().all(ors_in),
         _ => false,
     }
@@ -270,6 +312,18 @@ fn merge_field<T: Word, L: LiteralSource>(
                 pending = 0;
             }
             Ok(())
+        }
+        Op::Partition {
+            group,
+            classes,
+            parts,
+        } => {
+            let partition = (*group, &**classes, &parts[..]);
+            match part.ty.width {
+                0..=8 => partition_field::<T, u8, L>(partition, or_in, out),
+                9..=16 => partition_field::<T, u16, L>(partition, or_in, out),
+                _ => partition_field::<T, u32, L>(partition, or_in, out),
+            }
         }
         _ => match part.ty.width {
             0..=8 => merge_scratch::<T, u8, L>(part, or_in, out),

@@ -288,19 +288,19 @@ pub fn place_sparse<T: Copy>(
 /// its own code tables.
 pub const MAX_PARTITION_CLASSES: usize = 16;
 
-/// Writes a Partition's groups into `out`: group `i` (of `group` words, the
-/// last one what is left) is the next words of `parts[classes[i]]`, the
-/// parts lying end to end in `words` with the given lengths. A class
-/// without a part, or one whose groups take more words than its part holds,
-/// is refused before anything is copied past the part. As the lengths sum
-/// to `out.len()`, every part is then used up exactly. Work is
-/// O(out.len() + classes.len()).
-pub fn gather_partition<T: Copy>(
+/// Puts a Partition's groups into `out` with `put` (a copy, or an or into
+/// a Merge's field): group `i` (of `group` words, the last one what is
+/// left) is the next words of `parts[classes[i]]`, the parts lying end to
+/// end in `words` with the given lengths. A class without a part, or one
+/// whose groups take more words than its part holds, is refused before
+/// anything is read past the part. As the lengths sum to `out.len()`, every
+/// part is then used up exactly. Work is O(out.len() + classes.len()).
+pub fn gather_partition<T, F>(
     out: &mut [T],
     group: usize,
     classes: &[u32],
-    words: &[T],
-    lens: &[usize],
+    (words, lens): (&[F], &[usize]),
+    mut put: impl FnMut(&mut [T], &[F]),
 ) -> Result<(), &'static str> {
     let mut next = [0usize; MAX_PARTITION_CLASSES];
     let mut end = [0usize; MAX_PARTITION_CLASSES];
@@ -318,7 +318,7 @@ pub fn gather_partition<T: Copy>(
         if rows.len() > end[c] - next[c] {
             return Err("partition class longer than its part");
         }
-        rows.copy_from_slice(&words[next[c]..next[c] + rows.len()]);
+        put(rows, &words[next[c]..next[c] + rows.len()]);
         next[c] += rows.len();
     }
     Ok(())

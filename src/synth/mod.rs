@@ -405,6 +405,16 @@ pub fn exact_cost(p: &Program<Literal>) -> usize {
     dsl::exact_len(p) + penalties(p)
 }
 
+/// Bytes by which [`cost`] may be off [`exact_cost`]: what `p`'s rANS
+/// literals' predicted sizes may be off their exact ones.
+pub fn prediction_slack(p: &Program<Literal>) -> usize {
+    let own = match &p.op {
+        Op::Lit(l) if l.codec == codec::Codec::Rans => codec::rans_prediction_slack(l.size),
+        _ => 0,
+    };
+    own + p.children().map(prediction_slack).sum::<usize>()
+}
+
 /// The decode penalties of `p`'s nodes.
 fn penalties(p: &Program<Literal>) -> usize {
     let own = decode_penalty(Production::of_op(&p.op), p.ty);

@@ -10,7 +10,7 @@
 //! yields words in place of the elements (under Merges and Maps only) is
 //! offered a Partition, kept where it codes smaller.
 
-use super::{cost as cost_of, exact_cost, leaf, Hint};
+use super::{cost as cost_of, exact_cost, leaf, prediction_slack, Hint};
 use crate::codec::{self, Codec};
 use crate::dsl::{self, count_width, FloatFormat, Literal, Op, Program, Type};
 use std::sync::Arc;
@@ -183,17 +183,9 @@ fn partitioned(lit: &Literal, ty: Type, rows: usize, order: &[u32]) -> Option<Pr
         ty,
         op: Op::Lit(lit.clone()),
     };
-    let sure = cost_of(&node) + rans_slack(&node) + rans_slack(&literal) < cost_of(&literal);
+    let slack = prediction_slack(&node) + prediction_slack(&literal);
+    let sure = cost_of(&node) + slack < cost_of(&literal);
     (sure || exact_cost(&node) < exact_cost(&literal)).then_some(node)
-}
-
-/// Bytes the rANS literals of `p` may code off their predicted sizes.
-fn rans_slack(p: &Program<Literal>) -> usize {
-    let own = match &p.op {
-        Op::Lit(l) if l.codec == Codec::Rans => codec::rans_prediction_slack(l.size),
-        _ => 0,
-    };
-    own + p.children().map(rans_slack).sum::<usize>()
 }
 
 /// The Partition of `words` into groups of `rows` whose classes (of `k`)
