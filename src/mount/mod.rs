@@ -193,13 +193,18 @@ pub fn serve(
     ready: impl FnOnce(),
 ) -> Result<()> {
     let signals = block_signals();
-    // After the signals are blocked, so that the decoding threads inherit it.
-    if let Some(n) = options.decode_threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()
-            .map_err(|e| Error::invalid(mountpoint, format!("cannot start {n} threads: {e}")))?;
-    }
+    // After the signals are blocked, so that the decoding threads inherit
+    // it; now rather than on the first read, which would wait for them.
+    let threads = options.decode_threads.map_or(0, |n| n.max(1));
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .map_err(|e| {
+            Error::invalid(
+                mountpoint,
+                format!("cannot start the decoding threads: {e}"),
+            )
+        })?;
     let (nodes, watch) = match is_remote(archives) {
         #[cfg(feature = "remote")]
         true => (remote_nodes(archives, &options.remote)?, false),

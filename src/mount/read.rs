@@ -101,18 +101,21 @@ impl ArchiveReader {
     /// itself (from the cache, waiting for a decode of it already under way,
     /// or decoding it), so a read never waits for the decoding pool to get to
     /// it behind other files' work; the chunks after the first are also
-    /// offered to the pool, whose free threads decode them meanwhile.
+    /// offered to the pool, in batches (see [`batches`]), whose free threads
+    /// decode them meanwhile.
     fn load_span(&self, cache: &Arc<ChunkCache>, span: Range<usize>) -> Result<Vec<Chunk>, ()> {
         let done = Arc::new(AtomicBool::new(false));
-        for i in span.clone().skip(1) {
+        for batch in batches(&self.archive, span.start + 1..span.end) {
             let (cache, archive, id, done) =
                 (cache.clone(), self.archive.clone(), self.id, done.clone());
             rayon::spawn(move || {
-                // Reached after the read took it: nothing left to help with.
-                if done.load(Ordering::Relaxed) {
-                    return;
+                for i in batch {
+                    // Reached after the read took it: nothing left to help with.
+                    if done.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    decode_ahead(&cache, id, &archive, i);
                 }
-                decode_ahead(&cache, id, &archive, i);
             });
         }
         let chunks = span
@@ -153,9 +156,11 @@ impl ArchiveReader {
         let last = wanted[wanted.len() - 1];
         rayon::spawn(move || {
             // Errors are left for the read that needs the chunk to report, and
-            // so are chunks the cache has no room for now.
+            // so are chunks the cache has no room for now. Chunks decoded
+            // meanwhile are skipped by `decode_ahead`.
             let _ = archive.prefetch(first..last + 1);
-            (wanted.into_par_iter()).for_each(|i| decode_ahead(&cache, id, &archive, i));
+            (batches(&archive, first..last + 1).into_par_iter())
+                .for_each(|batch| batch.for_each(|i| decode_ahead(&cache, id, &archive, i)));
         });
     }
 
@@ -174,6 +179,30 @@ impl ArchiveReader {
             .prefetch(first..last + 1)
             .map_err(|e| log::error!("{e}"))
     }
+}
+
+/// Source bytes worth a job of the decoding pool: about 50 µs of decoding,
+/// many times what handing a job to a thread and waking it costs. A file
+/// of small tensors (one chunk each) offered chunk by chunk spent more time
+/// handing them over than decoding them.
+const BATCH_BYTES: u64 = 128 << 10;
+
+/// `chunks` cut into runs of at least [`BATCH_BYTES`] source bytes (the
+/// last may be shorter), one job of the decoding pool each.
+fn batches(archive: &Archive, chunks: Range<usize>) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (chunks.start, 0);
+    for i in chunks.clone() {
+        bytes += archive.chunks()[i].src_len;
+        if bytes >= BATCH_BYTES {
+            runs.push(start..i + 1);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    if start < chunks.end {
+        runs.push(start..chunks.end);
+    }
+    runs
 }
 
 /// Chunk `i` of an archive, from the cache or decoded and verified into it.
@@ -318,6 +347,27 @@ mod tests {
 
     fn concat(reply: &ReadReply) -> Vec<u8> {
         reply.slices().iter().flat_map(|s| s.to_vec()).collect()
+    }
+
+    #[test]
+    fn batches_cover_the_chunks_in_runs_of_at_least_the_batch_size() {
+        let (archive, _, _dir) = archive(600_000, 20_000);
+        let n = archive.chunks().len();
+        let bytes =
+            |r: &Range<usize>| -> u64 { r.clone().map(|i| archive.chunks()[i].src_len).sum() };
+        for span in [0..n, 1..n, 3..7, 5..5] {
+            let runs = batches(&archive, span.clone());
+            let covered: Vec<usize> = runs.iter().flat_map(|r| r.clone()).collect();
+            assert_eq!(covered, span.collect::<Vec<_>>());
+            for (k, run) in runs.iter().enumerate() {
+                assert!(!run.is_empty());
+                // Each run stops at the first chunk that brings it to the size.
+                assert!(bytes(&(run.start..run.end - 1)) < BATCH_BYTES);
+                if k + 1 < runs.len() {
+                    assert!(bytes(run) >= BATCH_BYTES);
+                }
+            }
+        }
     }
 
     #[test]
