@@ -19,12 +19,12 @@ pub(in crate::codec) struct Model {
 
 /// A stream takes the coarsest scale whose size, table included, is at
 /// most 1/this larger than the smallest any scale gives: coarser scales
-/// have smaller decoding tables, which stay in the L1 cache. The rule before
-/// (the words' cost alone, within 1/300 of the finest, from scale 12 up)
-/// made the BF16, FP8 and F16 corpus files 0.07-0.13% larger and decoded
-/// them 1.4-6% faster (examples/decode_cpu.rs, medians of thread CPU time;
-/// docs/PERFORMANCE.md, *rANS scales*).
-pub(super) const SCALE_COST: i128 = 3000;
+/// have smaller decoding tables, which are built faster and stay in the L1
+/// cache. Against 1/3000, 1/1000 made the corpus's archives 0.003-0.055%
+/// larger and decoded BF16, FP8, upcast and F16 3-9% faster; 1/600 was
+/// larger still and no faster (examples/decode_cpu.rs, medians of thread
+/// CPU time; docs/PERFORMANCE.md, *rANS scales*).
+pub(super) const SCALE_COST: i128 = 1000;
 
 /// The precision [`Model::with_cost`] starts its search from: the one the
 /// weight fields of the corpus take most often.
