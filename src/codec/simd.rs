@@ -26,21 +26,22 @@ pub(super) use tests::limit;
 
 /// The widest level this CPU has and [`limit`] allows: AVX-512 means
 /// AVX-512F and VL besides AVX2 and POPCNT. Kernels needing more extensions
-/// check those too.
+/// check those too. Cheap enough for every call of a kernel: the CPU is
+/// asked once.
 pub(super) fn level() -> Simd {
+    static DETECTED: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+    (*DETECTED.get_or_init(detect)).min(limit())
+}
+
+/// The widest level this CPU has.
+fn detect() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        let limit = limit();
-        if limit == Simd::Avx512
-            && has!("avx512f")
-            && has!("avx512vl")
-            && has!("avx2")
-            && has!("popcnt")
-        {
-            return Simd::Avx512;
-        }
-        if limit != Simd::None && has!("avx2") && has!("popcnt") {
+        if has!("avx2") && has!("popcnt") {
+            if has!("avx512f") && has!("avx512vl") {
+                return Simd::Avx512;
+            }
             return Simd::Avx2;
         }
     }
