@@ -706,6 +706,82 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// The high bytes of 16-bit words as a Partition of rows of a multiple
+    /// of 64 words whose classes are rANS literals (decoded straight into
+    /// their rows), merged with the low bytes as a literal of every codec,
+    /// alone or beside a nested Merge: the words come out the same in
+    /// every word type, through bytes and executed directly.
+    #[test]
+    fn partitions_of_rans_rows_merge_with_every_field(
+        rows in 2usize..40,
+        group in prop_oneof![Just(64usize), Just(128), Just(320)],
+        k in 2usize..=4,
+        low_codec in 0usize..4,
+        nested in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let mut s = seed | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let classes: Vec<u32> = (0..rows)
+            .map(|r| if r < k { r as u32 } else { (next() % k as u64) as u32 })
+            .collect();
+        // Each class's rows around a scale of their own.
+        let t: Vec<u32> = (0..rows * group)
+            .map(|i| {
+                let high = (classes[i / group] as u64 * 40 + next() % 24) as u32;
+                high << 8 | (next() % 256) as u32
+            })
+            .collect();
+        let len = t.len();
+        let mut parts = vec![Vec::new(); k];
+        for (row, &c) in t.chunks(group).zip(&classes) {
+            parts[c as usize].extend(row.iter().map(|&w| w >> 8));
+        }
+        let Some(parts) = parts.into_iter().map(|p| literal(p, 8, Codec::Rans)).collect::<Option<Vec<_>>>()
+        else {
+            return Ok(());
+        };
+        let high = Program {
+            ty: Type { width: 8, len },
+            op: Op::Partition {
+                group,
+                classes: Box::new(leaf(classes.clone().into(), count_width(k))),
+                parts,
+            },
+        };
+        let low_words = t.iter().map(|&w| w & 0xff).collect();
+        let Some(low) = literal(low_words, 8, Codec::ALL[low_codec]) else {
+            return Ok(());
+        };
+        let low = if nested {
+            // The low byte as a nested Merge of two nibbles.
+            let nibble = |shift: u32| leaf(t.iter().map(|&w| w >> shift & 15).collect(), 4);
+            Program {
+                ty: Type { width: 8, len },
+                op: Op::Merge { fields: Fields::Split { low: 4 }, parts: vec![nibble(4), nibble(0)] },
+            }
+        } else {
+            low
+        };
+        let p = Program {
+            ty: Type { width: 16, len },
+            op: Op::Merge { fields: Fields::Split { low: 8 }, parts: vec![high, low] },
+        };
+        prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+        let mut direct = vec![0u32; len];
+        execute(&p, &mut direct).unwrap();
+        prop_assert_eq!(direct, t);
+    }
+}
+
 /// A Partition of 8 words of 8 bits in groups of `group`, with `classes`
 /// and parts of the given lengths (of words 1, 2, 3, ... in order), encoded
 /// by hand: the decoder cannot see what the classes say, only execution
@@ -744,6 +820,44 @@ fn partition_refuses_classes_its_parts_do_not_hold() {
             err.reason.contains("longer than its part"),
             "{classes:?}: {err}"
         );
+    }
+}
+
+/// Rows of 64 words, whose classes' literals write straight into them,
+/// refuse the same classes as groups gathered from scratch, before any
+/// literal runs: encoded (rANS parts) and in memory.
+#[test]
+fn partition_rows_refuse_classes_their_parts_do_not_hold() {
+    let partition = |classes: &[u32], lens: &[usize]| {
+        let parts = lens
+            .iter()
+            .map(|&n| literal((0..n as u32).map(|w| w % 7).collect(), 8, Codec::Rans).unwrap())
+            .collect();
+        let ids = leaf(classes.to_vec().into(), count_width(lens.len()));
+        Program {
+            ty: Type { width: 8, len: 192 },
+            op: Op::Partition {
+                group: 64,
+                classes: Box::new(ids),
+                parts,
+            },
+        }
+    };
+    let run = |p: &Program<Literal>| {
+        let bytes = encoded(p);
+        let (decoded, _) = decode_program(&bytes, p.ty, Limits::default()).unwrap();
+        let mut out = vec![0u16; 192];
+        let from_bytes = execute(&decoded, &mut out).map_err(|e| e.reason);
+        let mut out = vec![0u16; 192];
+        assert_eq!(execute(p, &mut out).map_err(|e| e.0), from_bytes, "{p}");
+        from_bytes
+    };
+    assert_eq!(run(&partition(&[1, 0, 1], &[64, 128])), Ok(()));
+    let err = run(&partition(&[3, 0, 1], &[64, 64, 64])).unwrap_err();
+    assert!(err.contains("without a part"), "{err}");
+    for classes in [[0, 0, 1], [1, 1, 1], [0, 1, 0]] {
+        let err = run(&partition(&classes, &[64, 128])).unwrap_err();
+        assert!(err.contains("longer than its part"), "{classes:?}: {err}");
     }
 }
 

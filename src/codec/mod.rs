@@ -290,32 +290,79 @@ pub fn decode_or_in<T: Word>(
     decode_with(input, width, out, or_in)
 }
 
+/// Rows that [`decode_rows`] writes into are a multiple of this many words:
+/// the widest round of a rANS stream's lanes, which its SIMD decoders
+/// write at once.
+pub const ROWS_ROUND: usize = 2 * rans::LANES;
+
+/// Whether `decode_rows` takes encodings with `codec`: rANS of tag 4, whose
+/// decoders write whole rounds of words in place.
+pub fn writes_rows(codec: Codec) -> bool {
+    codec == Codec::Rans
+}
+
+/// `decode`, but word `k` goes to row `rows[k / group]` of `out` (rows of
+/// `group` words), at `k % group` in it: a Partition's class decoded
+/// straight into its rows. `None` (nothing read) unless `group` is a
+/// multiple of [`ROWS_ROUND`] and every row lies in `out`. Panics if the codec does
+/// not pass [`writes_rows`] (a caller bug: check with `peek_codec` first).
+pub fn decode_rows<T: Word>(
+    input: &[u8],
+    width: u32,
+    out: &mut [T],
+    group: usize,
+    rows: &[u32],
+) -> Option<Result<usize, WireError>> {
+    let mut rows = rans::Rows::new(out, group, rows)?;
+    let decoded = open_literal(input, width, T::BITS).and_then(|(mut r, codec)| {
+        assert!(writes_rows(codec), "{} cannot write rows", codec.name());
+        rans::decode(&mut r, width, &mut rows, rans::Form::Seeded)?;
+        Ok(r.pos())
+    });
+    Some(decoded)
+}
+
+/// A reader past a literal's codec tag, and the codec, after checking its
+/// width against `bits` (those of the words it is decoded into).
+fn open_literal(input: &[u8], width: u32, bits: u32) -> Result<(Reader<'_>, Codec), WireError> {
+    let mut r = Reader::new(input);
+    if !(1..=32).contains(&width) {
+        return Err(r.error("literal width not in 1..=32"));
+    }
+    assert!(width <= bits, "{width}-bit words do not fit {bits} bits");
+    let codec = peek_codec(input)?;
+    r.u8()?;
+    Ok((r, codec))
+}
+
 fn decode_with<T: Word, P: Put>(
     input: &[u8],
     width: u32,
     out: &mut [T],
     put: P,
 ) -> Result<usize, WireError> {
-    let mut r = Reader::new(input);
-    if !(1..=32).contains(&width) {
-        return Err(r.error("literal width not in 1..=32"));
-    }
-    assert!(
-        width <= T::BITS,
-        "{width}-bit words do not fit {} bits",
-        T::BITS
-    );
-    let codec = peek_codec(input)?;
-    r.u8()?;
+    let (mut r, codec) = open_literal(input, width, T::BITS)?;
+    decode_body(&mut r, codec, width, out, put)?;
+    Ok(r.pos())
+}
+
+/// Decodes the words of a literal of `codec` after its tag.
+fn decode_body<T: Word, P: Put>(
+    r: &mut Reader,
+    codec: Codec,
+    width: u32,
+    out: &mut [T],
+    put: P,
+) -> Result<(), WireError> {
     match (codec, put.or_in()) {
-        (Codec::Raw, _) => raw::decode(&mut r, width, out, put)?,
-        (Codec::BitPack, _) => bitpack::decode(&mut r, width, out, put)?,
-        (Codec::Huffman, None) => huffman::decode(&mut r, width, out)?,
-        (Codec::Rans, None) => rans::decode(&mut r, width, out, rans::Form::Seeded)?,
-        (Codec::RansV1, None) => rans::decode(&mut r, width, out, rans::Form::Varints)?,
+        (Codec::Raw, _) => raw::decode(r, width, out, put)?,
+        (Codec::BitPack, _) => bitpack::decode(r, width, out, put)?,
+        (Codec::Huffman, None) => huffman::decode(r, width, out)?,
+        (Codec::Rans, None) => rans::decode(r, width, out, rans::Form::Seeded)?,
+        (Codec::RansV1, None) => rans::decode(r, width, out, rans::Form::Varints)?,
         (_, Some(_)) => panic!("{} cannot or words in", codec.name()),
     }
-    Ok(r.pos())
+    Ok(())
 }
 
 /// Which codec an encoding starting at `input` uses (reads the tag only).

@@ -88,6 +88,23 @@ impl LiteralSource for EncodedLit<'_> {
         self.check_used(codec::decode_or_in(self.bytes, width, or_in, out))
     }
 
+    fn writes_rows(&self) -> bool {
+        codec::peek_codec(self.bytes).is_ok_and(codec::writes_rows)
+    }
+
+    fn write_rows<T: Word>(
+        &self,
+        width: u32,
+        out: &mut [T],
+        group: usize,
+        rows: &[u32],
+    ) -> Result<(), WireError> {
+        let used = codec::decode_rows(self.bytes, width, out, group, rows).unwrap_or(Err(
+            Self::refuse("partition rows the decoder does not take"),
+        ));
+        self.check_used(used)
+    }
+
     fn refuse(reason: &'static str) -> WireError {
         WireError { at: 0, reason }
     }

@@ -2,6 +2,7 @@
 //! of a long stream goes to the SIMD decoders where the CPU has them.
 
 use super::*;
+use std::ops::Range;
 
 /// Slot -> symbol tables for a validated model, of exactly `2^scale` entries.
 pub(super) struct DecodeTable {
@@ -185,10 +186,10 @@ pub(super) fn renormalise_slow(
     (states, pos)
 }
 
-pub(in crate::codec) fn decode<T: Word>(
+pub(in crate::codec) fn decode<T: Word, D: Dest<T> + ?Sized>(
     r: &mut Reader,
     width: u32,
-    out: &mut [T],
+    out: &mut D,
     form: Form,
 ) -> Result<(), WireError> {
     let (scale, groups_log2, precision) = head_fields(r.u8()?, form);
@@ -212,22 +213,101 @@ pub(in crate::codec) fn decode<T: Word>(
     let table = DecodeTable::new(&set, scale)
         .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
     if groups_log2 == 1 {
-        decode_groups::<T, 2>(r, &table, out, form)
+        decode_groups::<T, 2, D>(r, &table, out, form)
     } else {
-        decode_groups::<T, 1>(r, &table, out, form)
+        decode_groups::<T, 1, D>(r, &table, out, form)
+    }
+}
+
+/// Where a stream's words go: a slice, in order, or the rows of a
+/// Partition's class ([`Rows`]). Spans of whole rounds (`G * LANES`
+/// words from a multiple of that) are written in place by the SIMD
+/// decoders; the rest through [`Dest::with_words`].
+pub(in crate::codec) trait Dest<T> {
+    /// Words of the stream.
+    fn words(&self) -> usize;
+    /// The slots of words `start..start + len`, a whole round.
+    fn span(&mut self, start: usize, len: usize) -> &mut [T];
+    /// Runs `f` on slots for the words of `range`, and puts them in place.
+    fn with_words<R>(&mut self, range: Range<usize>, f: impl FnOnce(&mut [T]) -> R) -> R;
+}
+
+impl<T> Dest<T> for [T] {
+    fn words(&self) -> usize {
+        self.len()
+    }
+
+    #[inline(always)]
+    fn span(&mut self, start: usize, len: usize) -> &mut [T] {
+        &mut self[start..start + len]
+    }
+
+    fn with_words<R>(&mut self, range: Range<usize>, f: impl FnOnce(&mut [T]) -> R) -> R {
+        f(&mut self[range])
+    }
+}
+
+/// The rows of `out` that hold a stream: word `k` goes to row
+/// `rows[k / group]`, at `k % group` in it. Rows are whole rounds of
+/// lanes, so every round the SIMD decoders write lies in one row.
+pub(in crate::codec) struct Rows<'a, T> {
+    out: &'a mut [T],
+    group: usize,
+    rows: &'a [u32],
+}
+
+impl<'a, T: Word> Rows<'a, T> {
+    /// None unless `group` is a multiple of [`crate::codec::ROWS_ROUND`]
+    /// (the widest round) and every row lies in `out`.
+    pub(in crate::codec) fn new(out: &'a mut [T], group: usize, rows: &'a [u32]) -> Option<Self> {
+        let inside = |&r: &u32| {
+            (r as usize + 1)
+                .checked_mul(group)
+                .is_some_and(|e| e <= out.len())
+        };
+        (group > 0 && group.is_multiple_of(crate::codec::ROWS_ROUND) && rows.iter().all(inside))
+            .then_some(Rows { out, group, rows })
+    }
+
+    /// The slot of word `k`.
+    fn slot(&mut self, k: usize) -> &mut T {
+        &mut self.out[self.rows[k / self.group] as usize * self.group + k % self.group]
+    }
+}
+
+impl<T: Word> Dest<T> for Rows<'_, T> {
+    fn words(&self) -> usize {
+        self.rows.len() * self.group
+    }
+
+    #[inline(always)]
+    fn span(&mut self, start: usize, len: usize) -> &mut [T] {
+        debug_assert!(start % self.group + len <= self.group);
+        let at = self.rows[start / self.group] as usize * self.group + start % self.group;
+        &mut self.out[at..at + len]
+    }
+
+    fn with_words<R>(&mut self, range: Range<usize>, f: impl FnOnce(&mut [T]) -> R) -> R {
+        let mut words = vec![T::default(); range.len()];
+        let result = f(&mut words);
+        for (k, w) in range.zip(words) {
+            *self.slot(k) = w;
+        }
+        result
     }
 }
 
 /// Reads the states, seed count and renormalisation words of a stream with
 /// `G` groups of lanes, and decodes it with `table`.
-pub(super) fn decode_groups<T: Word, const G: usize>(
+pub(super) fn decode_groups<T: Word, const G: usize, D: Dest<T> + ?Sized>(
     r: &mut Reader,
     table: &DecodeTable,
-    out: &mut [T],
+    out: &mut D,
     form: Form,
 ) -> Result<(), WireError> {
+    let n = out.words();
     let mut groups = [[STATE_LOW; LANES]; G];
-    for state in &mut groups.as_flattened_mut()[..used_lanes(out.len(), G)] {
+    for state in &mut groups.as_flattened_mut()[..used_lanes(n, G)] {
         let at = r.pos();
         *state = u32::from_le_bytes(r.bytes(4)?.try_into().expect("4 bytes"));
         if *state < STATE_LOW {
@@ -240,7 +320,7 @@ pub(super) fn decode_groups<T: Word, const G: usize>(
     let seeded = match form {
         Form::Varints => 0,
         Form::Seeded => {
-            let most = out.len() as u64;
+            let most = n as u64;
             r.varint_max(most, "rans seeds more words than the stream has")? as usize
         }
     };
@@ -248,14 +328,14 @@ pub(super) fn decode_groups<T: Word, const G: usize>(
     let count = r.varint_max(max_words, "rans data runs past the end of data")? as usize;
     let at = r.pos();
     let data = r.bytes(2 * count)?;
-    let (coded, seeds) = out.split_at_mut(out.len() - seeded);
-    if decode_any_scale(&mut groups, table, data, coded) != count {
+    let coded = n - seeded;
+    if decode_any_scale(&mut groups, table, data, out, coded) != count {
         return Err(WireError {
             at,
             reason: "rans data not consumed exactly",
         });
     }
-    if !unseed(&mut groups, table, coded.len(), seeds) {
+    if !out.with_words(coded..n, |seeds| unseed(&mut groups, table, coded, seeds)) {
         return Err(r.error("rans state below 2^16 before its seeded words"));
     }
     if groups.as_flattened().iter().any(|&x| x != STATE_LOW) {
@@ -287,42 +367,47 @@ fn unseed<T: Word, const G: usize>(
     true
 }
 
-/// Decodes `out.len()` words and returns how many renormalisation words it
-/// read (possibly more than `data` holds, when the input is corrupt). Uses
-/// a SIMD decoder for the bulk when the CPU has one, then the portable one
-/// specialised for the table's scale, so that the shift and mask are
-/// constants and the table index needs no bounds check.
-pub(super) fn decode_any_scale<T: Word, const G: usize>(
+/// Decodes the first `end` words of `out` and returns how many
+/// renormalisation words it read (possibly more than `data` holds, when
+/// the input is corrupt). Uses a SIMD decoder for the bulk when the CPU
+/// has one, then the portable one specialised for the table's scale, so
+/// that the shift and mask are constants and the table index needs no
+/// bounds check.
+pub(super) fn decode_any_scale<T: Word, const G: usize, D: Dest<T> + ?Sized>(
     groups: &mut Groups<G>,
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [T],
+    out: &mut D,
+    end: usize,
 ) -> usize {
-    let (done, pos) = decode_bulk_simd(groups, table, data, out);
-    let out = &mut out[done..];
+    let (done, pos) = decode_bulk_simd(groups, table, data, out, end);
     macro_rules! dispatch {
-        ($($scale:literal)*) => {
+        ($out:ident, $($scale:literal)*) => {
             match table.scale {
-                $($scale => decode_lanes::<$scale, T, G>(groups, table, data, pos, out),)*
+                $($scale => decode_lanes::<$scale, T, G>(groups, table, data, pos, $out),)*
                 _ => unreachable!("rans scale is validated to be at most 14"),
             }
         };
     }
     const _: () = assert!(MAX_SCALE == 14);
-    dispatch!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+    out.with_words(
+        done..end,
+        |rest| dispatch!(rest, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14),
+    )
 }
 
-/// Decodes whole rounds of `G * LANES` words (one block per group) with
-/// SIMD; returns the words decoded and the words read. Does nothing without
-/// AVX2.
+/// Decodes whole rounds of `G * LANES` of the first `end` words of `out`
+/// (one block per group) with SIMD; returns the words decoded and the
+/// words read. Does nothing without AVX2.
 #[inline]
-pub(super) fn decode_bulk_simd<T: Word, const G: usize>(
+pub(super) fn decode_bulk_simd<T: Word, const G: usize, D: Dest<T> + ?Sized>(
     groups: &mut Groups<G>,
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [T],
+    out: &mut D,
+    end: usize,
 ) -> (usize, usize) {
-    let (done, pos) = simd_rounds(groups, table, data, out);
+    let (done, pos) = simd_rounds(groups, table, data, out, 0..end);
     // The SIMD loop stops where a round could read past `data`, which in a
     // stream of a few bits a word leaves thousands of words to the portable
     // decoder. The rounds left decode from a copy of the rest padded with
@@ -331,34 +416,39 @@ pub(super) fn decode_bulk_simd<T: Word, const G: usize>(
     // of a round or more means there is no SIMD decoder; an odd last byte is
     // no word to the portable decoder, so it is left out.)
     let rest = &data[2 * pos..data.len() & !1];
-    if out.len() - done < G * LANES || rest.len() >= 2 * G * LANES {
+    if end - done < G * LANES || rest.len() >= 2 * G * LANES {
         return (done, pos);
     }
     let mut padded = [0u8; 4 * 2 * LANES];
     let padded = &mut padded[..rest.len() + 2 * G * LANES];
     padded[..rest.len()].copy_from_slice(rest);
-    let (more, read) = simd_rounds(groups, table, padded, &mut out[done..]);
+    let (more, read) = simd_rounds(groups, table, padded, out, done..end);
     (done + more, pos + read)
 }
 
-/// Whole rounds with SIMD while a full round of renormalisation words
-/// remains in `data`.
+/// Whole rounds of the words `words` of `out` with SIMD while a full round
+/// of renormalisation words remains in `data`.
 #[inline]
-fn simd_rounds<T: Word, const G: usize>(
+fn simd_rounds<T: Word, const G: usize, D: Dest<T> + ?Sized>(
     groups: &mut Groups<G>,
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [T],
+    out: &mut D,
+    words: Range<usize>,
 ) -> (usize, usize) {
     #[cfg(target_arch = "x86_64")]
     match simd_level() {
-        // SAFETY: `simd_level` checked that the CPU has these features.
-        Simd::Avx512 => return unsafe { simd_decode::decode_avx512(groups, table, data, out) },
-        // SAFETY: as above.
-        Simd::Avx2 => return unsafe { simd_decode::decode_avx2(groups, table, data, out) },
+        Simd::Avx512 => {
+            // SAFETY: `simd_level` checked that the CPU has these features.
+            return unsafe { simd_decode::decode_avx512(groups, table, data, out, words) };
+        }
+        Simd::Avx2 => {
+            // SAFETY: as above.
+            return unsafe { simd_decode::decode_avx2(groups, table, data, out, words) };
+        }
         Simd::None => {}
     }
-    let _ = (groups, table, data, out);
+    let _ = (groups, table, data, out, words);
     (0, 0)
 }
 

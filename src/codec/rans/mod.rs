@@ -104,8 +104,8 @@ mod simd_encode;
 #[cfg(test)]
 pub(super) mod tests;
 
-pub(super) use decode::decode;
 use decode::*;
+pub(super) use decode::{decode, Rows};
 use encode::*;
 pub(super) use encode::{encode, estimate, predict, size};
 pub(in crate::codec) use model::Model;

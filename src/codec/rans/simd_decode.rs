@@ -7,8 +7,9 @@
 //! chosen by the mask of those lanes (AVX2), or by an expand under that mask
 //! (AVX-512).
 
-use super::{DecodeTable, Groups, Slots, Word, LANES, STATE_LOW};
+use super::{DecodeTable, Dest, Groups, Slots, Word, LANES, STATE_LOW};
 use std::arch::x86_64::*;
+use std::ops::Range;
 
 /// The 32 lane states as four vectors of eight. (A helper rather than
 /// `array::from_fn`: a closure does not get the caller's target features,
@@ -43,27 +44,29 @@ const _: () = assert!(LANES == 32 && STATE_LOW == 1 << 16);
 /// # Safety
 /// The CPU must support AVX2 and POPCNT.
 #[target_feature(enable = "avx2,popcnt")]
-pub(super) unsafe fn decode_avx2<T: Word, const G: usize>(
+pub(super) unsafe fn decode_avx2<T: Word, const G: usize, D: Dest<T> + ?Sized>(
     groups: &mut Groups<G>,
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [T],
+    out: &mut D,
+    words: Range<usize>,
 ) -> (usize, usize) {
     // SAFETY: the caller checked the CPU features, which are all `decode` needs.
-    unsafe { decode_table::<T, Ymm, G>(groups, table, data, out) }
+    unsafe { decode_table::<T, Ymm, G, D>(groups, table, data, out, words) }
 }
 
 /// # Safety
 /// The CPU must support AVX2, POPCNT and AVX-512F.
 #[target_feature(enable = "avx2,popcnt,avx512f")]
-pub(super) unsafe fn decode_avx512<T: Word, const G: usize>(
+pub(super) unsafe fn decode_avx512<T: Word, const G: usize, D: Dest<T> + ?Sized>(
     groups: &mut Groups<G>,
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [T],
+    out: &mut D,
+    words: Range<usize>,
 ) -> (usize, usize) {
     // SAFETY: the caller checked the CPU features, which are all `decode` needs.
-    unsafe { decode_table::<T, Zmm, G>(groups, table, data, out) }
+    unsafe { decode_table::<T, Zmm, G, D>(groups, table, data, out, words) }
 }
 
 /// Where a decoder's gathers read: the `2^scale` slots of a
@@ -130,34 +133,37 @@ trait Block: Copy {
 /// # Safety
 /// As for [`decode`].
 #[inline(always)]
-unsafe fn decode_table<T: Word, B: Block, const G: usize>(
+unsafe fn decode_table<T: Word, B: Block, const G: usize, D: Dest<T> + ?Sized>(
     groups: &mut Groups<G>,
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [T],
+    out: &mut D,
+    words: Range<usize>,
 ) -> (usize, usize) {
     // SAFETY: as for `decode`, which the caller upholds.
     unsafe {
         match table.slots {
-            Slots::Fused(_) => decode::<T, B, G, true>(groups, table, data, out),
-            Slots::Wide(_) => decode::<T, B, G, false>(groups, table, data, out),
+            Slots::Fused(_) => decode::<T, B, G, D, true>(groups, table, data, out, words),
+            Slots::Wide(_) => decode::<T, B, G, D, false>(groups, table, data, out, words),
         }
     }
 }
 
-/// As `super::decode_lanes` for whole rounds of `G * LANES` words while
-/// `data` holds at least that many more words; returns the words
-/// decoded and the words read. `FUSED`: whether the table has the fused
-/// layout.
+/// As `super::decode_lanes` for whole rounds of `G * LANES` of the
+/// stream's words `words` (from `words.start`, a multiple of a round,
+/// into `out`'s spans) while `data` holds at least a round more words;
+/// returns the words decoded and the words read. `FUSED`: whether the
+/// table has the fused layout.
 ///
 /// # Safety
 /// The CPU must have the features `B` uses.
 #[inline(always)]
-unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
+unsafe fn decode<T: Word, B: Block, const G: usize, D: Dest<T> + ?Sized, const FUSED: bool>(
     groups: &mut Groups<G>,
     table: &DecodeTable,
     data: &[u8],
-    out: &mut [T],
+    out: &mut D,
+    words: Range<usize>,
 ) -> (usize, usize) {
     let size = 1usize << table.scale;
     // Gathers index the tables by `x & (size - 1)`, so they stay inside them.
@@ -185,12 +191,13 @@ unsafe fn decode<T: Word, B: Block, const G: usize, const FUSED: bool>(
     let round = G * LANES;
     let mut pos = 0usize;
     let mut done = 0usize;
-    for chunk in out.chunks_exact_mut(round) {
+    for start in (words.start..words.end.saturating_sub(round - 1)).step_by(round) {
         // Each group reads at most `LANES` words from where the
         // previous one stopped.
         if 2 * (pos + round) > data.len() {
             break;
         }
+        let chunk = out.span(start, round);
         // Step every group first: they are independent chains, and only
         // renormalisation ties them together (through the position of
         // the next word).

@@ -408,7 +408,7 @@ fn simd_decodes_every_whole_round() {
         let mut out = vec![0u8; coded];
         let mut states = groups;
         let (done, read) = with_limit(level, || {
-            decode_bulk_simd(&mut states, &table, data, &mut out)
+            decode_bulk_simd(&mut states, &table, data, &mut out[..], coded)
         });
         assert_eq!(done, coded / LANES * LANES, "{level:?}");
         assert!(read <= data.len() / 2);
@@ -476,7 +476,7 @@ fn read_to_end<const G: usize>(
     let (mut groups, seeded, data) = stream_body::<G>(&mut r, n);
     let data = &data[..data.len().saturating_sub(cut)];
     let mut out = vec![0u16; n - seeded];
-    let read = decode_any_scale(&mut groups, table, data, &mut out);
+    let read = decode_any_scale(&mut groups, table, data, &mut out[..], n - seeded);
     (out, read, groups.as_flattened().to_vec())
 }
 
@@ -632,4 +632,54 @@ fn states_are_seeded_and_the_seed_count_is_checked() {
             }
         }
     }
+}
+
+/// A stream decoded into rows (a Partition's class) puts each word where
+/// decoding it into a slice and scattering it would, at every SIMD level,
+/// in streams of one and two groups, with and without seeds, whose SIMD
+/// rounds stop early or not; rows that are not whole rounds, or lie outside
+/// the output, are refused.
+#[test]
+fn streams_decoded_into_rows_land_in_their_rows() {
+    let mut seed = 0x5BE0_CD19_137E_2179u64;
+    let mut two_groups = false;
+    for (group, row_count, alphabet) in [
+        (64, 3, 2),
+        (64, 40, 200),
+        (128, 130, 12),
+        (256, 9, 256),
+        (256, 1200, 256),
+    ] {
+        let (words, _) = skewed_words(&mut seed, group * row_count, 8, alphabet);
+        let mut buf = Vec::new();
+        assert!(encode_with(Codec::Rans, &words, 8, &mut buf));
+        two_groups |= head_fields(buf[1], Form::Seeded).1 == 1;
+        // The stream's rows among twice as many, in a shuffled order.
+        let mut rows: Vec<u32> = (0..2 * row_count as u32).collect();
+        for i in (1..rows.len()).rev() {
+            rows.swap(i, xorshift(&mut seed) as usize % (i + 1));
+        }
+        rows.truncate(row_count);
+        let mut want = vec![0xAAAAu16; 2 * group * row_count];
+        for (k, &w) in words.iter().enumerate() {
+            want[rows[k / group] as usize * group + k % group] = w as u16;
+        }
+        for level in simd_levels() {
+            let mut out = vec![0xAAAAu16; want.len()];
+            let used = with_limit(level, || {
+                crate::codec::decode_rows(&buf, 8, &mut out, group, &rows)
+            });
+            assert_eq!(used, Some(Ok(buf.len())), "{level:?} group {group}");
+            assert!(out == want, "{level:?} group {group}");
+        }
+        let mut out = vec![0u16; want.len()];
+        for (bad_group, bad_rows) in [
+            (group / 2 + 16, &rows[..]),
+            (group, &[2 * row_count as u32][..]),
+        ] {
+            let refused = crate::codec::decode_rows(&buf, 8, &mut out, bad_group, bad_rows);
+            assert!(refused.is_none());
+        }
+    }
+    assert!(two_groups, "a stream of two groups of lanes");
 }
