@@ -333,30 +333,30 @@ fn partition_in_rows<T: Word, L: LiteralSource>(
 ) -> Result<(), L::Error> {
     with_scratch(classes.ty.len, |ids: &mut [u32]| {
         execute(classes, ids)?;
-        let mut ends = [0usize; super::MAX_PARTITION_CLASSES];
+        let mut counts = [0usize; super::MAX_PARTITION_CLASSES];
         for &class in ids.iter() {
-            let n = ends
-                .get_mut(class as usize)
-                .filter(|_| (class as usize) < parts.len());
-            *n.ok_or(L::refuse("partition class without a part"))? += 1;
+            let count = (counts.get_mut(class as usize)).filter(|_| (class as usize) < parts.len());
+            *count.ok_or_else(|| L::refuse("partition class without a part"))? += 1;
         }
         // As the parts' lengths sum to `out.len()`, none longer than its
         // rows means each exactly as long.
-        if (ends.iter().zip(parts)).any(|(&rows, part)| rows * group > part.ty.len) {
+        if (counts.iter().zip(parts)).any(|(&rows, part)| rows * group > part.ty.len) {
             return Err(L::refuse("partition class longer than its part"));
         }
-        // Each class's rows in order, the classes one after another.
-        let mut at = 0;
-        for end in &mut ends[..parts.len()] {
-            (at, *end) = (at + *end, at);
+        // The classes' rows one class after another, each class's in
+        // order: `next[c]` is where class `c`'s next row goes, and its end
+        // once all are placed.
+        let mut next = [0usize; super::MAX_PARTITION_CLASSES];
+        for c in 1..parts.len() {
+            next[c] = next[c - 1] + counts[c - 1];
         }
         with_scratch(ids.len(), |rows: &mut [u32]| {
             for (row, &class) in (0u32..).zip(ids.iter()) {
-                rows[ends[class as usize]] = row;
-                ends[class as usize] += 1;
+                rows[next[class as usize]] = row;
+                next[class as usize] += 1;
             }
             let mut start = 0;
-            for (part, &end) in parts.iter().zip(&ends) {
+            for (part, &end) in parts.iter().zip(&next) {
                 let Op::Lit(lit) = &part.op else {
                     unreachable!("in_rows checked that every part is a literal");
                 };

@@ -277,7 +277,7 @@ impl<'a, T: Word> Rows<'a, T> {
 
 impl<T: Word> Dest<T> for Rows<'_, T> {
     fn words(&self) -> usize {
-        self.rows.len() * self.group
+        self.rows.len().saturating_mul(self.group)
     }
 
     #[inline(always)]
