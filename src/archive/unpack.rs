@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 
 use super::Archive;
-use crate::atomic::{stamp, write_atomically};
+use crate::atomic::{stamp, start_writeback, write_atomically};
 use crate::error::{Error, IoContext, Result};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -92,7 +92,11 @@ pub fn unpack_file(archive: &Archive, dst: &Path, progress: &(dyn Fn(u64) + Sync
     write_atomically(dst, |tmp| {
         let mut file = File::create(tmp).at(tmp)?;
         // Batches are long runs already: buffering them would only copy them.
-        decode_whole(archive, progress, |_, bytes| file.write_all(bytes).at(tmp))?;
+        decode_whole(archive, progress, |_, bytes| {
+            file.write_all(bytes).at(tmp)?;
+            start_writeback(&file);
+            Ok(())
+        })?;
         file.sync_all().at(tmp)?;
         // The archive has its original's time and permissions (see `stamp`).
         stamp(tmp, &stored)

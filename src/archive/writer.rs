@@ -11,7 +11,7 @@ use super::encode::{encode_record_like, to_lanes, Encoded};
 use super::format::{
     checksum, encode_trailer, head, BaseSpan, ChunkEntry, Index, HEAD_MAGIC, MAX_CHUNK_BYTES,
 };
-use crate::atomic::{stamp, write_atomically};
+use crate::atomic::{stamp, start_writeback, write_atomically};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout, TensorInfo};
 use crate::synth::{
@@ -579,6 +579,9 @@ impl Output<'_> {
             self.records_len += record.len() as u64;
             self.chunks.push(chunk);
         }
+        // What is written syncs as packing goes on (see `start_writeback`).
+        self.writer.flush().at(self.path)?;
+        start_writeback(self.writer.get_ref());
         Ok(())
     }
 }
