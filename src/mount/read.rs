@@ -146,20 +146,16 @@ impl ArchiveReader {
             .ahead_until
             .fetch_max(stop, Ordering::Relaxed)
             .max(next);
-        let wanted: Vec<usize> = (start..stop)
-            .filter(|&i| !cache.contains((self.id, i)))
-            .collect();
-        let Some(&first) = wanted.first() else {
+        let Some(wanted) = self.missing(cache, start..stop) else {
             return;
         };
         let (cache, archive, id) = (cache.clone(), archive.clone(), self.id);
-        let last = wanted[wanted.len() - 1];
         rayon::spawn(move || {
             // Errors are left for the read that needs the chunk to report, and
             // so are chunks the cache has no room for now. Chunks decoded
             // meanwhile are skipped by `decode_ahead`.
-            let _ = archive.prefetch(first..last + 1);
-            (batches(&archive, first..last + 1).into_par_iter())
+            let _ = archive.prefetch(wanted.clone());
+            (batches(&archive, wanted).into_par_iter())
                 .for_each(|batch| batch.for_each(|i| decode_ahead(&cache, id, &archive, i)));
         });
     }
@@ -170,14 +166,21 @@ impl ArchiveReader {
     /// the read fails now (logged), rather than wait for each chunk's fetch
     /// to fail again.
     fn prefetch(&self, cache: &ChunkCache, span: Range<usize>) -> Result<(), ()> {
-        let mut missing = span.filter(|&i| !cache.contains((self.id, i)));
-        let Some(first) = missing.next() else {
+        let Some(missing) = self.missing(cache, span) else {
             return Ok(());
         };
-        let last = missing.last().unwrap_or(first);
         self.archive
-            .prefetch(first..last + 1)
+            .prefetch(missing)
             .map_err(|e| log::error!("{e}"))
+    }
+
+    /// The chunks of `span` from the first to the last that the cache does
+    /// not hold, or None if it holds them all.
+    fn missing(&self, cache: &ChunkCache, span: Range<usize>) -> Option<Range<usize>> {
+        let absent = |&i: &usize| !cache.contains((self.id, i));
+        let first = span.clone().find(absent)?;
+        let last = span.rev().find(absent)?;
+        Some(first..last + 1)
     }
 }
 

@@ -269,9 +269,9 @@ impl<'a, T: Word> Rows<'a, T> {
             .then_some(Rows { out, group, rows })
     }
 
-    /// The slot of word `k`.
-    fn slot(&mut self, k: usize) -> &mut T {
-        &mut self.out[self.rows[k / self.group] as usize * self.group + k % self.group]
+    /// Where word `k` goes in `out`.
+    fn at(&self, k: usize) -> usize {
+        self.rows[k / self.group] as usize * self.group + k % self.group
     }
 }
 
@@ -283,7 +283,7 @@ impl<T: Word> Dest<T> for Rows<'_, T> {
     #[inline(always)]
     fn span(&mut self, start: usize, len: usize) -> &mut [T] {
         debug_assert!(start % self.group + len <= self.group);
-        let at = self.rows[start / self.group] as usize * self.group + start % self.group;
+        let at = self.at(start);
         &mut self.out[at..at + len]
     }
 
@@ -291,7 +291,8 @@ impl<T: Word> Dest<T> for Rows<'_, T> {
         let mut words = vec![T::default(); range.len()];
         let result = f(&mut words);
         for (k, w) in range.zip(words) {
-            *self.slot(k) = w;
+            let at = self.at(k);
+            self.out[at] = w;
         }
         result
     }
