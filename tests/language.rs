@@ -529,6 +529,96 @@ fn match_refuses_hostile_copies() {
     );
 }
 
+/// [`run_matches`] as its rules read, a word at a time: what the decoder's
+/// blocks of words must agree with.
+fn matches_word_by_word(
+    n: usize,
+    lits: &[u32],
+    tokens: &[(u32, u32, u32)],
+) -> Result<Vec<u32>, &'static str> {
+    let mut out = Vec::with_capacity(n);
+    let mut p = 0;
+    for &(run, len, dist) in tokens {
+        let (run, len, dist) = (run as usize, len as usize + 1, dist as usize + 1);
+        if run > lits.len() - p || run > n - out.len() {
+            return Err("match literal runs exceed the literals or the output");
+        }
+        out.extend_from_slice(&lits[p..p + run]);
+        p += run;
+        if dist > out.len() {
+            return Err("match copy reaches before the output");
+        }
+        if len > n - out.len() {
+            return Err("match copy runs past the output");
+        }
+        for _ in 0..len {
+            out.push(out[out.len() - dist]);
+        }
+    }
+    if lits.len() - p != n - out.len() {
+        return Err("match literals and copies do not make the output");
+    }
+    out.extend_from_slice(&lits[p..]);
+    Ok(out)
+}
+
+/// A Match's words, literals and tokens (run, length - 1, distance - 1):
+/// tokens that follow the rules, of runs and copies short and long, near
+/// and far, and at times one field of one token made anything.
+fn match_tokens() -> impl Strategy<Value = (usize, Vec<u32>, Vec<(u32, u32, u32)>)> {
+    let token = (
+        prop_oneof![3 => 0u32..2, 1 => 0u32..24],
+        prop_oneof![3 => 0u32..2, 1 => 0u32..24],
+        any::<u32>(),
+    );
+    let hostile =
+        prop::option::weighted(0.25, (any::<prop::sample::Index>(), 0usize..3, 0u32..100));
+    (prop::collection::vec(token, 0..40), 0usize..12, hostile).prop_map(|(steps, tail, hostile)| {
+        let mut made = 0u32;
+        let mut tokens: Vec<(u32, u32, u32)> = (steps.into_iter())
+            .map(|(run, len, far)| {
+                made += run;
+                let dist = far % made.max(1);
+                made += len + 1;
+                (run, len, dist)
+            })
+            .collect();
+        let runs: u32 = tokens.iter().map(|t| t.0).sum();
+        let lits = (0..runs as usize + tail)
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761) >> 24)
+            .collect();
+        if let (Some((at, field, value)), false) = (hostile, tokens.is_empty()) {
+            let k = at.index(tokens.len());
+            let t = &mut tokens[k];
+            *[&mut t.0, &mut t.1, &mut t.2][field] = value;
+        }
+        (made as usize + tail, lits, tokens)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Tokens that follow the rules, and hostile ones (runs past the
+    /// literals, copies from before the start or past the end), give the
+    /// words or the refusal that the rules say, in every word type.
+    #[test]
+    fn match_tokens_run_as_their_rules_say((n, lits, tokens) in match_tokens()) {
+        let want = matches_word_by_word(n, &lits, &tokens);
+        let runs: Vec<u32> = tokens.iter().map(|t| t.0).collect();
+        let lens: Vec<u32> = tokens.iter().map(|t| t.1).collect();
+        let dists: Vec<u32> = tokens.iter().map(|t| t.2).collect();
+        let mut wide = vec![0u32; n];
+        let got = run_matches(&mut wide, &lits, &runs, &lens, &dists).map(|()| wide);
+        prop_assert_eq!(&got, &want);
+        let narrow: Vec<u8> = lits.iter().map(|&w| w as u8).collect();
+        let mut bytes = vec![0u8; n];
+        let got = run_matches(&mut bytes, &narrow, &runs, &lens, &dists)
+            .map(|()| bytes.iter().map(|&b| u32::from(b)).collect::<Vec<_>>());
+        prop_assert_eq!(got, want);
+    }
+}
+
 #[test]
 fn decoder_checks_match_counts() {
     let ty = Type { width: 8, len: 4 };

@@ -221,6 +221,12 @@ pub fn count_width(len: usize) -> u32 {
 /// third of its decoding in those calls).
 const SHORT_COPY: usize = 16;
 
+/// Words a short run or copy moves at once, whatever its length: one
+/// fixed-size move with no branch on the length. The words past the run's
+/// end are written over by the tokens after it, as a Match's output is made
+/// in order and every word of it is made.
+const BLOCK: usize = 8;
+
 /// `dst.copy_from_slice(src)`, word by word when short (see [`SHORT_COPY`]).
 #[inline(always)]
 fn copy_words<T: Copy>(dst: &mut [T], src: &[T]) {
@@ -231,13 +237,26 @@ fn copy_words<T: Copy>(dst: &mut [T], src: &[T]) {
     }
 }
 
+/// Moves `BLOCK` words from `src` to `out[o..]`.
+#[inline(always)]
+fn put_block<T: Copy>(out: &mut [T], o: usize, src: [T; BLOCK]) {
+    out[o..o + BLOCK].copy_from_slice(&src);
+}
+
+/// The `BLOCK` words at `words[at..]`.
+#[inline(always)]
+fn block<T: Copy>(words: &[T], at: usize) -> [T; BLOCK] {
+    words[at..at + BLOCK].try_into().expect("BLOCK words")
+}
+
 /// Runs a Match's tokens into `out` (see [`Op::Match`]): literal runs from
 /// `lits`, copies of `lens[i] + 1` words from `dists[i] + 1` words back.
 /// Every run and copy is checked against what is already produced and what
 /// is left, so hostile tokens are refused, never followed: a copy from
 /// before the output's start or past its end, literal runs beyond the
 /// literals, literals and copies that do not make exactly `out.len()` words.
-/// Work is O(out.len() + runs.len()).
+/// On a refusal `out` holds words of no meaning. Work is
+/// O(out.len() + runs.len()).
 pub fn run_matches<T: Copy>(
     out: &mut [T],
     lits: &[T],
@@ -252,7 +271,11 @@ pub fn run_matches<T: Copy>(
         if run > lits.len() - p || run > n - o {
             return Err("match literal runs exceed the literals or the output");
         }
-        copy_words(&mut out[o..o + run], &lits[p..p + run]);
+        if run <= BLOCK && BLOCK <= lits.len() - p && BLOCK <= n - o {
+            put_block(out, o, block(lits, p));
+        } else {
+            copy_words(&mut out[o..o + run], &lits[p..p + run]);
+        }
         o += run;
         p += run;
         let (len, dist) = (len as usize + 1, dist as usize + 1);
@@ -262,7 +285,10 @@ pub fn run_matches<T: Copy>(
         if len > n - o {
             return Err("match copy runs past the output");
         }
-        if dist >= len && len > SHORT_COPY {
+        if len <= BLOCK && dist >= BLOCK && BLOCK <= n - o {
+            // The block read ends before `o`: it holds only words made.
+            put_block(out, o, block(out, o - dist));
+        } else if dist >= len && len > SHORT_COPY {
             out.copy_within(o - dist..o - dist + len, o);
         } else {
             // Word by word, forwards: an overlapping copy takes words it
