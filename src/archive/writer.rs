@@ -242,22 +242,16 @@ struct Source<'a> {
 }
 
 impl<'a> Source<'a> {
-    fn open(path: &'a Path, opts: &PackOptions, bases: Bases) -> Result<Self> {
+    fn open(path: &'a Path, chunking: Chunking, bases: Bases) -> Result<Self> {
         let file = File::open(path).at(path)?;
         let size = file.metadata().at(path)?.len();
-        let chunk = opts.chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64;
-        let chunking = Chunking {
-            chunk,
-            adapt: opts.adapt_chunks,
-            row_classes: opts.synth.partitions,
-        };
         let mut bases = bases;
         let plan = plan(path, &file, size, chunking, &mut bases)?;
         Ok(Source {
             path,
             file,
             size,
-            chunk,
+            chunk: chunking.chunk,
             plan,
             bases,
         })
@@ -297,6 +291,27 @@ struct Chunking {
     /// Whether a matrix's rows may be coded in classes, each with its own
     /// tables (see `SynthOptions::partitions`).
     row_classes: bool,
+}
+
+impl Chunking {
+    /// The chunks `opts` ask for.
+    fn of(opts: &PackOptions) -> Chunking {
+        Chunking {
+            adapt: opts.adapt_chunks,
+            row_classes: opts.synth.partitions,
+            ..Chunking::fixed(opts.chunk_size)
+        }
+    }
+
+    /// Chunks of `chunk_size` bytes (clamped to what the format allows),
+    /// never widened.
+    fn fixed(chunk_size: usize) -> Chunking {
+        Chunking {
+            chunk: chunk_size.clamp(64, super::MAX_CHUNK_BYTES as usize) as u64,
+            adapt: false,
+            row_classes: false,
+        }
+    }
 }
 
 /// Chunks covering `[0, size)`: header, tensors, and any gaps between them;
@@ -481,7 +496,7 @@ pub fn pack_file(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
     let bases = Bases::open(&opts.bases, dst)?;
-    let source = Source::open(src, opts, bases)?;
+    let source = Source::open(src, Chunking::of(opts), bases)?;
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
         synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
@@ -929,12 +944,7 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
     let bases = Bases::open(&BaseSources::default(), src)?;
-    let opts = PackOptions {
-        chunk_size,
-        adapt_chunks: false,
-        ..PackOptions::default()
-    };
-    let source = Source::open(src, &opts, bases)?;
+    let source = Source::open(src, Chunking::fixed(chunk_size), bases)?;
     Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
 }
 
