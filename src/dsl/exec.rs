@@ -5,7 +5,7 @@
 //! Words are held in any [`Word`] type wide enough for the program's width, so
 //! that narrow lanes and fields move as few bytes as possible.
 
-use super::{Literal, Op, Program};
+use super::{Literal, Op, Program, ScanOp};
 use crate::codec::{OrIn, Word, ROWS_ROUND};
 use std::cell::RefCell;
 
@@ -160,10 +160,11 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
         }
         Op::Scan { op, init, updates } => {
             execute(updates, out)?;
-            let mut acc = *init;
-            for x in out.iter_mut() {
-                acc = op.step(acc, x.to_u32(), width);
-                *x = T::from_u32(acc);
+            // One loop per operator: the accumulator is a chain through
+            // every word, which a per-word choice of operator lengthens.
+            match op {
+                ScanOp::Xor => scan(out, *init, |acc, x| ScanOp::Xor.step(acc, x, width)),
+                ScanOp::Add => scan(out, *init, |acc, x| ScanOp::Add.step(acc, x, width)),
             }
         }
         Op::Merge { fields, parts } => {
@@ -454,4 +455,14 @@ fn merge_scratch<T: Word, F: Word, L: LiteralSource>(
         or_in.apply_all(out, scratch);
         Ok(())
     })
+}
+
+/// Replaces each word of `out` by the running `step` of the words so far,
+/// from `acc`.
+#[inline(always)]
+fn scan<T: Word>(out: &mut [T], mut acc: u32, step: impl Fn(u32, u32) -> u32) {
+    for x in out.iter_mut() {
+        acc = step(acc, x.to_u32());
+        *x = T::from_u32(acc);
+    }
 }
