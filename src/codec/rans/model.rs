@@ -41,8 +41,7 @@ pub(super) fn table_counts(counts: &[u64], precision: u32) -> Vec<u32> {
 /// The frequencies at `scale` of a table's counts: what a decoder derives
 /// from the table. `scale` must give every count a slot.
 pub(super) fn table_freqs(table: &[u32], scale: u32) -> Vec<u32> {
-    let table: Vec<u64> = table.iter().map(|&c| c as u64).collect();
-    normalize(&table, table.iter().sum(), scale)
+    normalize(table, table.iter().map(|&c| c as u64).sum(), scale)
 }
 
 impl Model {
@@ -168,31 +167,32 @@ pub(super) fn log2_q16(x: u32) -> u64 {
 /// Rounds `counts` (summing to `total`) to frequencies >= 1 summing to
 /// `2^scale` (which is at least the number of counts). The rounding error is
 /// settled on the largest frequencies, where one unit costs the fewest bits.
-pub(super) fn normalize(counts: &[u64], total: u64, scale: u32) -> Vec<u32> {
+pub(super) fn normalize(counts: &[u32], total: u64, scale: u32) -> Vec<u32> {
     let target = 1u64 << scale;
-    let mut freqs: Vec<u64> = counts
+    // A frequency is at most `2^scale` (<= 2^14): it fits a u32.
+    let mut freqs: Vec<u32> = counts
         .iter()
-        .map(|&c| ((c * target + total / 2) / total).max(1))
+        .map(|&c| ((c as u64 * target + total / 2) / total).max(1) as u32)
         .collect();
-    let sum: u64 = freqs.iter().sum();
+    let sum: u64 = freqs.iter().map(|&f| f as u64).sum();
     // The largest frequency (the first of equals) usually settles the
     // error alone: found in one pass, without sorting.
     let largest = (0..freqs.len())
         .max_by_key(|&i| (freqs[i], std::cmp::Reverse(i)))
         .expect("a count");
     if sum < target {
-        freqs[largest] += target - sum;
-    } else if sum - target < freqs[largest] {
-        freqs[largest] -= sum - target;
+        freqs[largest] += (target - sum) as u32;
+    } else if sum - target < freqs[largest] as u64 {
+        freqs[largest] -= (sum - target) as u32;
     } else {
-        let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f));
+        let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f as u64));
         let mut excess = sum - target;
         for &i in &order {
-            let take = (freqs[i] - 1).min(excess);
-            freqs[i] -= take;
+            let take = (freqs[i] as u64 - 1).min(excess);
+            freqs[i] -= take as u32;
             excess -= take;
         }
         debug_assert_eq!(excess, 0);
     }
-    freqs.into_iter().map(|f| f as u32).collect()
+    freqs
 }
