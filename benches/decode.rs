@@ -15,13 +15,15 @@ use divan::counter::BytesCount;
 use divan::Bencher;
 use std::path::PathBuf;
 
-const NAMES: [&str; 6] = [
+const NAMES: [&str; 8] = [
     "minilm-f32",
     "minilm-bf16",
     "minilm-fp8",
     "minilm-upcast",
     "minilm-dequant4",
     "wordllama-f16",
+    "silero-vad-f32",
+    "fracast-int8",
 ];
 
 fn main() {
