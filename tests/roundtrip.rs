@@ -303,12 +303,17 @@ fn packing_with_refits_is_deterministic_and_keeps_structure() {
     let mut uneven = vec![0u8; 4 * 4096];
     uneven[100] = 1;
     uneven.extend(&weights[..8 * 4096]);
+    // BF16 values stored as F32: their searches run on two threads at once.
+    let upcast: Vec<u8> = (weights[..4 * 4096].chunks(2))
+        .flat_map(|bf16| [0, 0, bf16[0], bf16[1]])
+        .collect();
     let file = build(
         &[
             tensor("weights", "BF16", &[16384], weights.clone()),
             tensor("uneven", "BF16", &[24576], uneven),
             tensor("arange", "I64", &[8192], arange.clone()),
             tensor("rows", "U8", &[64, 256], rows.clone()),
+            tensor("upcast", "F32", &[8192], upcast.clone()),
         ],
         &Extras::default(),
     );
@@ -350,7 +355,7 @@ fn packing_with_refits_is_deterministic_and_keeps_structure() {
     a.read_at(0, &mut all).unwrap();
     assert!(all == file);
     // Every chunk of the arange is a few bytes, not a literal.
-    let header_len = file.len() - weights.len() - arange.len() - rows.len();
+    let header_len = file.len() - weights.len() - arange.len() - rows.len() - upcast.len();
     let start = (header_len + weights.len()) as u64;
     for i in (0..a.chunks().len()).filter(|&i| {
         let r = a.chunk_range(i);

@@ -754,6 +754,7 @@ fn pack_batch<'a>(
         let templates = &carry.templates;
         let done: Vec<_> = jobs
             .into_par_iter()
+            .with_max_len(1)
             .map(|(k, p, bytes, search)| {
                 let like = like(templates, p);
                 (k, p, search, pack_chunk(bytes, p, synth, like, search))

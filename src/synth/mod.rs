@@ -35,6 +35,7 @@ pub use sparse::sparse_leaf;
 
 use crate::codec::{self, Stats};
 use crate::dsl::{self, FloatFormat, Literal, Op, Program, Type};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// What the synthesizer knows about a stream besides its words.
@@ -240,8 +241,17 @@ fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<L
         width: 16,
         len: words.len(),
     };
+    let root = SynthOptions {
+        budget: 0,
+        ..opts.clone()
+    };
+    // Two searches apart: on all threads.
+    let (high, plain) = rayon::join(
+        || search(&high, 16, bf16, opts).program,
+        || search(words, 32, hint, &root).program,
+    );
     let parts = vec![
-        search(&high, 16, bf16, opts).program,
+        high,
         Program {
             ty: halves,
             op: Op::Const(low),
@@ -257,11 +267,6 @@ fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<L
             parts,
         },
     };
-    let root = SynthOptions {
-        budget: 0,
-        ..opts.clone()
-    };
-    let plain = search(words, 32, hint, &root).program;
     if exact_cost(&merged) < exact_cost(&plain) && runs_to(&merged, words) {
         merged
     } else {
@@ -286,7 +291,9 @@ pub fn with_matches(
     let Some(streams) = matches::match_streams(words, width) else {
         return found;
     };
-    let kids = (streams.iter().enumerate())
+    // The streams' searches are apart: on all threads.
+    let kids = (streams.par_iter().enumerate())
+        .with_max_len(1)
         .map(|(k, (ty, s))| {
             let hint = if k == 0 {
                 hint
@@ -431,7 +438,6 @@ pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
 /// (best-first by size, `budget` expansions), and the productions of the programs
 /// found are counted in their contexts.
 pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
-    use rayon::prelude::*;
     let opts = SynthOptions {
         budget,
         order: Order::EstimatedSize,
@@ -439,6 +445,7 @@ pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
     };
     let found: Vec<Found> = samples
         .par_iter()
+        .with_max_len(1)
         .map(|(words, width, hint)| search(words, *width, *hint, &opts))
         .collect();
     let mut prior = Prior::uniform();

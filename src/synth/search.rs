@@ -30,6 +30,7 @@ use super::prior::Prior;
 use super::production::Production;
 use super::{decode_penalty, leaf, runs_to, Hint};
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
+use rayon::prelude::*;
 use std::cell::OnceCell;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -99,6 +100,41 @@ struct Hole {
     /// Candidate shapes, derived on first expansion.
     shapes: OnceCell<Vec<Shape>>,
 }
+
+/// A child's stream with its leaf, before it becomes a hole.
+struct Child {
+    ty: Type,
+    stream: Arc<[u32]>,
+    leaf: Program<Literal>,
+    distinct: Option<usize>,
+}
+
+impl Child {
+    fn new(ty: Type, stream: Arc<[u32]>) -> Child {
+        let (leaf, distinct) = leaf(stream.clone(), ty.width);
+        Child {
+            ty,
+            stream,
+            leaf,
+            distinct,
+        }
+    }
+
+    /// The children `shape` gives `stream`, if it yields it, with their
+    /// leaves (on all threads).
+    fn derive(shape: &Shape, stream: &[u32], width: u32) -> Option<Vec<Child>> {
+        let kids = shape.try_children(stream, width)?;
+        Some(
+            kids.into_par_iter()
+                .with_max_len(1)
+                .map(|(ty, s)| Child::new(ty, s))
+                .collect(),
+        )
+    }
+}
+
+/// The root's hole: the first one a search adds.
+const ROOT_HOLE: usize = 0;
 
 /// A shape applied to a hole, with its children's holes.
 struct Branch {
@@ -173,6 +209,9 @@ pub struct Setup<'a> {
 struct Search<'a> {
     setup: &'a Setup<'a>,
     holes: Vec<Hole>,
+    /// The root's likely shapes' children, derived with their leaves on
+    /// all threads before the search takes them (see [`Search::prepare_root`]).
+    prepared: HashMap<usize, Option<Vec<Child>>>,
     branches: HashMap<(usize, usize), Rc<Branch>>,
     words: usize,
     max_words: usize,
@@ -188,6 +227,7 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     let mut s = Search {
         setup,
         holes: Vec::new(),
+        prepared: HashMap::new(),
         branches: HashMap::new(),
         words: 0,
         max_words: target.len().saturating_mul(setup.limits.max_words_factor),
@@ -202,7 +242,11 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         },
         best_exact: usize::MAX,
     };
-    let root = s.add_hole(target.into(), width, Position::ROOT);
+    let ty = Type {
+        width,
+        len: target.len(),
+    };
+    let root = s.add_hole(Child::new(ty, target.into()), Position::ROOT);
     let start = s.close_or_keep(State {
         choices: None,
         open: vec![root],
@@ -215,6 +259,7 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     let start = Rc::new(start);
     let (likely, unlikely): (Vec<usize>, Vec<usize>) =
         (0..s.shapes(root).len()).partition(|&shape| s.is_likely(root, shape));
+    s.prepare_root(root, &likely);
     for shape in likely {
         if let Some(state) = s.materialize(&start, root, shape) {
             s.consider(state);
@@ -243,14 +288,51 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
             _ => {}
         }
     }
-    for shape in unlikely {
-        if s.root_bound(root, shape) < s.best.est {
+    let (stream, ty, all) = (&s.holes[root].stream, s.holes[root].ty, s.shapes(root));
+    let bounds: Vec<usize> = (unlikely.par_iter().with_max_len(1))
+        .map(|&shape| root_bound(&all[shape], stream, ty))
+        .collect();
+    for (shape, bound) in unlikely.into_iter().zip(bounds) {
+        if bound < s.best.est {
             if let Some(state) = s.materialize(&start, root, shape) {
                 s.consider(state);
             }
         }
     }
     s.finish(target)
+}
+
+/// A cost no completion of `shape` at the root by leaves is below: its
+/// node's bytes and decode penalty plus its children's leaf lower bounds
+/// (no cost is, where the shape does not yield the stream after all).
+/// Deriving the children's streams and counting their words is all it
+/// costs: no codec is sized.
+fn root_bound(sh: &Shape, stream: &[u32], ty: Type) -> usize {
+    let Some(children) = sh.try_children(stream, ty.width) else {
+        return usize::MAX;
+    };
+    let consts: Vec<Program<Literal>> = (children.iter())
+        .map(|(ty, _)| Program {
+            ty: *ty,
+            op: crate::dsl::Op::Const(0),
+        })
+        .collect();
+    let consts_len: usize = consts.iter().map(encoded_len).sum();
+    let node = encoded_len(&sh.build(ty, consts)) - consts_len;
+    let leaves: usize = (children.iter())
+        .map(|(ty, s)| super::leaf_lower_bound(s, ty.width))
+        .sum();
+    node + decode_penalty(sh.production(), ty) + leaves
+}
+
+/// The holes and the words a branch of `sh` at a hole of type `ty` adds (a
+/// Repeat's child is a fraction of its stream: counted as none).
+fn branch_size(sh: &Shape, ty: Type) -> (usize, usize) {
+    let words = match sh {
+        Shape::Repeat { .. } => 0,
+        _ => ty.len,
+    };
+    (sh.arity(ty.width), words)
 }
 
 /// The shape chosen at each expanded hole of `state`.
@@ -265,8 +347,13 @@ fn chosen(state: &State) -> HashMap<usize, usize> {
 }
 
 impl Search<'_> {
-    fn add_hole(&mut self, stream: Arc<[u32]>, width: u32, pos: Position) -> usize {
-        let (leaf, distinct) = leaf(stream.clone(), width);
+    fn add_hole(&mut self, child: Child, pos: Position) -> usize {
+        let Child {
+            ty: Type { width, .. },
+            stream,
+            leaf,
+            distinct,
+        } = child;
         let ctx = OnceCell::new();
         let prior = self.setup.prior;
         let costs = if prior.is_uniform() {
@@ -337,31 +424,6 @@ impl Search<'_> {
         self.likely(hole, self.shapes(hole)[shape].production())
     }
 
-    /// A cost no completion of `shape` at the root by leaves is below: its
-    /// node's bytes and decode penalty plus its children's leaf lower bounds
-    /// (no cost is, where the shape does not yield the stream after all).
-    /// Deriving the children's streams and counting their words is all it
-    /// costs: no codec is sized.
-    fn root_bound(&self, root: usize, shape: usize) -> usize {
-        let h = &self.holes[root];
-        let sh = &self.shapes(root)[shape];
-        let Some(children) = sh.try_children(&h.stream, h.ty.width) else {
-            return usize::MAX;
-        };
-        let consts: Vec<Program<Literal>> = (children.iter())
-            .map(|(ty, _)| Program {
-                ty: *ty,
-                op: crate::dsl::Op::Const(0),
-            })
-            .collect();
-        let consts_len: usize = consts.iter().map(encoded_len).sum();
-        let node = encoded_len(&sh.build(h.ty, consts)) - consts_len;
-        let leaves: usize = (children.iter())
-            .map(|(ty, s)| super::leaf_lower_bound(s, ty.width))
-            .sum();
-        node + decode_penalty(sh.production(), h.ty) + leaves
-    }
-
     /// The branch of `shape` at `hole`, deriving its children's holes once; None
     /// when the limits forbid more holes, or the shape does not yield the
     /// hole's stream.
@@ -372,32 +434,29 @@ impl Search<'_> {
         let h = &self.holes[hole];
         let (ty, pos, stream) = (h.ty, h.pos, h.stream.clone());
         let sh = self.shapes(hole)[shape].clone();
-        let limits = self.setup.limits;
-        let arity = sh.arity(ty.width);
-        let words = stream.len()
-            * if matches!(sh, Shape::Repeat { .. }) {
-                0
-            } else {
-                1
-            };
-        if self.holes.len() + arity > limits.max_holes || self.words + words > self.max_words {
+        let (holes, words) = branch_size(&sh, ty);
+        if !self.fits(holes, words) {
             return None;
         }
         let parent = Some(sh.production());
         // A shape proposed from part of the stream may not yield all of it.
-        let kids = sh.try_children(&stream, ty.width)?;
+        let prepared = match hole {
+            ROOT_HOLE => self.prepared.remove(&shape),
+            _ => None,
+        };
+        let kids = match prepared {
+            Some(kids) => kids?,
+            None => Child::derive(&sh, &stream, ty.width)?,
+        };
         let children: Vec<usize> = (kids.into_iter().enumerate())
-            .map(|(child, (t, s))| {
+            .map(|(child, kid)| {
                 let depth = pos.depth + 1;
-                self.add_hole(
-                    s,
-                    t.width,
-                    Position {
-                        parent,
-                        child,
-                        depth,
-                    },
-                )
+                let pos = Position {
+                    parent,
+                    child,
+                    depth,
+                };
+                self.add_hole(kid, pos)
             })
             .collect();
         let leaves: Vec<_> = children
@@ -410,6 +469,35 @@ impl Search<'_> {
         let b = Rc::new(Branch { children, overhead });
         self.branches.insert((hole, shape), b.clone());
         Some(b)
+    }
+
+    /// Derives the children of the root's `shapes` and their leaves, on all
+    /// threads: the root's expansion is most of a search's work, and a
+    /// search may be all a thread has to do. The search then takes them in
+    /// its own order, as it would have derived them.
+    /// Only the shapes the limits let in, taken in order, are: their
+    /// children's words stay within the search's bound.
+    fn prepare_root(&mut self, root: usize, shapes: &[usize]) {
+        let h = &self.holes[root];
+        let (stream, ty, all) = (&h.stream, h.ty, self.shapes(root));
+        let (mut holes, mut words) = (0, 0);
+        let within: Vec<usize> = (shapes.iter().copied())
+            .take_while(|&shape| {
+                let (h, w) = branch_size(&all[shape], ty);
+                (holes, words) = (holes + h, words + w);
+                self.fits(holes, words)
+            })
+            .collect();
+        let prepared: Vec<Option<Vec<Child>>> = (within.par_iter().with_max_len(1))
+            .map(|&shape| Child::derive(&all[shape], stream, ty.width))
+            .collect();
+        self.prepared = within.into_iter().zip(prepared).collect();
+    }
+
+    /// Whether the limits let in `holes` more holes holding `words` more words.
+    fn fits(&self, holes: usize, words: usize) -> bool {
+        self.holes.len() + holes <= self.setup.limits.max_holes
+            && self.words + words <= self.max_words
     }
 
     /// `parent` with `hole` expanded by its `shape`-th candidate.
