@@ -413,3 +413,42 @@ fn unpack_checks_the_declared_size_against_free_space() {
     assert!(err.contains("needs 8796093022208 bytes"), "{err}");
     assert!(!out.exists());
 }
+
+/// Unpacking on two threads writes each batch while it decodes the next: it
+/// gives the original, reports progress in order, and a damaged chunk in the
+/// last batch fails it with the archive's name, leaving no output.
+#[test]
+fn unpack_on_two_threads_checks_every_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let len: usize = 5 << 20;
+    let file = build(
+        &[tensor("a", "U8", &[len as u64], noise(5, len))],
+        &Extras::default(),
+    );
+    let src = write_temp(dir.path(), "m.safetensors", &file);
+    let brv = pack(&src, 1 << 16);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let a = Archive::open(&brv).unwrap();
+    let out = dir.path().join("out.safetensors");
+    let seen = std::sync::Mutex::new(Vec::new());
+    let progress = |n| seen.lock().unwrap().push(n);
+    pool.install(|| archive::unpack_file(&a, &out, &progress))
+        .unwrap();
+    assert!(std::fs::read(&out).unwrap() == file);
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.len() > 2, "one batch only: {seen:?}");
+    assert!(seen.is_sorted() && seen.last() == Some(&(file.len() as u64)));
+
+    let i = a.chunks().len() - 1;
+    let mut bad = std::fs::read(&brv).unwrap();
+    bad[a.record_offset(i) as usize + a.chunks()[i].rec_len as usize / 2] ^= 0x5a;
+    let b = Archive::open(write_temp(dir.path(), "bad.brv", &bad)).unwrap();
+    let out = dir.path().join("bad.safetensors");
+    let err = pool.install(|| archive::unpack_file(&b, &out, &|_| {}));
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("bad.brv"), "{err}");
+    assert!(!out.exists());
+}

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::path::Path;
 
 /// Source bytes decoded per parallel batch, per thread: a few default chunks
@@ -20,46 +21,99 @@ use std::path::Path;
 const BATCH_BYTES_PER_THREAD: u64 = 1 << 20;
 
 /// Decodes every chunk in order, passing checksum-verified runs of source bytes
-/// (with their offset) to `sink`. `progress` receives source bytes done.
+/// (with their offset) to `sink`. `progress` receives source bytes done. With
+/// more than one thread, `sink` takes each batch while the next is decoded.
 pub fn for_each_chunk(
     archive: &Archive,
     progress: &(dyn Fn(u64) + Sync),
-    mut sink: impl FnMut(u64, &[u8]) -> Result<()>,
+    mut sink: impl FnMut(u64, &[u8]) -> Result<()> + Send,
 ) -> Result<()> {
-    let n = archive.chunks().len();
     let target = BATCH_BYTES_PER_THREAD * rayon::current_num_threads() as u64;
-    // One buffer for a whole batch, reused: fresh allocations per chunk would
-    // page-fault on every decoded byte.
-    let mut buf = Vec::new();
-    let mut first = 0;
-    while first < n {
-        let last = batch_end(archive, first, target);
-        // Only a hint: a record that cannot be read fails its decode below.
-        let _ = archive.prefetch(first..last);
-        let start = archive.chunk_range(first).start;
-        let end = archive.chunk_range(last - 1).end;
-        buf.resize((end - start) as usize, 0);
-        let mut slices = Vec::with_capacity(last - first);
-        let mut rest = buf.as_mut_slice();
-        for i in first..last {
-            let (head, tail) = rest.split_at_mut(archive.chunks()[i].src_len as usize);
-            slices.push((i, head));
-            rest = tail;
-        }
-        let decode = |(i, out): (usize, &mut [u8])| archive.decode_chunk_into(i, out);
-        if rayon::current_num_threads() == 1 {
-            // A single worker would only take turns with this thread: decode
-            // here instead, where `sink` then finds the bytes in this core's
-            // cache.
-            slices.into_iter().try_for_each(decode)?;
-        } else {
-            slices.into_par_iter().try_for_each(decode)?;
-        }
-        sink(start, &buf)?;
+    let mut batches = batches(archive, target);
+    let mut give = |(start, end): (u64, u64), bytes: &[u8]| {
+        sink(start, bytes)?;
         progress(end);
-        first = last;
+        Ok(())
+    };
+    // Two buffers for whole batches, reused: fresh allocations per chunk
+    // would page-fault on every decoded byte.
+    let (mut ready, mut spare) = (Vec::new(), Vec::new());
+    if rayon::current_num_threads() == 1 {
+        // A single worker would only take turns with this thread: decode
+        // here instead, where `sink` then finds the bytes in this core's
+        // cache.
+        for batch in batches {
+            let span = decode_batch(archive, batch, &mut ready, false)?;
+            give(span, &ready)?;
+        }
+        return Ok(());
     }
-    Ok(())
+    let mut done = match batches.next() {
+        Some(batch) => decode_batch(archive, batch, &mut ready, true)?,
+        None => return Ok(()),
+    };
+    loop {
+        let next = batches.next();
+        let (decoded, given) = rayon::join(
+            || {
+                next.map(|b| decode_batch(archive, b, &mut spare, true))
+                    .transpose()
+            },
+            || give(done, &ready),
+        );
+        given?;
+        let Some(span) = decoded? else {
+            return Ok(());
+        };
+        done = span;
+        std::mem::swap(&mut ready, &mut spare);
+    }
+}
+
+/// Decodes the chunks `batch` into `buf` (resized to hold them), on all
+/// threads if `parallel`, and returns the span of source bytes they hold.
+fn decode_batch(
+    archive: &Archive,
+    batch: Range<usize>,
+    buf: &mut Vec<u8>,
+    parallel: bool,
+) -> Result<(u64, u64)> {
+    // Only a hint: a record that cannot be read fails its decode below.
+    let _ = archive.prefetch(batch.clone());
+    let start = archive.chunk_range(batch.start).start;
+    let end = archive.chunk_range(batch.end - 1).end;
+    buf.resize((end - start) as usize, 0);
+    let mut slices = Vec::with_capacity(batch.len());
+    let mut rest = buf.as_mut_slice();
+    for i in batch {
+        let (head, tail) = rest.split_at_mut(archive.chunks()[i].src_len as usize);
+        slices.push((i, head));
+        rest = tail;
+    }
+    let decode = |(i, out): (usize, &mut [u8])| archive.decode_chunk_into(i, out);
+    match parallel {
+        true => slices
+            .into_par_iter()
+            .with_max_len(1)
+            .try_for_each(decode)?,
+        false => slices.into_iter().try_for_each(decode)?,
+    }
+    Ok((start, end))
+}
+
+/// The archive's chunks in consecutive batches of about `target` source
+/// bytes (and one chunk at least).
+fn batches(archive: &Archive, target: u64) -> impl Iterator<Item = Range<usize>> + '_ {
+    let n = archive.chunks().len();
+    let mut first = 0;
+    std::iter::from_fn(move || {
+        (first < n).then(|| {
+            let last = batch_end(archive, first, target);
+            let batch = first..last;
+            first = last;
+            batch
+        })
+    })
 }
 
 /// The end of the batch starting at chunk `first`: it takes chunks until
@@ -124,7 +178,7 @@ pub fn verify(
 fn decode_whole(
     archive: &Archive,
     progress: &(dyn Fn(u64) + Sync),
-    mut sink: impl FnMut(u64, &[u8]) -> Result<()>,
+    mut sink: impl FnMut(u64, &[u8]) -> Result<()> + Send,
 ) -> Result<()> {
     let mut sha = Sha256::new();
     for_each_chunk(archive, progress, |offset, bytes| {
