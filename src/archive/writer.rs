@@ -353,8 +353,10 @@ fn plan(
     let elements: Vec<Element> = (layout.tensors.iter())
         .map(|t| Element::of_dtype(&t.dtype))
         .collect();
-    // The chunk size of each tensor without a base, estimated in parallel.
-    let steps: Vec<u64> = (layout.tensors.par_iter().zip(&found).zip(&elements))
+    // The chunk size of each tensor without a base, estimated in parallel,
+    // each tensor a task of its own (their sizes differ a thousandfold).
+    let each = (layout.tensors.par_iter().zip(&found).zip(&elements)).with_max_len(1);
+    let steps: Vec<u64> = each
         .map(|((t, base), &element)| match (adapt, base) {
             (true, None) => {
                 let tables = tables_per_plane(&t.shape, chunking.row_classes);
