@@ -155,7 +155,7 @@ impl ArchiveReader {
             // so are chunks the cache has no room for now. Chunks decoded
             // meanwhile are skipped by `decode_ahead`.
             let _ = archive.prefetch(wanted.clone());
-            (batches(&archive, wanted).into_par_iter())
+            (batches(&archive, wanted).into_par_iter().with_max_len(1))
                 .for_each(|batch| batch.for_each(|i| decode_ahead(&cache, id, &archive, i)));
         });
     }
