@@ -245,13 +245,13 @@ fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<L
         budget: 0,
         ..opts.clone()
     };
-    // Two searches apart: on all threads.
-    let (high, plain) = rayon::join(
+    // The two searches are independent: run them at once.
+    let (of_high, plain) = rayon::join(
         || search(&high, 16, bf16, opts).program,
         || search(words, 32, hint, &root).program,
     );
     let parts = vec![
-        high,
+        of_high,
         Program {
             ty: halves,
             op: Op::Const(low),
@@ -291,7 +291,7 @@ pub fn with_matches(
     let Some(streams) = matches::match_streams(words, width) else {
         return found;
     };
-    // The streams' searches are apart: on all threads.
+    // The streams' searches are independent: run them at once.
     let kids = (streams.par_iter().enumerate())
         .with_max_len(1)
         .map(|(k, (ty, s))| {

@@ -16,8 +16,9 @@
 //! nodes (see [`super::decode_penalty`]); the cheapest is the incumbent. A byte lower bound prunes states that
 //! cannot beat it.
 //!
-//! The root's own expansion is materialized in full before the budget is
-//! spent, except for the shapes the prior makes unlikely: those are set
+//! The root's own expansion (its children derived and their leaves sized on
+//! all threads first) is materialized in full before the budget is spent,
+//! except for the shapes the prior makes unlikely: those are set
 //! aside, and after the search each is materialized unless a lower bound of
 //! its children's leaves shows it cannot beat the incumbent. So a learned
 //! prior orders the search but never makes its result larger than the
