@@ -39,24 +39,23 @@ pub fn for_each_chunk(
     // would page-fault on every decoded byte.
     let (mut ready, mut spare) = (Vec::new(), Vec::new());
     if rayon::current_num_threads() == 1 {
-        // A single worker would only take turns with this thread: decode
-        // here instead, where `sink` then finds the bytes in this core's
-        // cache.
+        // Nothing to overlap: each batch goes to `sink` as soon as it is
+        // decoded, while its bytes are in this core's cache.
         for batch in batches {
-            let span = decode_batch(archive, batch, &mut ready, false)?;
+            let span = decode_batch(archive, batch, &mut ready)?;
             give(span, &ready)?;
         }
         return Ok(());
     }
     let mut done = match batches.next() {
-        Some(batch) => decode_batch(archive, batch, &mut ready, true)?,
+        Some(batch) => decode_batch(archive, batch, &mut ready)?,
         None => return Ok(()),
     };
     loop {
         let next = batches.next();
         let (decoded, given) = rayon::join(
             || {
-                next.map(|b| decode_batch(archive, b, &mut spare, true))
+                next.map(|b| decode_batch(archive, b, &mut spare))
                     .transpose()
             },
             || give(done, &ready),
@@ -71,13 +70,9 @@ pub fn for_each_chunk(
 }
 
 /// Decodes the chunks `batch` into `buf` (resized to hold them), on all
-/// threads if `parallel`, and returns the span of source bytes they hold.
-fn decode_batch(
-    archive: &Archive,
-    batch: Range<usize>,
-    buf: &mut Vec<u8>,
-    parallel: bool,
-) -> Result<(u64, u64)> {
+/// threads if there are more than one, and returns the span of source bytes
+/// they hold.
+fn decode_batch(archive: &Archive, batch: Range<usize>, buf: &mut Vec<u8>) -> Result<(u64, u64)> {
     // Only a hint: a record that cannot be read fails its decode below.
     let _ = archive.prefetch(batch.clone());
     let start = archive.chunk_range(batch.start).start;
@@ -91,12 +86,14 @@ fn decode_batch(
         rest = tail;
     }
     let decode = |(i, out): (usize, &mut [u8])| archive.decode_chunk_into(i, out);
-    match parallel {
-        true => slices
+    match rayon::current_num_threads() {
+        // A single worker would only take turns with this thread: decode
+        // here instead.
+        1 => slices.into_iter().try_for_each(decode)?,
+        _ => slices
             .into_par_iter()
             .with_max_len(1)
             .try_for_each(decode)?,
-        false => slices.into_iter().try_for_each(decode)?,
     }
     Ok((start, end))
 }
