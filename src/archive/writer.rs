@@ -921,27 +921,39 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
         picked.extend((0..take).map(|i| members[i * members.len() / take]));
     }
     picked.truncate(SAMPLE_TOTAL);
-    let mut samples = Vec::new();
-    for p in picked {
-        // A chunk with a base is sampled as what it will be coded as most
-        // often: its residual against the base.
-        let mut run = Run::default();
-        source.read_run(&[*p], &mut run.bytes, &mut run.base)?;
-        let bytes = match p.base {
-            Some(_) => base::residual(&run.bytes, &run.base, p.element.layout).bytes,
-            None => run.bytes,
-        };
-        let hint = Hint {
-            float: p.element.float,
-            rows: None,
-        };
-        let width = p.element.layout.lane_width();
-        for mut lane in to_lanes(&bytes, p.element.layout) {
-            lane.truncate(SAMPLE_WORDS);
-            samples.push((lane, width, hint));
-        }
-    }
-    Ok(samples)
+    // Each sampled chunk read and split a task of its own (they are the
+    // prior's wait before packing starts), in the order picked.
+    let per_chunk: Vec<Vec<_>> = (picked.par_iter().with_max_len(1))
+        .map(|p| sample_chunk(source, p))
+        .collect::<Result<_>>()?;
+    Ok(per_chunk.into_iter().flatten().collect())
+}
+
+/// The lanes of the planned chunk `p` as the prior samples them: their first
+/// `SAMPLE_WORDS` words, so only that many elements of it are read (every
+/// lane holds one word per element).
+fn sample_chunk(source: &Source, p: &Planned) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
+    let layout = p.element.layout;
+    let p = Planned {
+        len: p.len.min((SAMPLE_WORDS * layout.element_bytes()) as u64),
+        ..*p
+    };
+    // A chunk with a base is sampled as what it will be coded as most
+    // often: its residual against the base.
+    let mut run = Run::default();
+    source.read_run(&[p], &mut run.bytes, &mut run.base)?;
+    let bytes = match p.base {
+        Some(_) => base::residual(&run.bytes, &run.base, layout).bytes,
+        None => run.bytes,
+    };
+    let hint = Hint {
+        float: p.element.float,
+        rows: None,
+    };
+    let width = layout.lane_width();
+    Ok((to_lanes(&bytes, layout).into_iter())
+        .map(|lane| (lane, width, hint))
+        .collect())
 }
 
 /// Learns a prior from a sample of the safetensors file `src` (for `--prior`).
