@@ -32,6 +32,9 @@ pub struct Row {
     pub program: String,
     /// How many literals use each codec, over all chunks.
     pub codecs: BTreeMap<&'static str, usize>,
+    /// Bytes of its literals' code tables (see [`codec::table_len`]), over
+    /// all chunks: what each chunk pays to say how its words are coded.
+    pub table_bytes: u64,
     /// How many program nodes each production made, over all chunks.
     pub productions: BTreeMap<&'static str, usize>,
 }
@@ -45,6 +48,8 @@ pub struct Report {
     /// How many program nodes each production made, over the whole archive
     /// (complete once every row has been given out).
     pub productions: BTreeMap<&'static str, usize>,
+    /// Bytes of code tables over the whole archive (complete likewise).
+    pub table_bytes: u64,
 }
 
 /// Reports on `archive`: gives `each` one row per tensor, in the order of
@@ -96,6 +101,7 @@ impl Row {
             difference_chunks: 0,
             program: String::new(),
             codecs: BTreeMap::new(),
+            table_bytes: 0,
             productions: BTreeMap::new(),
         }
     }
@@ -117,11 +123,12 @@ impl Row {
         let mut pos = 0;
         let mut lanes = Vec::new();
         for _ in 0..seg.layout.lanes() {
-            let (p, used) = decode_program(&record[pos..], ty, limits).map_err(|e| {
+            let corrupt = |e: codec::WireError| {
                 let at = archive.record_offset(i) + (pos + e.at) as u64;
                 Error::corrupt(archive.path(), at, e.reason)
-            })?;
-            self.count(&p);
+            };
+            let (p, used) = decode_program(&record[pos..], ty, limits).map_err(corrupt)?;
+            self.count(&p).map_err(corrupt)?;
             lanes.push(describe(&p, &|l: &EncodedLit| literal_name(l).to_string()));
             pos += used;
         }
@@ -136,15 +143,22 @@ impl Row {
         Ok(())
     }
 
-    fn count(&mut self, p: &Program<EncodedLit>) {
+    /// Counts the productions, codecs and table bytes of `p`; an error (at
+    /// its offset in the lane's program) where a literal's table is corrupt.
+    fn count(&mut self, p: &Program<EncodedLit>) -> std::result::Result<(), codec::WireError> {
         *self
             .productions
             .entry(Production::of_op(&p.op).name())
             .or_default() += 1;
         if let Op::Lit(l) = &p.op {
             *self.codecs.entry(literal_name(l)).or_default() += 1;
+            let table = codec::table_len(l.bytes, p.ty.width).map_err(|e| codec::WireError {
+                at: l.at + e.at,
+                ..e
+            })?;
+            self.table_bytes += table as u64;
         }
-        p.children().for_each(|c| self.count(c));
+        p.children().try_for_each(|c| self.count(c))
     }
 
     pub fn ratio(&self) -> f64 {
@@ -157,7 +171,8 @@ impl Row {
             "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "ratio": self.ratio(),
             "chunks": self.chunks, "base_chunks": self.base_chunks,
             "difference_chunks": self.difference_chunks, "program": self.program,
-            "codecs": self.codecs, "productions": self.productions,
+            "codecs": self.codecs, "table_bytes": self.table_bytes,
+            "productions": self.productions,
         })
     }
 }
@@ -174,10 +189,12 @@ impl Report {
             source_len: archive.len(),
             archive_len: archive.archive_len(),
             productions: BTreeMap::new(),
+            table_bytes: 0,
         }
     }
 
     fn add(&mut self, row: &Row) {
+        self.table_bytes += row.table_bytes;
         for (p, n) in &row.productions {
             *self.productions.entry(*p).or_default() += n;
         }
@@ -225,6 +242,13 @@ pub fn write_table(archive: &Archive, out: &mut impl Write) -> Result<()> {
         .collect();
     writeln!(out, "productions: {}", productions.join(" ")).at(at)?;
     let (source, archived) = (report.source_len, report.archive_len);
+    let tables = report.table_bytes;
+    let share = 100.0 * tables as f64 / archived.max(1) as f64;
+    writeln!(
+        out,
+        "code tables: {tables} bytes, {share:.3}% of the archive"
+    )
+    .at(at)?;
     let ratio = report.ratio();
     writeln!(out, "total: {source} -> {archived} bytes, ratio {ratio:.4}").at(at)
 }
@@ -247,5 +271,10 @@ pub fn write_json(archive: &Archive, out: &mut impl Write) -> Result<()> {
         let comma = if std::mem::take(&mut first) { "" } else { "," };
         write!(out, "{comma}\n{}", row.to_json()).at(at)
     })?;
-    writeln!(out, "\n],\"productions\":{}}}", json!(report.productions)).at(at)
+    let (productions, tables) = (json!(report.productions), report.table_bytes);
+    writeln!(
+        out,
+        "\n],\"productions\":{productions},\"table_bytes\":{tables}}}"
+    )
+    .at(at)
 }

@@ -238,6 +238,29 @@ fn search_knobs_and_a_reused_prior_give_valid_archives() {
         report["productions"]["lit"].as_u64().unwrap() > 0,
         "{report}"
     );
+    // Code tables: the archive's are its tensors' and other bytes', and
+    // there are some exactly where a literal is Huffman or rANS coded.
+    let rows = report["tensors"].as_array().unwrap();
+    let of_rows: u64 = rows
+        .iter()
+        .map(|r| r["table_bytes"].as_u64().unwrap())
+        .sum();
+    let tables = report["table_bytes"].as_u64().unwrap();
+    assert_eq!(tables, of_rows, "{report}");
+    for row in rows {
+        let codecs = &row["codecs"];
+        let coded = ["huffman", "rans"]
+            .iter()
+            .any(|c| codecs[c].as_u64().is_some());
+        let has_table = row["table_bytes"].as_u64().unwrap() > 0;
+        assert_eq!(coded, has_table, "{row}");
+    }
+    assert!(tables > 0 && tables < report["archive_bytes"].as_u64().unwrap());
+    let table = ok(&["inspect", s(&dir.path().join("a1.brv"))]);
+    assert!(
+        table.contains(&format!("code tables: {tables} bytes")),
+        "{table}"
+    );
     std::fs::write(&prior, b"{\"not\": \"a prior\"}").unwrap();
     fails(
         &[

@@ -1,10 +1,11 @@
-//! The literal codecs: arbitrary bytes decoded with each codec's tag must give
-//! an error or words, never a panic or a read past the input; and arbitrary
+//! The literal codecs: arbitrary bytes decoded with each codec's tag (and
+//! their code tables measured) must give an error or words, never a panic or
+//! a read past the input; and arbitrary
 //! words encoded with every codec that applies must decode to themselves,
 //! using exactly the encoded bytes.
 #![no_main]
 
-use brevis::codec::{decode, decode_rows, encode_with, Codec};
+use brevis::codec::{decode, decode_rows, encode_with, table_len, Codec};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -20,6 +21,9 @@ fuzz_target!(|data: &[u8]| {
         let mut out = vec![0u32; n];
         if let Ok(used) = decode(&input, width, &mut out) {
             assert!(used <= input.len());
+        }
+        if let Ok(table) = table_len(&input, width) {
+            assert!(table < input.len());
         }
     }
     // Untrusted rANS bytes decoded into rows of a Partition's class, the

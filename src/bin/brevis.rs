@@ -146,8 +146,8 @@ enum Command {
         #[arg(long, value_name = "ORIGINAL")]
         against: Option<PathBuf>,
     },
-    /// Show per tensor: dtype, shape, bytes before and after, ratio, program, codecs.
-    /// For a directory: every .brv archive under it.
+    /// Show per tensor: dtype, shape, bytes before and after, ratio, program, codecs;
+    /// and the bytes the code tables take. For a directory: every .brv archive under it.
     Inspect {
         /// A .brv archive or a directory of them.
         archive: PathBuf,

@@ -365,6 +365,22 @@ fn decode_body<T: Word, P: Put>(
     Ok(())
 }
 
+/// Bytes of the code table at the start of an encoding of `width`-bit words:
+/// what a Huffman or rANS literal says of its symbols (their words, code
+/// lengths or counts, and rANS's head byte) before the coded words; 0 for Raw
+/// and BitPack. Read and checked as the decoder reads it; never panics on
+/// any input.
+pub fn table_len(input: &[u8], width: u32) -> Result<usize, WireError> {
+    let (mut r, codec) = open_literal(input, width, 32)?;
+    match codec {
+        Codec::Raw | Codec::BitPack => return Ok(0),
+        Codec::Huffman => drop(huffman::read_table(&mut r, width)?),
+        Codec::Rans => drop(rans::read_table(&mut r, width, rans::Form::Seeded)?),
+        Codec::RansV1 => drop(rans::read_table(&mut r, width, rans::Form::Varints)?),
+    }
+    Ok(r.pos() - 1)
+}
+
 /// Which codec an encoding starting at `input` uses (reads the tag only).
 pub fn peek_codec(input: &[u8]) -> Result<Codec, WireError> {
     let tag = Reader::new(input).u8()?;

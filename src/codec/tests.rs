@@ -244,6 +244,40 @@ proptest! {
         let mut input = vec![tag];
         input.extend_from_slice(&bytes);
         let _ = decode_all(&input, width, len);
+        if let Ok(table) = table_len(&input, width) {
+            prop_assert!(table < input.len());
+        }
+    }
+
+    #[test]
+    fn table_len_ends_where_the_coded_words_begin(
+        width in 1u32..=32, shape in shape_strategy(), len in 0usize..3000, seed: u64,
+    ) {
+        let words = stream(shape, width, len, seed);
+        for codec in Codec::ALL {
+            let mut buf = Vec::new();
+            if !encode_with(codec, &words, width, &mut buf) {
+                continue;
+            }
+            let table = table_len(&buf, width).expect("an encoding's table reads");
+            let mut r = Reader::new(&buf[1 + table..]);
+            // What follows the table: Huffman's four bitstreams with their
+            // lengths; rANS's lane states, two counts and its 16-bit words.
+            let rest = match codec {
+                Codec::Raw | Codec::BitPack => {
+                    prop_assert_eq!(table, 0);
+                    continue;
+                }
+                Codec::Huffman => (0..4).map(|_| r.varint().unwrap() as usize).sum(),
+                _ => {
+                    let (_, groups_log2, _) = rans::head_fields(buf[1], rans::Form::Seeded);
+                    r.bytes(4 * rans::used_lanes(len, 1 << groups_log2)).unwrap();
+                    r.varint().unwrap();
+                    2 * r.varint().unwrap() as usize
+                }
+            };
+            prop_assert_eq!(1 + table + r.pos() + rest, buf.len(), "{:?}", codec);
+        }
     }
 }
 

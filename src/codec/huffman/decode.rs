@@ -52,12 +52,17 @@ thread_local! {
     static TABLES: RefCell<Option<Tables>> = const { RefCell::new(None) };
 }
 
+/// The code's words and their code lengths (after the tag).
+pub(in crate::codec) fn read_table(r: &mut Reader, width: u32) -> Result<SymbolSet, WireError> {
+    symbols::read(r, width, Values::Nibbles, MAX_LEN)
+}
+
 pub(in crate::codec) fn decode<T: Word>(
     r: &mut Reader,
     width: u32,
     out: &mut [T],
 ) -> Result<(), WireError> {
-    let set = symbols::read(r, width, Values::Nibbles, MAX_LEN)?;
+    let set = read_table(r, width)?;
     if set.values == [1, 1] {
         let streams = read_streams(r)?;
         let pair = [set.words[0], set.words[1]].map(T::from_u32);

@@ -29,8 +29,8 @@ mod one_bit;
 #[cfg(test)]
 mod tests;
 
-pub(super) use decode::decode;
 use decode::*;
+pub(super) use decode::{decode, read_table};
 use encode::*;
 pub(super) use encode::{encode, size, size_floor};
 use multi::*;

@@ -192,6 +192,23 @@ pub(in crate::codec) fn decode<T: Word, D: Dest<T> + ?Sized>(
     out: &mut D,
     form: Form,
 ) -> Result<(), WireError> {
+    let (scale, groups_log2, set) = read_table(r, width, form)?;
+    let table = DecodeTable::new(&set, scale)
+        .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
+    if groups_log2 == 1 {
+        decode_groups::<T, 2, D>(r, &table, out, form)
+    } else {
+        decode_groups::<T, 1, D>(r, &table, out, form)
+    }
+}
+
+/// A stream's head and table (after the tag), checked: its scale, the log2
+/// of its lane groups, and its words with their frequencies.
+pub(in crate::codec) fn read_table(
+    r: &mut Reader,
+    width: u32,
+    form: Form,
+) -> Result<(u32, u8, SymbolSet), WireError> {
     let (scale, groups_log2, precision) = head_fields(r.u8()?, form);
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
@@ -210,13 +227,7 @@ pub(in crate::codec) fn decode<T: Word, D: Dest<T> + ?Sized>(
             set
         }
     };
-    let table = DecodeTable::new(&set, scale)
-        .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
-    if groups_log2 == 1 {
-        decode_groups::<T, 2, D>(r, &table, out, form)
-    } else {
-        decode_groups::<T, 1, D>(r, &table, out, form)
-    }
+    Ok((scale, groups_log2, set))
 }
 
 /// Where a stream's words go: a slice, in order, or the rows of a

@@ -105,7 +105,7 @@ mod simd_encode;
 pub(super) mod tests;
 
 use decode::*;
-pub(super) use decode::{decode, Rows};
+pub(super) use decode::{decode, read_table, Rows};
 use encode::*;
 pub(super) use encode::{encode, estimate, predict, size};
 pub(in crate::codec) use model::Model;
