@@ -9,7 +9,7 @@
 use super::expand::Shape;
 use super::{cost, leaf};
 use crate::codec::{self, Stats};
-use crate::dsl::{Literal, Op, Program, Type};
+use crate::dsl::{mask, Literal, Op, Program, Type};
 use std::sync::Arc;
 
 /// A found program's operators and parameters, without its literals (a
@@ -254,7 +254,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
             op: *op,
             init: *init,
         },
-        Op::Merge { fields, .. } => Shape::Merge(*fields),
+        Op::Merge { .. } => return refit_merge(shape, &target, 0),
         Op::Palette {
             group, index_width, ..
         } => Shape::Palette {
@@ -287,6 +287,35 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
         });
     }
     Some(node.build(ty, kids))
+}
+
+/// The Merge `shape` re-fit to the words of `target` shifted down by
+/// `shift` bits (its own field of an enclosing Merge): the fields of nested
+/// Merges are cut from `target` directly, not from their parents' streams,
+/// so only the streams of the fields that are not Merges are written.
+fn refit_merge(shape: &Program<()>, target: &[u32], shift: u32) -> Option<Program<Literal>> {
+    let Op::Merge { fields, parts } = &shape.op else {
+        unreachable!("refit_merge takes a Merge");
+    };
+    let width = shape.ty.width;
+    let cut = (fields.widths(width).into_iter()).zip(fields.shifts(width));
+    let kids: Vec<Program<Literal>> = (cut.zip(parts))
+        .map(|((w, s), sub)| match sub.op {
+            Op::Merge { .. } => refit_merge(sub, target, shift + s),
+            _ => refit(
+                sub,
+                target
+                    .iter()
+                    .map(|x| (x >> (shift + s)) & mask(w))
+                    .collect(),
+            ),
+        })
+        .collect::<Option<_>>()?;
+    let ty = Type {
+        width,
+        len: target.len(),
+    };
+    Some(Shape::Merge(*fields).build(ty, kids))
 }
 
 /// `target` as a constant, or as its smallest literal (see [`codec::best`]),
@@ -374,6 +403,35 @@ mod tests {
             .expect("same statistics refit within slack");
         assert!(matches!(q.op, Op::Merge { .. }));
         assert!(runs_to(&q, &second));
+    }
+
+    /// Fields of nested Merges are cut from the chunk's words directly: at
+    /// their parents' shifts plus their own, three levels deep.
+    #[test]
+    fn nested_merges_refit_to_their_fields_at_every_depth() {
+        let split = |low| Shape::Merge(Fields::Split { low });
+        let ty = |width| Type { width, len: 3000 };
+        let lit = |width| leaf(vec![1u32; 3000].into(), width).0;
+        // 16 bits: the top 12 split into 4 and 8 (whose top 6 split into 2
+        // and 4), the low 4 a leaf.
+        let inner = split(4).build(ty(6), vec![lit(2), lit(4)]);
+        let middle = split(2).build(ty(8), vec![inner, lit(2)]);
+        let top = split(8).build(ty(12), vec![lit(4), middle]);
+        let p = split(4).build(ty(16), vec![top, lit(4)]);
+        let t = Template::of(&p);
+        let target = words(3, 3000);
+        let q = t.apply(&target).expect("a merge yields any words");
+        fn merges(p: &Program<()>, out: &mut Vec<(Type, Fields)>) {
+            if let Op::Merge { fields, parts } = &p.op {
+                out.push((p.ty, *fields));
+                parts.iter().for_each(|c| merges(c, out));
+            }
+        }
+        let (mut found, mut refit) = (Vec::new(), Vec::new());
+        merges(&strip(&p), &mut found);
+        merges(&strip(&q), &mut refit);
+        assert_eq!((found.len(), &refit), (4, &found), "the same Merges");
+        assert!(runs_to(&q, &target));
     }
 
     #[test]
