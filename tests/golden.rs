@@ -39,6 +39,38 @@ fn golden_archives_decode_to_their_originals() {
     }
 }
 
+/// `brevis inspect` reads every version's literals, rANS's old form among
+/// them: a row has code table bytes exactly where it has Huffman or rANS
+/// literals, and the archive's are its rows'.
+#[test]
+fn golden_archives_inspect_with_their_code_tables() {
+    let entropy_coded = ["huffman", "rans", "rans-v1"];
+    let mut seen = BTreeSet::new();
+    for (version, _) in VERSIONS {
+        for brv in archives(version) {
+            let a = Archive::open(&brv).unwrap();
+            let mut of_rows = 0;
+            let report = brevis::inspect::inspect(&a, |row| {
+                let coded = entropy_coded.iter().any(|c| row.codecs.contains_key(c));
+                assert_eq!(
+                    coded,
+                    row.table_bytes > 0,
+                    "{}: {}",
+                    brv.display(),
+                    row.name
+                );
+                seen.extend(row.codecs.keys().copied());
+                of_rows += row.table_bytes;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(report.table_bytes, of_rows, "{}", brv.display());
+            assert!(report.table_bytes < report.archive_len);
+        }
+    }
+    assert!(entropy_coded.iter().all(|c| seen.contains(c)), "{seen:?}");
+}
+
 fn decode_every_way(found: Vec<PathBuf>) {
     let dir = tempfile::tempdir().unwrap();
     for brv in found {
