@@ -115,7 +115,7 @@ impl Shape {
             }
             Shape::Merge(fields) => (fields.widths(width).into_iter())
                 .zip(fields.shifts(width))
-                .map(|(w, shift)| child(w, t.iter().map(|x| (x >> shift) & mask(w)).collect()))
+                .map(|(w, shift)| child(w, field(t, shift, w)))
                 .collect(),
             Shape::Palette { group, index_width } => {
                 let (values, indices) = palette_streams(t, *group, *index_width)?;
@@ -278,6 +278,11 @@ pub fn expansions(
             Some(Expansion { children, shape })
         })
         .collect()
+}
+
+/// The `width`-bit field at bit `shift` of each of `words`: a Merge's child.
+pub(super) fn field(words: &[u32], shift: u32, width: u32) -> Arc<[u32]> {
+    words.iter().map(|x| (x >> shift) & mask(width)).collect()
 }
 
 fn child(width: u32, words: Arc<[u32]>) -> (Type, Arc<[u32]>) {

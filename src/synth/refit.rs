@@ -6,10 +6,10 @@
 //! costs noticeably more per word than the search's program did, or much
 //! less (different data, which another shape may suit better).
 
-use super::expand::Shape;
+use super::expand::{field, Shape};
 use super::{cost, leaf};
 use crate::codec::{self, Stats};
-use crate::dsl::{mask, Literal, Op, Program, Type};
+use crate::dsl::{Literal, Op, Program, Type};
 use std::sync::Arc;
 
 /// A found program's operators and parameters, without its literals (a
@@ -302,13 +302,7 @@ fn refit_merge(shape: &Program<()>, target: &[u32], shift: u32) -> Option<Progra
     let kids: Vec<Program<Literal>> = (cut.zip(parts))
         .map(|((w, s), sub)| match sub.op {
             Op::Merge { .. } => refit_merge(sub, target, shift + s),
-            _ => refit(
-                sub,
-                target
-                    .iter()
-                    .map(|x| (x >> (shift + s)) & mask(w))
-                    .collect(),
-            ),
+            _ => refit(sub, field(target, shift + s, w)),
         })
         .collect::<Option<_>>()?;
     let ty = Type {
