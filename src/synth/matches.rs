@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// Earlier positions looked at per word.
 pub const CHAIN_DEPTH: usize = 32;
 
-/// Words at a stream's start that [`worth_trying`] parses.
+/// Words at a stream's start that [`estimate`] parses.
 const SAMPLE_WORDS: usize = 8192;
 
 /// Shortest copy the matcher makes for words of `width` bits: one 32-bit
@@ -196,17 +196,18 @@ pub fn match_program(ty: Type, kids: Vec<Program<Literal>>) -> Program<Literal> 
     }
 }
 
-/// Whether a Match may pay for `t`: the matcher on its first
-/// [`SAMPLE_WORDS`] words covers at least 1/8 of them with copies, and the
-/// order-0 byte-plane costs of the literals and tokens come to at most 7/8
-/// of the sample's own. Ordinary weights fail at the first test, after one
-/// pass of the matcher over the sample.
-pub fn worth_trying(t: &[u32], width: u32) -> bool {
+/// The bytes per word a Match of `t` is estimated to take, where it may pay:
+/// the matcher on its first [`SAMPLE_WORDS`] words covers at least 1/8 of
+/// them with copies, and the order-0 byte-plane costs of the literals and
+/// tokens (the estimate) come to at most 7/8 of the sample's own. Ordinary
+/// weights fail at the first test, after one pass of the matcher over the
+/// sample.
+pub fn estimate(t: &[u32], width: u32) -> Option<f64> {
     let s = &t[..t.len().min(SAMPLE_WORDS)];
     let p = parse(s, min_match(width), lazy_below(width), CHAIN_DEPTH);
     let covered = s.len() - p.lits.len();
     if covered * 8 < s.len() {
-        return false;
+        return None;
     }
     let tw = count_width(t.len());
     let tokens: usize = [&p.runs, &p.lens, &p.dists]
@@ -214,5 +215,29 @@ pub fn worth_trying(t: &[u32], width: u32) -> bool {
         .map(|s| byte_planes_cost(s, tw))
         .sum();
     let est = byte_planes_cost(&p.lits, width) + tokens;
-    est * 8 <= byte_planes_cost(s, width) * 7
+    (est * 8 <= byte_planes_cost(s, width) * 7).then(|| est as f64 / s.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::estimate;
+
+    /// Words without repeats get no estimate; repeated rows get one of
+    /// their copies' cost, well under their byte planes' (2 bytes a word).
+    #[test]
+    fn repeats_are_estimated_and_noise_is_not() {
+        let mut state = 0x2545_f491_u32;
+        let noise: Vec<u32> = (0..4096)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state & 0xffff
+            })
+            .collect();
+        assert_eq!(estimate(&noise, 16), None);
+        let rows: Vec<u32> = noise[..256].iter().copied().cycle().take(4096).collect();
+        let per_word = estimate(&rows, 16).expect("repeats");
+        assert!(per_word > 0.0 && per_word < 0.25, "{per_word}");
+    }
 }

@@ -308,9 +308,10 @@ fn searched_lane(words: &[u32], width: u32, hint: Hint) -> (Cow<'_, [u32]>, u32,
 }
 
 /// `found`, or a Match node yielding `words` where its exact cost is
-/// smaller: tried only where [`matches::worth_trying`] says a sample of the
-/// words has repeats; its four streams are searched like any stream (the
-/// literal words with the stream's hint).
+/// smaller: tried only where [`matches::estimate`] says a sample of the
+/// words has repeats, and estimates the Match at less than
+/// [`MATCH_MARGIN`] times `found`'s cost per word; its four streams are
+/// searched like any stream (the literal words with the stream's hint).
 pub fn with_matches(
     words: &[u32],
     width: u32,
@@ -318,7 +319,13 @@ pub fn with_matches(
     opts: &SynthOptions,
     found: Program<Literal>,
 ) -> Program<Literal> {
-    if words.len() < 2 || !matches::worth_trying(words, width) {
+    if words.len() < 2 {
+        return found;
+    }
+    let Some(per_word) = matches::estimate(words, width) else {
+        return found;
+    };
+    if per_word >= MATCH_MARGIN * exact_cost(&found) as f64 / words.len() as f64 {
         return found;
     }
     let Some(streams) = matches::match_streams(words, width) else {
@@ -350,6 +357,14 @@ pub fn with_matches(
         found
     }
 }
+
+/// How far above the found program's cost per word a Match's estimate may
+/// be for the Match to be searched. Its searched streams came to 0.79x of
+/// the estimate on silero-vad-f32's STFT basis (1.65 bytes a word against
+/// 2.09); on minilm-dequant4's Scaled and Palette chunks the estimate was
+/// 1.9-2.1x the found programs' cost, and the Matches searched came to
+/// twice it (80 ms of its `pack -j1`, none kept).
+const MATCH_MARGIN: f64 = 1.5;
 
 /// [`synthesize`], but first re-fitting the templates `like` (from other
 /// chunks of the same tensor lane), in order, when the options allow: the
