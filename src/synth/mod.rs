@@ -229,10 +229,10 @@ fn upcast_low(words: &[u32], width: u32, hint: Hint) -> Option<u32> {
 /// The program for bf16 values stored as f32 (`low` their low halves): a
 /// Merge of their high halves, searched as a bf16 stream of their own, and
 /// that constant; or, for a stream of at most [`UPCAST_PLAIN_WORDS`] or of
-/// one word, the root-only search's program where that costs less. A search of the f32
-/// words spends its budget on the f32 fields, which code the sign, exponent
-/// and mantissa of the halves apart, where a bf16 stream's search finds the
-/// fields that code them together.
+/// one word, the root-only search's program where that costs less. A
+/// search of the f32 words spends its budget on the f32 fields, which code
+/// the sign, exponent and mantissa of the halves apart, where a bf16
+/// stream's search finds the fields that code them together.
 fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
     let (high, bf16) = high_halves(words, hint);
     let halves = Type {
@@ -309,9 +309,9 @@ fn searched_lane(words: &[u32], width: u32, hint: Hint) -> (Cow<'_, [u32]>, u32,
 
 /// `found`, or a Match node yielding `words` where its exact cost is
 /// smaller: tried only where [`matches::estimate`] says a sample of the
-/// words has repeats, and estimates the Match at less than
-/// [`MATCH_MARGIN`] times `found`'s cost per word; its four streams are
-/// searched like any stream (the literal words with the stream's hint).
+/// words has repeats, and estimates the Match near enough `found`'s cost
+/// per word (see [`MATCH_MARGIN`]); its four streams are searched like any
+/// stream (the literal words with the stream's hint).
 pub fn with_matches(
     words: &[u32],
     width: u32,
@@ -325,7 +325,8 @@ pub fn with_matches(
     let Some(per_word) = matches::estimate(words, width) else {
         return found;
     };
-    if per_word >= MATCH_MARGIN * exact_cost(&found) as f64 / words.len() as f64 {
+    let found_cost = exact_cost(&found);
+    if per_word >= MATCH_MARGIN * found_cost as f64 / words.len() as f64 + MATCH_SLACK {
         return found;
     }
     let Some(streams) = matches::match_streams(words, width) else {
@@ -351,7 +352,7 @@ pub fn with_matches(
         len: words.len(),
     };
     let m = matches::match_program(ty, kids);
-    if exact_cost(&m) < exact_cost(&found) && runs_to(&m, words) {
+    if exact_cost(&m) < found_cost && runs_to(&m, words) {
         m
     } else {
         found
@@ -359,12 +360,16 @@ pub fn with_matches(
 }
 
 /// How far above the found program's cost per word a Match's estimate may
-/// be for the Match to be searched. Its searched streams came to 0.79x of
-/// the estimate on silero-vad-f32's STFT basis (1.65 bytes a word against
-/// 2.09); on minilm-dequant4's Scaled and Palette chunks the estimate was
-/// 1.9-2.1x the found programs' cost, and the Matches searched came to
-/// twice it (80 ms of its `pack -j1`, none kept).
+/// be for the Match to be searched: `MATCH_MARGIN` times it plus
+/// `MATCH_SLACK` bytes. Its searched streams came to 0.79x of the estimate
+/// on silero-vad-f32's STFT basis (1.65 bytes a word against 2.09), and to
+/// a seventh of it on position ids (0.01 bytes a word against 0.07: the
+/// estimate, order-0 byte planes, misses how regular the copies are); on
+/// minilm-dequant4's Scaled and Palette chunks the estimate was 1.9-2.1x
+/// the found programs' cost, and the Matches searched came to twice it
+/// (80 ms of its `pack -j1`, none kept).
 const MATCH_MARGIN: f64 = 1.5;
+const MATCH_SLACK: f64 = 0.125;
 
 /// [`synthesize`], but first re-fitting the templates `like` (from other
 /// chunks of the same tensor lane), in order, when the options allow: the
