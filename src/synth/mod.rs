@@ -567,7 +567,7 @@ mod tests {
                 state ^= state >> 17;
                 state ^= state << 5;
                 // Weight-like: a few exponents, any sign and mantissa.
-                (0x3c00 + state % 0x180 | (state >> 31) << 15) << 16
+                ((0x3c00 + state % 0x180) | ((state >> 31) << 15)) << 16
             })
             .collect();
         let p = synthesize(&long, 32, f32_hint, &opts);
