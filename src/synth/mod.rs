@@ -487,9 +487,10 @@ pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
     dsl::execute(p, &mut out).is_ok() && out == target
 }
 
-/// Learns a prior from sample streams: each is searched without production costs
-/// (best-first by size, `budget` expansions), and the productions of the programs
-/// found are counted in their contexts.
+/// Learns a prior from sample streams: each is searched as packing searches it
+/// (see [`searched_lane`]) without production costs (best-first by size,
+/// `budget` expansions), and the productions of the programs found are counted
+/// in their contexts.
 pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
     let opts = SynthOptions {
         budget,
