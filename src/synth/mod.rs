@@ -308,9 +308,9 @@ fn searched_lane(words: &[u32], width: u32, hint: Hint) -> (Cow<'_, [u32]>, u32,
 }
 
 /// `found`, or a Match node yielding `words` where its exact cost is
-/// smaller: tried only where [`matches::estimate`] says a sample of the
+/// smaller: tried only where `matches::estimate` says a sample of the
 /// words has repeats, and estimates the Match near enough `found`'s cost
-/// per word (see [`MATCH_MARGIN`]); its four streams are searched like any
+/// per word (see `MATCH_MARGIN`); its four streams are searched like any
 /// stream (the literal words with the stream's hint).
 pub fn with_matches(
     words: &[u32],
@@ -488,7 +488,7 @@ pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
 }
 
 /// Learns a prior from sample streams: each is searched as packing searches it
-/// (see [`searched_lane`]) without production costs (best-first by size,
+/// (see `searched_lane`) without production costs (best-first by size,
 /// `budget` expansions), and the productions of the programs found are counted
 /// in their contexts.
 pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
