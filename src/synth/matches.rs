@@ -221,19 +221,15 @@ pub fn estimate(t: &[u32], width: u32) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::estimate;
+    use crate::codec::tests::xorshift;
 
     /// Words without repeats get no estimate; repeated rows get one of
     /// their copies' cost, well under their byte planes' (2 bytes a word).
     #[test]
     fn repeats_are_estimated_and_noise_is_not() {
-        let mut state = 0x2545_f491_u32;
+        let mut seed = 0x2545_f491;
         let noise: Vec<u32> = (0..4096)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                state & 0xffff
-            })
+            .map(|_| xorshift(&mut seed) as u32 & 0xffff)
             .collect();
         assert_eq!(estimate(&noise, 16), None);
         let rows: Vec<u32> = noise[..256].iter().copied().cycle().take(4096).collect();

@@ -517,6 +517,7 @@ pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::tests::xorshift;
 
     /// An upcast lane is searched as its high halves, bf16 words with the
     /// lane's rows; any other lane as it is.
@@ -561,14 +562,12 @@ mod tests {
             float: Some(FloatFormat::F32),
             rows: None,
         };
-        let mut state = 0x2545_f491_u32;
+        let mut seed = 0x2545_f491;
         let long: Vec<u32> = (0..2 * UPCAST_PLAIN_WORDS)
             .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
+                let r = xorshift(&mut seed) as u32;
                 // Weight-like: a few exponents, any sign and mantissa.
-                ((0x3c00 + state % 0x180) | ((state >> 31) << 15)) << 16
+                ((0x3c00 + r % 0x180) | ((r >> 31) << 15)) << 16
             })
             .collect();
         let p = synthesize(&long, 32, f32_hint, &opts);
