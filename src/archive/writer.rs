@@ -532,9 +532,8 @@ fn write_archive(
     };
     out.writer.write_all(&HEAD_MAGIC).at(tmp)?;
     let mut sha = Sha256::new();
-    let per_thread = (chunk * BATCH_CHUNKS_PER_THREAD).min(BATCH_BYTES_PER_THREAD.max(chunk));
-    let batch_bytes = per_thread * rayon::current_num_threads() as u64;
-    let ranges: Vec<_> = batches(plan, batch_bytes).collect();
+    let threads = rayon::current_num_threads() as u64;
+    let ranges: Vec<_> = batches(plan, chunk, threads).collect();
     let (mut buf, mut next) = (Run::default(), Run::default());
     if let Some(first) = ranges.first() {
         read_batch(source, &plan[first.clone()], &mut buf, &mut sha)?;
@@ -820,9 +819,18 @@ fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<T
     list.map_or(&[], Vec::as_slice)
 }
 
-/// Consecutive runs of planned chunks of about `target` source bytes each
-/// (and at most `BATCH_CHUNKS_MAX` chunks), as ranges of the plan.
-fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = Range<usize>> + '_ {
+/// Consecutive runs of planned chunks, as ranges of the plan, for `threads`
+/// threads: each takes `BATCH_CHUNKS_PER_THREAD` chunks a thread, and at
+/// least the bytes of as many chunks of `chunk` bytes (many small tensors go
+/// together), but no more than `BATCH_BYTES_PER_THREAD` a thread (one chunk
+/// at least) nor `BATCH_CHUNKS_MAX` chunks. Counting chunks keeps a tensor
+/// of wide chunks (see [`tensor_chunk`]) from taking one chunk a thread: a
+/// batch's reading and hashing take one thread for about a chunk's packing,
+/// and the other then packs every chunk of the batch alone.
+fn batches(plan: &[Planned], chunk: u64, threads: u64) -> impl Iterator<Item = Range<usize>> + '_ {
+    let least_chunks = (BATCH_CHUNKS_PER_THREAD * threads) as usize;
+    let least_bytes = chunk * BATCH_CHUNKS_PER_THREAD * threads;
+    let most_bytes = BATCH_BYTES_PER_THREAD.max(chunk) * threads;
     let mut at = 0;
     std::iter::from_fn(move || {
         if at == plan.len() {
@@ -832,8 +840,10 @@ fn batches(plan: &[Planned], target: u64) -> impl Iterator<Item = Range<usize>> 
         let n = plan[at..]
             .iter()
             .take(BATCH_CHUNKS_MAX)
-            .take_while(|p| {
-                let take = bytes < target;
+            .enumerate()
+            .take_while(|(taken, p)| {
+                let wanted = bytes < least_bytes || *taken < least_chunks;
+                let take = wanted && bytes < most_bytes;
                 bytes += p.len;
                 take
             })
@@ -1072,5 +1082,50 @@ mod tests {
     fn tensors_of_a_few_chunks_keep_the_chunk_size() {
         let small = bf16_words(512 << 10, &[120, 121], 3);
         assert_eq!(chunk_of(&small), 256 << 10);
+    }
+
+    /// A plan of chunks of these lengths, one after another.
+    fn plan_of(lens: &[u64]) -> Vec<Planned> {
+        let starts = lens.iter().scan(0, |at, len| {
+            *at += len;
+            Some(*at - len)
+        });
+        (starts.zip(lens))
+            .map(|(start, &len)| Planned {
+                start,
+                len,
+                element: Element::BYTES,
+                class: None,
+                leads: false,
+                nth: 0,
+                count: 1,
+                base: None,
+                rows: None,
+            })
+            .collect()
+    }
+
+    fn batch_lens(lens: &[u64], chunk: u64, threads: u64) -> Vec<usize> {
+        let plan = plan_of(lens);
+        batches(&plan, chunk, threads).map(|r| r.len()).collect()
+    }
+
+    #[test]
+    fn batches_take_chunks_for_every_thread_within_a_byte_bound() {
+        const K: u64 = 1 << 10;
+        // Default-sized chunks: four a thread.
+        assert_eq!(batch_lens(&[256 * K; 20], 256 * K, 2), [8, 8, 4]);
+        // Chunks four times as wide: still four a thread (one a thread
+        // before, which left the packing of each batch to one thread while
+        // the other read and hashed the next).
+        assert_eq!(batch_lens(&[1024 * K; 10], 256 * K, 2), [8, 2]);
+        // Wider still: the bytes a thread bound them, or the chunk size
+        // where it is larger.
+        assert_eq!(batch_lens(&[2048 * K; 5], 256 * K, 2), [4, 1]);
+        assert_eq!(batch_lens(&[16384 * K; 3], 16384 * K, 2), [2, 1]);
+        // Small tensors go together up to the bytes of four default chunks
+        // a thread.
+        assert_eq!(batch_lens(&[64 * K; 40], 256 * K, 2), [32, 8]);
+        assert_eq!(batch_lens(&[16; 5000], 256 * K, 1), [BATCH_CHUNKS_MAX, 904]);
     }
 }
