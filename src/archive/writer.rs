@@ -820,23 +820,27 @@ fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<T
 }
 
 /// Consecutive runs of planned chunks, as ranges of the plan, for `threads`
-/// threads: each takes the bytes of `BATCH_CHUNKS_PER_THREAD` chunks of
-/// `chunk` bytes a thread (many small tensors go together) and, on more
-/// than one thread, as many chunks, but no more than
-/// `BATCH_BYTES_PER_THREAD` a thread (one chunk at least) nor
-/// `BATCH_CHUNKS_MAX` chunks. Counting chunks keeps a tensor of wide chunks
-/// (see [`tensor_chunk`]) from taking one chunk a thread: the reading and
-/// hashing of the next batch take one thread for about a chunk's packing,
-/// and the other then packs every chunk of the batch alone. On one thread
-/// there is nothing to balance, and bytes packed soon after they are read
-/// are still in the CPU's caches: minilm-upcast packed 5% slower in
-/// batches of four 1 MiB chunks than of one.
+/// threads. On several threads, each takes `BATCH_CHUNKS_PER_THREAD` chunks
+/// a thread, and at least the bytes of as many chunks of `chunk` bytes
+/// (many small tensors go together); on one thread, a chunk and at least
+/// `chunk` bytes. Either way no more than `BATCH_BYTES_PER_THREAD` a thread
+/// (one chunk at least) nor `BATCH_CHUNKS_MAX` chunks.
+///
+/// Counting chunks keeps a tensor of wide chunks (see [`tensor_chunk`])
+/// from taking one chunk a thread: the reading and hashing of the next
+/// batch take one thread for about a chunk's packing, and the other then
+/// packs every chunk of the batch alone. One thread has nothing to balance,
+/// and bytes packed soon after they are read are still in the CPU's
+/// caches: minilm-upcast packed 5% slower in batches of four 1 MiB chunks
+/// than of one, and 1-4% slower (minilm-f32, -bf16, -upcast) in batches of
+/// 1 MiB than of one 256 KiB chunk.
 fn batches(plan: &[Planned], chunk: u64, threads: u64) -> impl Iterator<Item = Range<usize>> + '_ {
-    let least_chunks = match threads {
+    let per_thread = match threads {
         1 => 1,
-        _ => (BATCH_CHUNKS_PER_THREAD * threads) as usize,
+        _ => BATCH_CHUNKS_PER_THREAD,
     };
-    let least_bytes = chunk * BATCH_CHUNKS_PER_THREAD * threads;
+    let least_chunks = (per_thread * threads) as usize;
+    let least_bytes = chunk * per_thread * threads;
     let most_bytes = BATCH_BYTES_PER_THREAD.max(chunk) * threads;
     let mut at = 0;
     std::iter::from_fn(move || {
@@ -1126,9 +1130,10 @@ mod tests {
         // before, which left the packing of each batch to one thread while
         // the other read and hashed the next).
         assert_eq!(batch_lens(&[1024 * K; 10], 256 * K, 2), [8, 2]);
-        // On one thread, chunks up to the bytes of four default ones.
+        // On one thread, a chunk, or small ones up to a default chunk's bytes.
         assert_eq!(batch_lens(&[1024 * K; 3], 256 * K, 1), [1, 1, 1]);
-        assert_eq!(batch_lens(&[256 * K; 10], 256 * K, 1), [4, 4, 2]);
+        assert_eq!(batch_lens(&[256 * K; 3], 256 * K, 1), [1, 1, 1]);
+        assert_eq!(batch_lens(&[64 * K; 10], 256 * K, 1), [4, 4, 2]);
         // Wider still: the bytes a thread bound them, or the chunk size
         // where it is larger.
         assert_eq!(batch_lens(&[2048 * K; 5], 256 * K, 2), [4, 1]);
@@ -1136,6 +1141,6 @@ mod tests {
         // Small tensors go together up to the bytes of four default chunks
         // a thread.
         assert_eq!(batch_lens(&[64 * K; 40], 256 * K, 2), [32, 8]);
-        assert_eq!(batch_lens(&[16; 5000], 256 * K, 1), [BATCH_CHUNKS_MAX, 904]);
+        assert_eq!(batch_lens(&[16; 5000], 256 * K, 2), [BATCH_CHUNKS_MAX, 904]);
     }
 }
