@@ -503,22 +503,28 @@ pub fn pack_file(
 ) -> Result<PackSummary> {
     let bases = Bases::open(&opts.bases, dst)?;
     let source = Source::open(src, Chunking::of(opts), bases)?;
-    let mut synth = opts.synth.clone();
-    if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
-        synth.prior = Arc::new(learn_prior(&sample(&source)?, CALIBRATION_BUDGET));
-    }
     let original = source.file.metadata().at(src)?;
     write_atomically(dst, |tmp| {
-        let summary = write_archive(&source, tmp, &synth, progress)?;
+        let summary = write_archive(&source, tmp, opts, progress)?;
         stamp(tmp, &original)?;
         Ok(summary)
     })
 }
 
+/// The search options of `opts`, with a prior learned from `source`'s
+/// sampled chunks where they ask for one.
+fn synth_options(source: &Source, opts: &PackOptions) -> Result<SynthOptions> {
+    let mut synth = opts.synth.clone();
+    if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
+        synth.prior = Arc::new(learn_prior(&sample(source)?, CALIBRATION_BUDGET));
+    }
+    Ok(synth)
+}
+
 fn write_archive(
     source: &Source,
     tmp: &Path,
-    synth: &SynthOptions,
+    opts: &PackOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<PackSummary> {
     let (plan, chunk, size) = (&source.plan, source.chunk, source.size);
@@ -535,9 +541,16 @@ fn write_archive(
     let threads = rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, chunk, threads).collect();
     let (mut buf, mut next) = (Run::default(), Run::default());
-    if let Some(first) = ranges.first() {
-        read_batch(source, &plan[first.clone()], &mut buf, &mut sha)?;
-    }
+    // The first batch is read and hashed while the prior is learned.
+    let (synth, first) = rayon::join(
+        || synth_options(source, opts),
+        || match ranges.first() {
+            Some(first) => read_batch(source, &plan[first.clone()], &mut buf, &mut sha),
+            None => Ok(()),
+        },
+    );
+    let (synth, ()) = (synth?, first?);
+    let synth = &synth;
     let mut done_records = Vec::new();
     let mut carry = Carry::default();
     for (i, range) in ranges.iter().enumerate() {
