@@ -293,6 +293,15 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     let bounds: Vec<usize> = (unlikely.par_iter().with_max_len(1))
         .map(|&shape| root_bound(&all[shape], stream, ty))
         .collect();
+    // Those that may win are derived at once, on all threads, as the likely
+    // ones were: a search found no better program among them on the bf16
+    // streams of the corpus, but each one's children take as long as a
+    // likely shape's.
+    let within: Vec<usize> = (unlikely.iter().zip(&bounds))
+        .filter(|&(_, &bound)| bound < s.best.est)
+        .map(|(&shape, _)| shape)
+        .collect();
+    s.prepare_root(root, &within);
     for (shape, bound) in unlikely.into_iter().zip(bounds) {
         if bound < s.best.est {
             if let Some(state) = s.materialize(&start, root, shape) {
@@ -492,7 +501,7 @@ impl Search<'_> {
         let prepared: Vec<Option<Vec<Child>>> = (within.par_iter().with_max_len(1))
             .map(|&shape| Child::derive(&all[shape], stream, ty.width))
             .collect();
-        self.prepared = within.into_iter().zip(prepared).collect();
+        self.prepared.extend(within.into_iter().zip(prepared));
     }
 
     /// Whether the limits let in `holes` more holes holding `words` more words.
