@@ -53,7 +53,12 @@ fn archive(name: &str) -> Archive {
     let src = corpus.join(name).join("model.safetensors");
     let dst = archives.join(format!("{name}.brv"));
     let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let packed = modified(&dst);
+    // An archive carries its source's modification time (as `pack` stamps
+    // it): when it was written shows in its status change time.
+    let packed = std::fs::metadata(&dst).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        std::time::UNIX_EPOCH + std::time::Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
+    });
     let build = std::env::current_exe().ok().and_then(|exe| modified(&exe));
     let outdated = packed < modified(&src) || packed < build;
     if packed.is_none() || (ours && outdated) {

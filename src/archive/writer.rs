@@ -1139,9 +1139,9 @@ mod tests {
         const K: u64 = 1 << 10;
         // Default-sized chunks: four a thread.
         assert_eq!(batch_lens(&[256 * K; 20], 256 * K, 2), [8, 8, 4]);
-        // Chunks four times as wide: still four a thread (one a thread
-        // before, which left the packing of each batch to one thread while
-        // the other read and hashed the next).
+        // Chunks four times as wide: still four a thread, not one (with one,
+        // the thread that reads and hashes the next batch leaves the other
+        // to pack the whole batch).
         assert_eq!(batch_lens(&[1024 * K; 10], 256 * K, 2), [8, 2]);
         // On one thread, a chunk, or small ones up to a default chunk's bytes.
         assert_eq!(batch_lens(&[1024 * K; 3], 256 * K, 1), [1, 1, 1]);
