@@ -516,9 +516,14 @@ pub fn pack_file(
 fn synth_options(source: &Source, opts: &PackOptions) -> Result<SynthOptions> {
     let mut synth = opts.synth.clone();
     if opts.learn_prior && synth.budget > 0 && synth.prior.is_uniform() {
-        synth.prior = Arc::new(learn_prior(&sample(source)?, CALIBRATION_BUDGET));
+        synth.prior = Arc::new(learned_prior(source)?);
     }
     Ok(synth)
+}
+
+/// The prior learned from `source`'s sampled chunks.
+fn learned_prior(source: &Source) -> Result<Prior> {
+    Ok(learn_prior(&sample(source)?, CALIBRATION_BUDGET))
 }
 
 fn write_archive(
@@ -549,8 +554,8 @@ fn write_archive(
             None => Ok(()),
         },
     );
-    let (synth, ()) = (synth?, first?);
-    let synth = &synth;
+    first?;
+    let synth = &synth?;
     let mut done_records = Vec::new();
     let mut carry = Carry::default();
     for (i, range) in ranges.iter().enumerate() {
@@ -998,7 +1003,7 @@ fn sample_chunk(source: &Source, p: &Planned) -> Result<Vec<(Vec<u32>, u32, Hint
 pub fn calibrate(src: &Path, chunk_size: usize) -> Result<Prior> {
     let bases = Bases::open(&BaseSources::default(), src)?;
     let source = Source::open(src, Chunking::fixed(chunk_size), bases)?;
-    Ok(learn_prior(&sample(&source)?, CALIBRATION_BUDGET))
+    learned_prior(&source)
 }
 
 #[cfg(test)]

@@ -298,11 +298,11 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     // as a likely shape's, and on the corpus's bf16 streams none of them
     // won. (One whose bound the best passes meanwhile is derived for
     // nothing; the program found is the same.)
-    let within: Vec<usize> = (unlikely.iter().zip(&bounds))
+    let may_win: Vec<usize> = (unlikely.iter().zip(&bounds))
         .filter(|&(_, &bound)| bound < s.best.est)
         .map(|(&shape, _)| shape)
         .collect();
-    s.prepare_root(root, &within);
+    s.prepare_root(root, &may_win);
     for (shape, bound) in unlikely.into_iter().zip(bounds) {
         if bound < s.best.est {
             if let Some(state) = s.materialize(&start, root, shape) {
