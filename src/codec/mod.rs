@@ -107,18 +107,22 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
     Some(1 + payload)
 }
 
-/// A size no encoding of `words` is below: Raw and BitPack exactly, and the
-/// order-0 entropy of the words for Huffman and rANS (a prefix code, or a rANS
-/// stream with its states, never codes below it), less 1/64 to absorb the
-/// floating-point sum. Costs no encoding and no sizing: the search uses it to
-/// skip candidates that cannot win.
+/// A size no encoding of `words` is below: Raw and BitPack exactly; for
+/// Huffman and rANS the floor of their table of symbols, which both write
+/// (see `symbols::size_floor`), plus the order-0 entropy of the words (a
+/// prefix code, or a rANS stream with its states, never codes below it)
+/// less 1/64 to absorb the floating-point sum. Costs no encoding and no
+/// sizing: the search uses it to skip candidates that cannot win, such as
+/// a 16-bit literal whose entropy is low but whose table of thousands of
+/// words is not.
 pub fn size_lower_bound(words: &[u32], width: u32, stats: &Stats) -> usize {
     check_width(width);
     let plain = raw::size(words.len(), width).min(bitpack::size(words.len(), stats.max()));
-    let entropy = (stats.alphabet()).map_or(usize::MAX, |a| {
-        (a.order0_bits() / 8.0 * (1.0 - 1.0 / 64.0)) as usize
+    let coded = (stats.alphabet()).map_or(usize::MAX, |a| {
+        let entropy = (a.order0_bits() / 8.0 * (1.0 - 1.0 / 64.0)) as usize;
+        symbols::size_floor(&a.words) + entropy
     });
-    1 + plain.min(entropy)
+    1 + plain.min(coded)
 }
 
 /// Bytes a rANS literal's predicted size (the size [`best`] reports for

@@ -88,6 +88,26 @@ fn list_size(words: &[u32], values: &[u32], kind: Values) -> usize {
     header + gaps + entries
 }
 
+/// A size `write`'s output is never below, whatever the values and their
+/// kind: each layout's words as written, and at least one bit an entry (a
+/// nibble, a varint and a shape value all take one or more). Costs a pass
+/// over the words only. `words` is strictly increasing (none: 0).
+pub(super) fn size_floor(words: &[u32]) -> usize {
+    if words.is_empty() {
+        return 0;
+    }
+    let span = span(words);
+    let first = varint_len(words[0] as u64);
+    let range = varint_len((span - 1) << 1) + first + span.div_ceil(8) as usize;
+    let gaps: usize = words
+        .windows(2)
+        .map(|p| varint_len((p[1] - p[0] - 1) as u64))
+        .sum();
+    let list =
+        varint_len(((words.len() as u64 - 1) << 1) | LIST) + first + gaps + words.len().div_ceil(8);
+    range.min(list)
+}
+
 /// Exact size of `write`'s output. `words` is non-empty and strictly increasing.
 pub(super) fn size(words: &[u32], values: &[u32], kind: Values) -> usize {
     range_size(words, values, kind).min(list_size(words, values, kind))
@@ -313,6 +333,31 @@ mod tests {
                 let set = read(&mut r, 20, kind, 15).unwrap();
                 assert!(r.is_empty());
                 assert_eq!((set.words, set.values), (words.clone(), values.clone()));
+            }
+        }
+    }
+
+    /// `size_floor` is below every layout's size with any values of any kind,
+    /// down to shape values of one bit each (ones after ones, precision 0).
+    #[test]
+    fn floor_is_below_every_layout_and_kind() {
+        let dense: Vec<u32> = (10..300).filter(|w| w % 7 != 0).collect();
+        let sparse: Vec<u32> = (0..50).map(|i| i * 1000 + 3).collect();
+        let wide: Vec<u32> = (0..4096).map(|i| i * 16 + i % 3).collect();
+        assert_eq!(size_floor(&[]), 0);
+        for words in [dense, sparse, wide, vec![5], vec![0, 1]] {
+            let ones = vec![1u32; words.len()];
+            let mixed: Vec<u32> = (0..words.len() as u32).map(|i| 1 + i * 37 % 900).collect();
+            for values in [ones, mixed] {
+                let kinds = [Values::Nibbles, Values::Varints, Values::Shape(0)];
+                for kind in kinds.into_iter().chain((1..=7).map(Values::Shape)) {
+                    let values: Vec<u32> = match kind {
+                        Values::Nibbles => values.iter().map(|v| 1 + v % 15).collect(),
+                        _ => values.clone(),
+                    };
+                    let floor = size_floor(&words);
+                    assert!(floor <= size(&words, &values, kind), "{kind:?} {words:?}");
+                }
             }
         }
     }

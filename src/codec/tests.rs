@@ -173,9 +173,13 @@ proptest! {
         let stats = Stats::new(&words, width);
         for codec in Codec::ALL {
             check_round_trip(codec, &words, width, &stats);
-            // `best` skips codecs by their floors: never above the size.
+            // `best` skips codecs by their floors, the search shapes by the
+            // lower bound: neither above the size.
             let size = encoded_size(codec, &words, width, &stats);
             prop_assert!(super::size_floor(codec, &words, width, &stats) <= size, "{:?}", codec);
+            if let Some(size) = size {
+                prop_assert!(size_lower_bound(&words, width, &stats) <= size, "{:?}", codec);
+            }
         }
     }
 
