@@ -140,11 +140,7 @@ fn classes_bytes(counts: &[u32], alphabet: usize) -> f64 {
 fn estimates(words: &[u32], width: u32, rows: usize, order: &[u32]) -> Vec<(usize, f64)> {
     let alphabet = 1usize << width;
     let finest = CLASS_COUNTS[CLASS_COUNTS.len() - 1];
-    let mut counts = vec![0u32; finest * alphabet];
-    for (g, &c) in words.chunks(rows).zip(&classes_of(order, finest)) {
-        let table = &mut counts[c as usize * alphabet..][..alphabet];
-        g.iter().for_each(|&w| table[w as usize] += 1);
-    }
+    let counts = class_counts(words, alphabet, rows, &classes_of(order, finest));
     let merged = |k: usize| {
         let mut out = vec![0u32; k * alphabet];
         for (c, table) in counts.chunks(alphabet).enumerate() {
@@ -155,6 +151,37 @@ fn estimates(words: &[u32], width: u32, rows: usize, order: &[u32]) -> Vec<(usiz
     };
     (std::iter::once(1).chain(CLASS_COUNTS))
         .map(|k| (k, merged(k)))
+        .collect()
+}
+
+/// Histograms that count into this many interleaved tables, summed at the
+/// end: the fields partitioned hold exponents, whose long runs of one word
+/// would otherwise make each increment wait for the one before (a
+/// store-to-load dependency).
+const SPLITS: usize = 4;
+
+/// The histogram of each class's words (`alphabet` counts a class, class
+/// after class): groups of `rows` words of `words`, group `j` of class
+/// `class[j]`.
+fn class_counts(words: &[u32], alphabet: usize, rows: usize, class: &[u32]) -> Vec<u32> {
+    let classes = class.iter().max().map_or(0, |&c| c as usize + 1);
+    let mut split = vec![0u32; classes * SPLITS * alphabet];
+    for (g, &c) in words.chunks(rows).zip(class) {
+        let tables = &mut split[c as usize * SPLITS * alphabet..][..SPLITS * alphabet];
+        let (t0, rest) = tables.split_at_mut(alphabet);
+        let (t1, rest) = rest.split_at_mut(alphabet);
+        let (t2, t3) = rest.split_at_mut(alphabet);
+        let mut quads = g.chunks_exact(SPLITS);
+        for q in &mut quads {
+            t0[q[0] as usize] += 1;
+            t1[q[1] as usize] += 1;
+            t2[q[2] as usize] += 1;
+            t3[q[3] as usize] += 1;
+        }
+        quads.remainder().iter().for_each(|&w| t0[w as usize] += 1);
+    }
+    (split.chunks(SPLITS * alphabet))
+        .flat_map(|t| (0..alphabet).map(move |w| (0..SPLITS).map(|s| t[s * alphabet + w]).sum()))
         .collect()
 }
 
@@ -205,5 +232,33 @@ fn build(words: &[u32], ty: Type, rows: usize, class: &[u32], k: usize) -> Progr
                 .map(|p| leaf(p.into(), ty.width).0)
                 .collect(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::tests::xorshift;
+
+    /// The interleaved tables add up to each class's histogram, whatever
+    /// the groups' length (here not a multiple of the interleaving) and
+    /// however long the runs of one word.
+    #[test]
+    fn class_counts_are_each_class_histogram() {
+        let mut seed = 7;
+        let words: Vec<u32> = (0..37 * 50)
+            .map(|i| match i % 300 < 100 {
+                true => 5,
+                false => (xorshift(&mut seed) % 64) as u32,
+            })
+            .collect();
+        let class: Vec<u32> = (0..50).map(|g| (g * 7 % 3) as u32).collect();
+        let counts = class_counts(&words, 64, 37, &class);
+        let mut expected = vec![0u32; 3 * 64];
+        for (g, &c) in words.chunks(37).zip(&class) {
+            g.iter()
+                .for_each(|&w| expected[c as usize * 64 + w as usize] += 1);
+        }
+        assert_eq!(counts, expected);
     }
 }
