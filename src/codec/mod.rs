@@ -25,6 +25,7 @@ pub(crate) mod tests;
 mod word;
 
 pub use crate::wire::WireError;
+pub(crate) use stats::SplitHistogram;
 pub use stats::{order0_bits, Stats};
 pub use word::{OrIn, Word};
 

@@ -153,32 +153,19 @@ const DENSE_MAX_WIDTH: u32 = 12;
 /// increments (a store-to-load dependency); they are summed afterwards.
 const SPLIT_MAX_WIDTH: u32 = 10;
 const SPLITS: usize = 4;
+const _: () = assert!(SPLITS == 4, "SplitHistogram::add counts into four tables");
 
 fn count_dense(words: &[u32], width: u32) -> Option<Alphabet> {
     let size = 1usize << width;
     let mut counts = vec![0u32; 4 * size];
     if width <= SPLIT_MAX_WIDTH {
-        let mut split = vec![0u32; SPLITS * size];
+        let mut split = SplitHistogram::new(size);
         for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
-            split.fill(0);
-            let (t0, rest) = split.split_at_mut(size);
-            let (t1, rest) = rest.split_at_mut(size);
-            let (t2, t3) = rest.split_at_mut(size);
-            let quarter = &words[range];
-            let mut groups = quarter.chunks_exact(SPLITS);
-            for g in &mut groups {
-                // Indexing panics on a word wider than `width`: a caller bug.
-                t0[g[0] as usize] += 1;
-                t1[g[1] as usize] += 1;
-                t2[g[2] as usize] += 1;
-                t3[g[3] as usize] += 1;
-            }
-            for &w in groups.remainder() {
-                t0[w as usize] += 1;
-            }
+            split.clear();
+            split.add(&words[range]);
             let table = &mut counts[q * size..(q + 1) * size];
-            for (i, c) in table.iter_mut().enumerate() {
-                *c = t0[i] + t1[i] + t2[i] + t3[i];
+            for (w, c) in table.iter_mut().enumerate() {
+                *c = split.count(w);
             }
         }
     } else {
@@ -203,6 +190,50 @@ fn count_dense(words: &[u32], width: u32) -> Option<Alphabet> {
         }
     }
     Some(Alphabet::new(distinct, quarters, width))
+}
+
+/// A histogram of words below `size` counted into [`SPLITS`] interleaved
+/// tables (word `i` into table `i % SPLITS`), so that runs of one word do not
+/// make each increment wait for the one before (a store-to-load
+/// dependency): a word's count is the sum of its counts in the tables.
+pub(crate) struct SplitHistogram {
+    tables: Vec<u32>,
+    size: usize,
+}
+
+impl SplitHistogram {
+    pub(crate) fn new(size: usize) -> SplitHistogram {
+        SplitHistogram {
+            tables: vec![0; SPLITS * size],
+            size,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.tables.fill(0);
+    }
+
+    /// Counts `words`. Panics on a word of `size` or more (a caller bug).
+    pub(crate) fn add(&mut self, words: &[u32]) {
+        let (t0, rest) = self.tables.split_at_mut(self.size);
+        let (t1, rest) = rest.split_at_mut(self.size);
+        let (t2, t3) = rest.split_at_mut(self.size);
+        let mut groups = words.chunks_exact(SPLITS);
+        for g in &mut groups {
+            t0[g[0] as usize] += 1;
+            t1[g[1] as usize] += 1;
+            t2[g[2] as usize] += 1;
+            t3[g[3] as usize] += 1;
+        }
+        for &w in groups.remainder() {
+            t0[w as usize] += 1;
+        }
+    }
+
+    /// How many times `w` was counted.
+    pub(crate) fn count(&self, w: usize) -> u32 {
+        (0..SPLITS).map(|t| self.tables[t * self.size + w]).sum()
+    }
 }
 
 fn count_hashed(words: &[u32], width: u32) -> Option<Alphabet> {

@@ -11,7 +11,7 @@
 //! offered a Partition, kept where it codes smaller.
 
 use super::{cost as cost_of, exact_cost, leaf, prediction_slack, Hint};
-use crate::codec::{self, Codec};
+use crate::codec::{self, Codec, SplitHistogram};
 use crate::dsl::{self, count_width, FloatFormat, Literal, Op, Program, Type};
 use std::sync::Arc;
 
@@ -154,34 +154,20 @@ fn estimates(words: &[u32], width: u32, rows: usize, order: &[u32]) -> Vec<(usiz
         .collect()
 }
 
-/// Histograms that count into this many interleaved tables, summed at the
-/// end: the fields partitioned hold exponents, whose long runs of one word
-/// would otherwise make each increment wait for the one before (a
-/// store-to-load dependency).
-const SPLITS: usize = 4;
-
 /// The histogram of each class's words (`alphabet` counts a class, class
 /// after class): groups of `rows` words of `words`, group `j` of class
-/// `class[j]`.
+/// `class[j]`. The fields partitioned hold exponents, whose long runs of one
+/// word a [`SplitHistogram`] counts without stalling.
 fn class_counts(words: &[u32], alphabet: usize, rows: usize, class: &[u32]) -> Vec<u32> {
     let classes = class.iter().max().map_or(0, |&c| c as usize + 1);
-    let mut split = vec![0u32; classes * SPLITS * alphabet];
+    let mut counts: Vec<SplitHistogram> = (0..classes)
+        .map(|_| SplitHistogram::new(alphabet))
+        .collect();
     for (g, &c) in words.chunks(rows).zip(class) {
-        let tables = &mut split[c as usize * SPLITS * alphabet..][..SPLITS * alphabet];
-        let (t0, rest) = tables.split_at_mut(alphabet);
-        let (t1, rest) = rest.split_at_mut(alphabet);
-        let (t2, t3) = rest.split_at_mut(alphabet);
-        let mut quads = g.chunks_exact(SPLITS);
-        for q in &mut quads {
-            t0[q[0] as usize] += 1;
-            t1[q[1] as usize] += 1;
-            t2[q[2] as usize] += 1;
-            t3[q[3] as usize] += 1;
-        }
-        quads.remainder().iter().for_each(|&w| t0[w as usize] += 1);
+        counts[c as usize].add(g);
     }
-    (split.chunks(SPLITS * alphabet))
-        .flat_map(|t| (0..alphabet).map(move |w| (0..SPLITS).map(|s| t[s * alphabet + w]).sum()))
+    (counts.iter())
+        .flat_map(|h| (0..alphabet).map(move |w| h.count(w)))
         .collect()
 }
 
