@@ -108,7 +108,7 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
     Some(1 + payload)
 }
 
-/// A size no encoding of `words` is below: Raw and BitPack exactly; for
+/// A size no encoding of `n` words with `stats` is below: Raw and BitPack exactly; for
 /// Huffman and rANS the floor of their table of symbols, which both write
 /// (see `symbols::size_floor`), plus the order-0 entropy of the words (a
 /// prefix code, or a rANS stream with its states, never codes below it)
@@ -116,9 +116,9 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
 /// sizing: the search uses it to skip candidates that cannot win, such as
 /// a 16-bit literal whose entropy is low but whose table of thousands of
 /// words is not.
-pub fn size_lower_bound(words: &[u32], width: u32, stats: &Stats) -> usize {
+pub fn size_lower_bound(n: usize, width: u32, stats: &Stats) -> usize {
     check_width(width);
-    let plain = raw::size(words.len(), width).min(bitpack::size(words.len(), stats.max()));
+    let plain = raw::size(n, width).min(bitpack::size(n, stats.max()));
     let coded = (stats.alphabet()).map_or(usize::MAX, |a| {
         let entropy = (a.order0_bits() / 8.0 * (1.0 - 1.0 / 64.0)) as usize;
         symbols::size_floor(&a.words) + entropy

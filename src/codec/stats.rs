@@ -124,6 +124,29 @@ impl Stats {
         Some((word, count))
     }
 
+    /// The statistics of the stream of `f(w)` for each word `w` of this
+    /// one, where `f` is one-to-one on `width`-bit words (a Map's inverse):
+    /// the same counts under new labels, as [`Stats::new`] of that stream
+    /// gives them, without a pass over its words. None where this stream
+    /// has more than 4096 distinct words (its largest mapped word needs
+    /// the pass).
+    pub fn relabelled(&self, f: impl Fn(u32) -> u32) -> Option<Stats> {
+        let a = self.alphabet.as_ref()?;
+        let mut pairs: Vec<(u32, [u32; 4])> = (a.words.iter().zip(&a.quarters))
+            .map(|(&w, &q)| (f(w), q))
+            .collect();
+        pairs.sort_unstable_by_key(|&(w, _)| w);
+        assert!(
+            pairs.windows(2).all(|p| p[0].0 < p[1].0),
+            "relabelling is one-to-one"
+        );
+        let max = pairs.last().map_or(0, |&(w, _)| w);
+        assert!(max <= word_mask(a.width), "word exceeds width {}", a.width);
+        let (words, quarters) = pairs.into_iter().unzip();
+        let alphabet = Some(Alphabet::new(words, quarters, a.width));
+        Some(Stats { max, alphabet })
+    }
+
     /// The largest word (0 for an empty stream).
     pub fn max(&self) -> u32 {
         self.max

@@ -178,8 +178,42 @@ proptest! {
             let size = encoded_size(codec, &words, width, &stats);
             prop_assert!(super::size_floor(codec, &words, width, &stats) <= size, "{:?}", codec);
             if let Some(size) = size {
-                prop_assert!(size_lower_bound(&words, width, &stats) <= size, "{:?}", codec);
+                prop_assert!(size_lower_bound(words.len(), width, &stats) <= size, "{:?}", codec);
             }
+        }
+    }
+
+    /// Relabelled statistics are those of the relabelled stream: the
+    /// bijections here are a Map's kinds (xor, add, rotation, reversal).
+    #[test]
+    fn relabelled_stats_are_the_mapped_streams(
+        width in 1u32..=32, shape in shape_strategy(), len in len_strategy(), seed: u64,
+        c: u32, kind in 0usize..4,
+    ) {
+        let words = stream(shape, width, len, seed);
+        let m = word_mask(width);
+        let rotate = |w: u32, r: u32| match r % width {
+            0 => w,
+            r => (w << r | w >> (width - r)) & m,
+        };
+        let f = |w: u32| match kind {
+            0 => w ^ (c & m),
+            1 => w.wrapping_add(c) & m,
+            2 => rotate(w, c),
+            _ => w.reverse_bits() >> (32 - width),
+        };
+        let stats = Stats::new(&words, width);
+        let mapped: Vec<u32> = words.iter().map(|&w| f(w)).collect();
+        let direct = Stats::new(&mapped, width);
+        match (stats.relabelled(f), direct.alphabet()) {
+            (Some(r), Some(d)) => {
+                let a = r.alphabet().unwrap();
+                prop_assert_eq!(r.max(), direct.max());
+                prop_assert_eq!(&a.words, &d.words);
+                prop_assert_eq!(&a.quarters, &d.quarters);
+            }
+            (None, None) => {}
+            (r, _) => prop_assert!(false, "relabelled {:?}, direct {:?}", r, direct),
         }
     }
 

@@ -114,15 +114,28 @@ pub fn is_constant(words: &[u32]) -> bool {
 /// node (fill, gaps and values) where one word is nearly everywhere and that is
 /// smaller. Also returns the number of distinct words when at most 4096.
 pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) {
+    if is_constant(&words) {
+        return const_leaf(&words, width);
+    }
+    let stats = Stats::new(&words, width);
+    leaf_of(words, width, stats)
+}
+
+/// The leaf of `words`, all equal (at least one).
+fn const_leaf(words: &[u32], width: u32) -> (Program<Literal>, Option<usize>) {
     let ty = Type {
         width,
         len: words.len(),
     };
-    if is_constant(&words) {
-        let op = Op::Const(words[0]);
-        return (Program { ty, op }, Some(1));
+    let op = Op::Const(words[0]);
+    (Program { ty, op }, Some(1))
+}
+
+/// [`leaf`] of `words` whose statistics are `stats`, known already.
+pub fn leaf_of(words: Arc<[u32]>, width: u32, stats: Stats) -> (Program<Literal>, Option<usize>) {
+    if stats.distinct().is_some_and(|d| d <= 1) {
+        return const_leaf(&words, width);
     }
-    let stats = Stats::new(&words, width);
     let distinct = stats.distinct();
     let (codec, size) = codec::best(&words, width, &stats);
     (
@@ -141,7 +154,7 @@ pub fn literal_or_sparse(
     stats: Stats,
 ) -> Program<Literal> {
     let sparse =
-        sparse::fill_of(&words, &stats).map(|fill| sparse::sparse_leaf(&words, width, fill));
+        sparse::fill_of(words.len(), &stats).map(|fill| sparse::sparse_leaf(&words, width, fill));
     let ty = Type {
         width,
         len: words.len(),
@@ -165,11 +178,18 @@ pub fn leaf_lower_bound(words: &[u32], width: u32) -> usize {
     if is_constant(words) {
         return 2;
     }
-    let stats = Stats::new(words, width);
-    if sparse::fill_of(words, &stats).is_some() {
+    leaf_lower_bound_of(words.len(), width, &Stats::new(words, width))
+}
+
+/// [`leaf_lower_bound`] of `n` words whose statistics are `stats`.
+pub fn leaf_lower_bound_of(n: usize, width: u32, stats: &Stats) -> usize {
+    if stats.distinct().is_some_and(|d| d <= 1) {
+        return 2;
+    }
+    if sparse::fill_of(n, stats).is_some() {
         return sparse::LOWER_BOUND;
     }
-    2 + codec::size_lower_bound(words, width, &stats)
+    2 + codec::size_lower_bound(n, width, stats)
 }
 
 /// Searches for the smallest program yielding `words`.

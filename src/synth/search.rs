@@ -29,7 +29,8 @@ use super::context::{Context, Position};
 use super::expand::{shapes, Shape};
 use super::prior::Prior;
 use super::production::Production;
-use super::{decode_penalty, leaf, runs_to, Hint};
+use super::{decode_penalty, leaf, leaf_of, runs_to, Hint};
+use crate::codec::Stats;
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use rayon::prelude::*;
 use std::cell::OnceCell;
@@ -102,6 +103,16 @@ struct Hole {
     shapes: OnceCell<Vec<Shape>>,
 }
 
+impl Hole {
+    /// The statistics of the hole's words, where its leaf is a literal.
+    fn stats(&self) -> Option<Arc<Stats>> {
+        match &self.leaf.op {
+            dsl::Op::Lit(lit) => Some(lit.stats.clone()),
+            _ => None,
+        }
+    }
+}
+
 /// A child's stream with its leaf, before it becomes a hole.
 struct Child {
     ty: Type,
@@ -111,8 +122,12 @@ struct Child {
 }
 
 impl Child {
-    fn new(ty: Type, stream: Arc<[u32]>) -> Child {
-        let (leaf, distinct) = leaf(stream.clone(), ty.width);
+    /// The child of `stream`, whose statistics are `stats` where known.
+    fn new(ty: Type, stream: Arc<[u32]>, stats: Option<Stats>) -> Child {
+        let (leaf, distinct) = match stats {
+            Some(stats) => leaf_of(stream.clone(), ty.width, stats),
+            None => leaf(stream.clone(), ty.width),
+        };
         Child {
             ty,
             stream,
@@ -121,16 +136,39 @@ impl Child {
         }
     }
 
-    /// The children `shape` gives `stream`, if it yields it, with their
-    /// leaves (on all threads).
-    fn derive(shape: &Shape, stream: &[u32], width: u32) -> Option<Vec<Child>> {
+    /// The children `shape` gives `stream` (whose statistics are `parent`
+    /// where known), if it yields it, with their leaves (on all threads).
+    fn derive(
+        shape: &Shape,
+        stream: &[u32],
+        width: u32,
+        parent: Option<&Stats>,
+    ) -> Option<Vec<Child>> {
         let kids = shape.try_children(stream, width)?;
-        Some(
-            kids.into_par_iter()
-                .with_max_len(1)
-                .map(|(ty, s)| Child::new(ty, s))
+        let mapped = mapped_stats(shape, width, parent);
+        Some(match mapped {
+            // A Map has one child.
+            Some(stats) => {
+                let mut stats = Some(stats);
+                (kids.into_iter())
+                    .map(|(ty, s)| Child::new(ty, s, stats.take()))
+                    .collect()
+            }
+            None => (kids.into_par_iter().with_max_len(1))
+                .map(|(ty, s)| Child::new(ty, s, None))
                 .collect(),
-        )
+        })
+    }
+}
+
+/// The statistics of the child of a Map `shape` of `width`-bit words whose
+/// statistics are `parent`: a Map's words are one-to-one with its child's,
+/// so the child's counts are its parent's relabelled, without counting
+/// them again. None for other shapes, or where they are not known.
+fn mapped_stats(shape: &Shape, width: u32, parent: Option<&Stats>) -> Option<Stats> {
+    match shape {
+        Shape::Map(op) => parent?.relabelled(|y| op.invert(y, width)),
+        _ => None,
     }
 }
 
@@ -247,7 +285,7 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         width,
         len: target.len(),
     };
-    let root = s.add_hole(Child::new(ty, target.into()), Position::ROOT);
+    let root = s.add_hole(Child::new(ty, target.into(), None), Position::ROOT);
     let start = s.close_or_keep(State {
         choices: None,
         open: vec![root],
@@ -290,8 +328,9 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         }
     }
     let (stream, ty, all) = (&s.holes[root].stream, s.holes[root].ty, s.shapes(root));
+    let stats = s.holes[root].stats();
     let bounds: Vec<usize> = (unlikely.par_iter().with_max_len(1))
-        .map(|&shape| root_bound(&all[shape], stream, ty))
+        .map(|&shape| root_bound(&all[shape], stream, ty, stats.as_deref()))
         .collect();
     // Those that may win are derived at once, on all threads, as the likely
     // ones were, and taken in order below: each one's children take as long
@@ -318,22 +357,29 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
 /// (no cost is, where the shape does not yield the stream after all).
 /// Deriving the children's streams and counting their words is all it
 /// costs: no codec is sized.
-fn root_bound(sh: &Shape, stream: &[u32], ty: Type) -> usize {
+fn root_bound(sh: &Shape, stream: &[u32], ty: Type, stats: Option<&Stats>) -> usize {
+    let node = |types: &[Type]| {
+        let consts: Vec<Program<Literal>> = (types.iter())
+            .map(|&ty| Program {
+                ty,
+                op: crate::dsl::Op::Const(0),
+            })
+            .collect();
+        let consts_len: usize = consts.iter().map(encoded_len).sum();
+        encoded_len(&sh.build(ty, consts)) - consts_len + decode_penalty(sh.production(), ty)
+    };
+    // A Map's child bounded from its relabelled statistics needs no words.
+    if let Some(child) = mapped_stats(sh, ty.width, stats) {
+        return node(&[ty]) + super::leaf_lower_bound_of(ty.len, ty.width, &child);
+    }
     let Some(children) = sh.try_children(stream, ty.width) else {
         return usize::MAX;
     };
-    let consts: Vec<Program<Literal>> = (children.iter())
-        .map(|(ty, _)| Program {
-            ty: *ty,
-            op: crate::dsl::Op::Const(0),
-        })
-        .collect();
-    let consts_len: usize = consts.iter().map(encoded_len).sum();
-    let node = encoded_len(&sh.build(ty, consts)) - consts_len;
+    let types: Vec<Type> = children.iter().map(|&(ty, _)| ty).collect();
     let leaves: usize = (children.iter())
         .map(|(ty, s)| super::leaf_lower_bound(s, ty.width))
         .sum();
-    node + decode_penalty(sh.production(), ty) + leaves
+    node(&types) + leaves
 }
 
 /// The holes and the words a branch of `sh` at a hole of type `ty` adds (a
@@ -457,7 +503,7 @@ impl Search<'_> {
         };
         let kids = match prepared {
             Some(kids) => kids?,
-            None => Child::derive(&sh, &stream, ty.width)?,
+            None => Child::derive(&sh, &stream, ty.width, self.holes[hole].stats().as_deref())?,
         };
         let children: Vec<usize> = (kids.into_iter().enumerate())
             .map(|(child, kid)| {
@@ -491,6 +537,7 @@ impl Search<'_> {
     fn prepare_root(&mut self, root: usize, shapes: &[usize]) {
         let h = &self.holes[root];
         let (stream, ty, all) = (&h.stream, h.ty, self.shapes(root));
+        let stats = h.stats();
         let (mut holes, mut words) = (0, 0);
         let within: Vec<usize> = (shapes.iter().copied())
             .take_while(|&shape| {
@@ -500,7 +547,7 @@ impl Search<'_> {
             })
             .collect();
         let prepared: Vec<Option<Vec<Child>>> = (within.par_iter().with_max_len(1))
-            .map(|&shape| Child::derive(&all[shape], stream, ty.width))
+            .map(|&shape| Child::derive(&all[shape], stream, ty.width, stats.as_deref()))
             .collect();
         self.prepared.extend(within.into_iter().zip(prepared));
     }

@@ -20,10 +20,10 @@ const MAX_EXCEPTION_SHARE: u64 = 8;
 /// each at least), and two children of at least a constant's two bytes.
 pub const LOWER_BOUND: usize = 3 + 2 * 2;
 
-/// The fill word of `words` if a Sparse node may store them: its
+/// The fill word of `n` words with `stats` if a Sparse node may store them: its
 /// exceptions are at most 1 in [`MAX_EXCEPTION_SHARE`], and at least one.
-pub fn fill_of(words: &[u32], stats: &Stats) -> Option<u32> {
-    let n = words.len() as u64;
+pub fn fill_of(n: usize, stats: &Stats) -> Option<u32> {
+    let n = n as u64;
     let (fill, count) = stats.mode()?;
     let exceptions = n - count;
     let sparse = n >= MIN_WORDS as u64 && exceptions >= 1;
@@ -135,7 +135,7 @@ mod tests {
     fn only_streams_of_one_word_nearly_everywhere_are_sparse() {
         let mut words = vec![0u32; 800];
         const { assert!(MIN_WORDS <= 700) };
-        let fill = |w: &[u32]| fill_of(w, &Stats::new(w, 8));
+        let fill = |w: &[u32]| fill_of(w.len(), &Stats::new(w, 8));
         assert_eq!(fill(&words), None, "a constant is not sparse");
         words[3] = 9;
         assert_eq!(fill(&words), Some(0));
