@@ -108,10 +108,10 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
     Some(1 + payload)
 }
 
-/// A size no encoding of `n` words with `stats` is below: Raw and BitPack exactly; for
-/// Huffman and rANS the floor of their table of symbols, which both write
-/// (see `symbols::size_floor`), plus the order-0 entropy of the words (a
-/// prefix code, or a rANS stream with its states, never codes below it)
+/// A size no encoding of `n` words with `stats` is below: Raw and BitPack
+/// exactly; for Huffman and rANS the floor of the table of symbols both
+/// write (see `symbols::size_floor`), plus the order-0 entropy of the words
+/// (a prefix code, or a rANS stream with its states, never codes below it)
 /// less 1/64 to absorb the floating-point sum. Costs no encoding and no
 /// sizing: the search uses it to skip candidates that cannot win, such as
 /// a 16-bit literal whose entropy is low but whose table of thousands of
