@@ -356,7 +356,8 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
 /// node's bytes and decode penalty plus its children's leaf lower bounds
 /// (no cost is, where the shape does not yield the stream after all).
 /// Deriving the children's streams and counting their words is all it
-/// costs: no codec is sized.
+/// costs (for a Map's child, relabelling its parent's counts, `stats`,
+/// where known): no codec is sized.
 fn root_bound(sh: &Shape, stream: &[u32], ty: Type, stats: Option<&Stats>) -> usize {
     let node = |types: &[Type]| {
         let consts: Vec<Program<Literal>> = (types.iter())

@@ -20,8 +20,9 @@ const MAX_EXCEPTION_SHARE: u64 = 8;
 /// each at least), and two children of at least a constant's two bytes.
 pub const LOWER_BOUND: usize = 3 + 2 * 2;
 
-/// The fill word of `n` words with `stats` if a Sparse node may store them: its
-/// exceptions are at most 1 in [`MAX_EXCEPTION_SHARE`], and at least one.
+/// The fill word of `n` words with `stats` if a Sparse node may store
+/// them: its exceptions are at most 1 in [`MAX_EXCEPTION_SHARE`], and at
+/// least one.
 pub fn fill_of(n: usize, stats: &Stats) -> Option<u32> {
     let n = n as u64;
     let (fill, count) = stats.mode()?;
