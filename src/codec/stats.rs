@@ -107,6 +107,11 @@ impl Stats {
         self
     }
 
+    /// Whether the stream holds one word (or none) throughout.
+    pub fn is_constant(&self) -> bool {
+        self.distinct().is_some_and(|d| d <= 1)
+    }
+
     /// Number of distinct words, or None when there are more than 4096.
     pub fn distinct(&self) -> Option<usize> {
         self.alphabet.as_ref().map(Alphabet::len)
@@ -171,9 +176,10 @@ fn uses_direct_ids(n: usize, width: u32) -> bool {
 /// Widest words counted with plain per-quarter histograms.
 const DENSE_MAX_WIDTH: u32 = 12;
 
-/// Up to this width, each quarter counts into several interleaved
-/// histograms, so that runs of equal words do not wait on each other's
-/// increments (a store-to-load dependency); they are summed afterwards.
+/// Up to this width, a histogram counts into several interleaved tables,
+/// so that runs of equal words do not wait on each other's increments (a
+/// store-to-load dependency); they are summed afterwards. Wider, the
+/// tables would outgrow the caches.
 const SPLIT_MAX_WIDTH: u32 = 10;
 const SPLITS: usize = 4;
 const _: () = assert!(SPLITS == 4, "SplitHistogram::add counts into four tables");
@@ -181,23 +187,13 @@ const _: () = assert!(SPLITS == 4, "SplitHistogram::add counts into four tables"
 fn count_dense(words: &[u32], width: u32) -> Option<Alphabet> {
     let size = 1usize << width;
     let mut counts = vec![0u32; 4 * size];
-    if width <= SPLIT_MAX_WIDTH {
-        let mut split = SplitHistogram::new(size);
-        for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
-            split.clear();
-            split.add(&words[range]);
-            let table = &mut counts[q * size..(q + 1) * size];
-            for (w, c) in table.iter_mut().enumerate() {
-                *c = split.count(w);
-            }
-        }
-    } else {
-        for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
-            let table = &mut counts[q * size..(q + 1) * size];
-            for &w in &words[range] {
-                // Indexing panics on a word wider than `width`: a caller bug.
-                table[w as usize] += 1;
-            }
+    let mut histogram = SplitHistogram::new(size);
+    for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
+        histogram.clear();
+        histogram.add(&words[range]);
+        let table = &mut counts[q * size..(q + 1) * size];
+        for (w, c) in table.iter_mut().enumerate() {
+            *c = histogram.count(w);
         }
     }
     let mut distinct = Vec::new();
@@ -215,10 +211,11 @@ fn count_dense(words: &[u32], width: u32) -> Option<Alphabet> {
     Some(Alphabet::new(distinct, quarters, width))
 }
 
-/// A histogram of words below `size` counted into [`SPLITS`] interleaved
-/// tables (word `i` into table `i % SPLITS`), so that runs of one word do not
-/// make each increment wait for the one before (a store-to-load
-/// dependency): a word's count is the sum of its counts in the tables.
+/// A histogram of words below `size`, counted into [`SPLITS`] interleaved
+/// tables (word `i` into table `i % SPLITS`) where `size` is at most
+/// `2^SPLIT_MAX_WIDTH`, so that runs of one word do not make each increment
+/// wait for the one before (a store-to-load dependency), else into one: a
+/// word's count is the sum of its counts in the tables.
 pub(crate) struct SplitHistogram {
     tables: Vec<u32>,
     size: usize,
@@ -226,8 +223,12 @@ pub(crate) struct SplitHistogram {
 
 impl SplitHistogram {
     pub(crate) fn new(size: usize) -> SplitHistogram {
+        let tables = match size <= 1 << SPLIT_MAX_WIDTH {
+            true => SPLITS,
+            false => 1,
+        };
         SplitHistogram {
-            tables: vec![0; SPLITS * size],
+            tables: vec![0; tables * size],
             size,
         }
     }
@@ -238,6 +239,10 @@ impl SplitHistogram {
 
     /// Counts `words`. Panics on a word of `size` or more (a caller bug).
     pub(crate) fn add(&mut self, words: &[u32]) {
+        if self.tables.len() == self.size {
+            words.iter().for_each(|&w| self.tables[w as usize] += 1);
+            return;
+        }
         let (t0, rest) = self.tables.split_at_mut(self.size);
         let (t1, rest) = rest.split_at_mut(self.size);
         let (t2, t3) = rest.split_at_mut(self.size);
@@ -255,7 +260,7 @@ impl SplitHistogram {
 
     /// How many times `w` was counted.
     pub(crate) fn count(&self, w: usize) -> u32 {
-        (0..SPLITS).map(|t| self.tables[t * self.size + w]).sum()
+        self.tables[w..].iter().step_by(self.size).sum()
     }
 }
 

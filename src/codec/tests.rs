@@ -162,6 +162,30 @@ fn check_round_trip(codec: Codec, words: &[u32], width: u32, stats: &Stats) {
     assert!(out == words, "{codec:?} round trip differs");
 }
 
+/// A split histogram counts every word once, with its tables interleaved
+/// (narrow words, runs of one word) or single (wide words), after a clear.
+#[test]
+fn split_histograms_count_every_word() {
+    let mut seed = 11;
+    for size in [16usize, 1 << 10, 1 << 12] {
+        let words: Vec<u32> = (0..5_003)
+            .map(|i| match i % 700 < 300 {
+                true => 3,
+                false => (xorshift(&mut seed) % size as u64) as u32,
+            })
+            .collect();
+        let mut histogram = SplitHistogram::new(size);
+        histogram.add(&[1, 2]);
+        histogram.clear();
+        histogram.add(&words[..2_000]);
+        histogram.add(&words[2_000..]);
+        let mut expected = vec![0u32; size];
+        words.iter().for_each(|&w| expected[w as usize] += 1);
+        let counts: Vec<u32> = (0..size).map(|w| histogram.count(w)).collect();
+        assert_eq!(counts, expected, "size {size}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 

@@ -133,7 +133,7 @@ fn const_leaf(words: &[u32], width: u32) -> (Program<Literal>, Option<usize>) {
 
 /// [`leaf`] of `words` whose statistics are `stats`, known already.
 pub fn leaf_of(words: Arc<[u32]>, width: u32, stats: Stats) -> (Program<Literal>, Option<usize>) {
-    if stats.distinct().is_some_and(|d| d <= 1) {
+    if stats.is_constant() {
         return const_leaf(&words, width);
     }
     let distinct = stats.distinct();
@@ -183,7 +183,7 @@ pub fn leaf_lower_bound(words: &[u32], width: u32) -> usize {
 
 /// [`leaf_lower_bound`] of `n` words whose statistics are `stats`.
 pub fn leaf_lower_bound_of(n: usize, width: u32, stats: &Stats) -> usize {
-    if stats.distinct().is_some_and(|d| d <= 1) {
+    if stats.is_constant() {
         return 2;
     }
     if sparse::fill_of(n, stats).is_some() {

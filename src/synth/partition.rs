@@ -157,7 +157,7 @@ fn estimates(words: &[u32], width: u32, rows: usize, order: &[u32]) -> Vec<(usiz
 /// The histogram of each class's words (`alphabet` counts a class, class
 /// after class): groups of `rows` words of `words`, group `j` of class
 /// `class[j]`. The fields partitioned hold exponents, whose long runs of one
-/// word a [`SplitHistogram`] counts without stalling.
+/// word a [`SplitHistogram`] counts without stalling (up to 10-bit words).
 fn class_counts(words: &[u32], alphabet: usize, rows: usize, class: &[u32]) -> Vec<u32> {
     let classes = class.iter().max().map_or(0, |&c| c as usize + 1);
     let mut counts: Vec<SplitHistogram> = (0..classes)
