@@ -285,9 +285,11 @@ fn unpack_refuses_consistently_swapped_chunks() {
 }
 
 /// Packing gives the same bytes on one, two and three threads (batches of
-/// different sizes), with chunks re-fit from programs searched on other chunks
-/// of their tensor, also where a tensor's data changes kind part-way (its first
-/// chunks nearly constant); structured tensors keep their small programs in
+/// different sizes, chunks packed in whatever order their tasks finish), with
+/// chunks re-fit from programs searched on other chunks of their tensor, also
+/// where a tensor's data changes kind part-way (its first chunks nearly
+/// constant), and reports its progress in order up to the whole file;
+/// structured tensors keep their small programs in
 /// every chunk (an arange's chunks start at different values, so one chunk's
 /// Scan does not fit the others and they are searched), and the archive is
 /// within 1% of searching every chunk.
@@ -332,8 +334,13 @@ fn packing_with_refits_is_deterministic_and_keeps_structure() {
             .num_threads(threads)
             .build()
             .unwrap();
-        pool.install(|| archive::pack_file(&src, &dst, &opts, &|_| {}))
+        let seen = std::sync::Mutex::new(Vec::new());
+        let progress = |n| seen.lock().unwrap().push(n);
+        pool.install(|| archive::pack_file(&src, &dst, &opts, &progress))
             .unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.len() > 2, "{threads} threads, progress {seen:?}");
+        assert!(seen.is_sorted() && seen.last() == Some(&(file.len() as u64)));
         std::fs::read(dst).unwrap()
     };
     let one = pack_with(1, true, "1.brv");

@@ -6,6 +6,7 @@ mod combine;
 mod decode;
 mod encode;
 mod format;
+mod pipeline;
 mod reader;
 mod run_bases;
 mod source;

@@ -1,8 +1,10 @@
 //! Packing a safetensors file into an archive.
 //!
-//! The source is read in batches of a few chunks per thread; chunks of a batch are
-//! synthesized in parallel and their records written in source order, so memory is
-//! bounded by threads x chunk size and the bytes do not depend on the thread count.
+//! The source is planned into chunks (their widths and classes), a prior is
+//! learned from a sample of them, and the chunks are packed in parallel and
+//! their records written in source order (see `pipeline`), read in batches
+//! of a few chunks per thread, two batches at a time: memory is bounded by
+//! threads x chunk size and the bytes do not depend on the thread count.
 
 #![forbid(unsafe_code)]
 
@@ -11,6 +13,7 @@ use super::encode::{encode_record_like, to_lanes, Encoded};
 use super::format::{
     checksum, encode_trailer, head, BaseSpan, ChunkEntry, Index, HEAD_MAGIC, MAX_CHUNK_BYTES,
 };
+use super::pipeline;
 use crate::atomic::{stamp, start_writeback, write_atomically};
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, Layout, TensorInfo};
@@ -20,7 +23,7 @@ use crate::synth::{
 };
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::Range;
@@ -103,15 +106,18 @@ impl PackOptions {
     }
 }
 
-/// Chunks per thread in a batch: each batch ends in a barrier (all its
-/// records are written in order), so a few chunks per thread keep both busy.
-const BATCH_CHUNKS_PER_THREAD: u64 = 4;
+/// Chunks per thread in a batch, the unit of reading and writing: a batch is
+/// read while the one before it is packed, and a thread done with that one
+/// takes up its chunks (see `pipeline`). At `-j2`, batches of 2 chunks a
+/// thread packed minilm-upcast, -fp8, -bf16 and -f32 4-7% faster than of 4,
+/// of 8 slower than of 4, and of 1 as fast as 2 or up to 6% slower (BF16).
+const BATCH_CHUNKS_PER_THREAD: u64 = 2;
 /// Chunks in a batch at most: a file of many tiny tensors would otherwise
 /// hold the records of all of them at once.
 const BATCH_CHUNKS_MAX: usize = 4096;
 /// Source bytes per thread in a batch beyond which it takes fewer chunks
-/// (one at least): a batch is held twice (packed, and the next read), so
-/// large chunks would otherwise multiply memory.
+/// (one at least): two batches are held at once, so large chunks would
+/// otherwise multiply memory.
 const BATCH_BYTES_PER_THREAD: u64 = 4 << 20;
 
 /// Chunks searched to learn a prior: at most this many per stratum, and in all.
@@ -139,14 +145,14 @@ pub struct PackSummary {
 
 /// A span of the source to become one chunk.
 #[derive(Clone, Copy, Debug)]
-struct Planned {
-    start: u64,
-    len: u64,
+pub(super) struct Planned {
+    pub(super) start: u64,
+    pub(super) len: u64,
     element: Element,
     /// The class of the tensor it is a piece of, if any: tensors of one dtype
     /// and shape, whose chunks re-fit programs searched on others (see
     /// `pack_batch`).
-    class: Option<usize>,
+    pub(super) class: Option<usize>,
     /// Whether its tensor is the first of its class.
     leads: bool,
     /// Its place among the chunks of its region, and their number.
@@ -164,7 +170,7 @@ impl Planned {
     /// Whether the chunk is searched afresh rather than re-fit from another
     /// chunk of its class: chunks outside tensors, and the representative of
     /// the tensor that leads its class.
-    fn searched(&self) -> bool {
+    pub(super) fn searched(&self) -> bool {
         self.class.is_none() || (self.leads && self.nth == self.representative())
     }
 
@@ -236,12 +242,12 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 /// An open source file, the chunks planned for it and its bases.
-struct Source<'a> {
+pub(super) struct Source<'a> {
     path: &'a Path,
     file: File,
     size: u64,
     chunk: u64,
-    plan: Vec<Planned>,
+    pub(super) plan: Vec<Planned>,
     bases: Bases,
 }
 
@@ -545,43 +551,25 @@ fn write_archive(
     let mut sha = Sha256::new();
     let threads = rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, chunk, threads).collect();
-    let (mut buf, mut next) = (Run::default(), Run::default());
+    let mut first = Run::default();
     // The first batch is read and hashed while the prior is learned.
-    let (synth, first) = rayon::join(
+    let (synth, read) = rayon::join(
         || synth_options(source, opts),
         || match ranges.first() {
-            Some(first) => read_batch(source, &plan[first.clone()], &mut buf, &mut sha),
+            Some(r) => read_batch(source, &plan[r.clone()], &mut first, &mut sha),
             None => Ok(()),
         },
     );
-    first?;
+    read?;
     let synth = &synth?;
-    let mut done_records = Vec::new();
-    let mut carry = Carry::default();
-    for (i, range) in ranges.iter().enumerate() {
-        let batch = &plan[range.clone()];
-        let bytes = |p: &Planned| buf.piece(batch[0].start, p);
-        let ahead = representative_ahead(source, range.clone())?;
-        let ahead = ahead.as_ref().map(|(p, run)| (p, run.piece(p.start, p)));
-        // Beside the batch's packing, on one thread: writing the previous
-        // batch's records, then reading and hashing the next batch.
-        let previous = std::mem::take(&mut done_records);
-        let (packed, io) = rayon::join(
-            || pack_batch(batch, bytes, ahead, synth, &mut carry),
-            || -> Result<()> {
-                out.write(previous)?;
-                match ranges.get(i + 1) {
-                    Some(r) => read_batch(source, &plan[r.clone()], &mut next, &mut sha),
-                    None => Ok(()),
-                }
-            },
-        );
-        io?;
-        done_records = packed;
-        std::mem::swap(&mut buf, &mut next);
-        progress(batch[batch.len() - 1].start + batch[batch.len() - 1].len);
-    }
-    out.write(done_records)?;
+    pipeline::pack_all(
+        source,
+        &ranges,
+        first,
+        synth,
+        (&mut out, &mut sha),
+        progress,
+    )?;
     let Output {
         mut writer,
         mut chunks,
@@ -634,7 +622,7 @@ fn referenced_bases(bases: &Bases, chunks: &mut [ChunkEntry]) -> Vec<super::Base
 }
 
 /// The archive being written: records so far and their index entries.
-struct Output<'a> {
+pub(super) struct Output<'a> {
     writer: BufWriter<&'a File>,
     path: &'a Path,
     chunks: Vec<ChunkEntry>,
@@ -644,7 +632,7 @@ struct Output<'a> {
 }
 
 impl Output<'_> {
-    fn write(&mut self, records: Vec<(ChunkEntry, Vec<u8>)>) -> Result<()> {
+    pub(super) fn write(&mut self, records: Vec<(ChunkEntry, Vec<u8>)>) -> Result<()> {
         for (chunk, record) in records {
             if self.version < super::FORMAT_VERSION {
                 let needs = super::record_version(&record, chunk.layout, chunk.src_len as usize);
@@ -663,14 +651,14 @@ impl Output<'_> {
 
 /// The source bytes of a run of chunks, and their bases' bytes.
 #[derive(Default)]
-struct Run {
+pub(super) struct Run {
     bytes: Vec<u8>,
     base: Vec<u8>,
 }
 
 impl Run {
     /// The bytes of `p`, a chunk of the run that starts at `start`.
-    fn piece(&self, start: u64, p: &Planned) -> Piece<'_> {
+    pub(super) fn piece(&self, start: u64, p: &Planned) -> Piece<'_> {
         let at = (p.start - start) as usize..(p.start - start + p.len) as usize;
         Piece {
             bytes: &self.bytes[at.clone()],
@@ -682,13 +670,18 @@ impl Run {
 /// A chunk's bytes, and the bytes of its base with which base it is and
 /// their offset in its source.
 #[derive(Clone, Copy)]
-struct Piece<'a> {
+pub(super) struct Piece<'a> {
     bytes: &'a [u8],
     base: Option<(&'a [u8], (u32, u64))>,
 }
 
 /// Reads a batch's bytes into `run` and adds them to the file's hash.
-fn read_batch(source: &Source, batch: &[Planned], run: &mut Run, sha: &mut Sha256) -> Result<()> {
+pub(super) fn read_batch(
+    source: &Source,
+    batch: &[Planned],
+    run: &mut Run,
+    sha: &mut Sha256,
+) -> Result<()> {
     source.read_run(batch, &mut run.bytes, &mut run.base)?;
     sha.update(&run.bytes[..]);
     Ok(())
@@ -698,7 +691,10 @@ fn read_batch(source: &Source, batch: &[Planned], run: &mut Run, sha: &mut Sha25
 /// that leads its class, starts in the batch `range` of the plan and ends
 /// after it, if it lies beyond the batch, and its bytes. (Tensors are
 /// contiguous: only the batch's last one can reach beyond it.)
-fn representative_ahead(source: &Source, range: Range<usize>) -> Result<Option<(Planned, Run)>> {
+pub(super) fn representative_ahead(
+    source: &Source,
+    range: Range<usize>,
+) -> Result<Option<(usize, Run)>> {
     let plan = &source.plan;
     let last = plan[range.end - 1];
     let started_here = last.nth as usize <= range.end - 1 - range.start;
@@ -706,136 +702,19 @@ fn representative_ahead(source: &Source, range: Range<usize>) -> Result<Option<(
     if last.class.is_none() || !last.leads || !started_here || r < range.end {
         return Ok(None);
     }
-    let p = plan[r];
     let mut run = Run::default();
-    source.read_run(&[p], &mut run.bytes, &mut run.base)?;
-    Ok(Some((p, run)))
-}
-
-/// What packing carries from batch to batch.
-#[derive(Default)]
-struct Carry {
-    /// Each class's templates.
-    templates: HashMap<usize, Templates>,
-    /// The entry and record of a representative searched before its batch.
-    ahead: Option<(usize, (ChunkEntry, Vec<u8>))>,
-}
-
-/// The index entries and records of a batch's chunks, in order, packed in
-/// parallel. Chunks outside tensors are searched, and so is the
-/// representative chunk of the tensor that leads each class (tensors of one
-/// dtype and shape): its programs are the class's first template (`ahead` is
-/// one that lies beyond the batch, searched before its batch and kept). Every
-/// other chunk is re-fit from its class's templates (see
-/// `synth::synthesize_like`); where none fits, the class's first such chunk is
-/// searched and its programs join the templates of the chunks after it,
-/// which are re-fit again. A chunk's templates thus follow from the chunks
-/// before it in the file, whatever the batches and the thread count: the
-/// output depends on neither. Each round runs, in parallel, one search per
-/// class that needs one and the re-fits of the other classes' chunks.
-fn pack_batch<'a>(
-    batch: &'a [Planned],
-    bytes: impl Fn(&'a Planned) -> Piece<'a> + Sync,
-    ahead: Option<(&'a Planned, Piece<'a>)>,
-    synth: &SynthOptions,
-    carry: &mut Carry,
-) -> Vec<(ChunkEntry, Vec<u8>)> {
-    let mut packed = vec![None; batch.len()];
-    let mut unsettled = Vec::new();
-    let mut to_search = vec![false; batch.len()];
-    for (k, p) in batch.iter().enumerate() {
-        match carry.ahead.take() {
-            Some((class, done)) if p.searched() && p.class == Some(class) => packed[k] = Some(done),
-            kept => {
-                carry.ahead = kept;
-                to_search[k] = p.searched();
-                unsettled.push(k);
-            }
-        }
-    }
-    let mut ahead = ahead;
-    while !unsettled.is_empty() || ahead.is_some() {
-        // A class with a search this round re-fits nothing: its templates
-        // are about to change.
-        let mut jobs = Vec::new();
-        let mut busy = HashSet::new();
-        if let Some((p, b)) = ahead.take() {
-            busy.insert(p.class);
-            jobs.push((None, p, b, true));
-        }
-        for &k in unsettled.iter().filter(|&&k| to_search[k]) {
-            let class = batch[k].class;
-            if class.is_none() || busy.insert(class) {
-                jobs.push((Some(k), &batch[k], bytes(&batch[k]), true));
-            }
-        }
-        for &k in unsettled.iter().filter(|&&k| !to_search[k]) {
-            if !busy.contains(&batch[k].class) {
-                jobs.push((Some(k), &batch[k], bytes(&batch[k]), false));
-            }
-        }
-        let templates = &carry.templates;
-        let done: Vec<_> = jobs
-            .into_par_iter()
-            .with_max_len(1)
-            .map(|(k, p, bytes, search)| {
-                let like = like(templates, p);
-                (k, p, search, pack_chunk(bytes, p, synth, like, search))
-            })
-            .collect();
-        // Per class, re-fits are kept up to its first misfit, which is
-        // searched next round; the chunks after it wait for its template.
-        let mut misfit = HashSet::new();
-        for (k, p, search, chunk) in done {
-            let class = p.class;
-            match (chunk, search) {
-                _ if misfit.contains(&class) => {}
-                (None, true) => unreachable!("a chunk that may be searched is encoded"),
-                (None, false) => {
-                    misfit.insert(class);
-                    to_search[k.expect("re-fits are batch chunks")] = true;
-                }
-                (Some((entry, encoded)), searched) => {
-                    let new = !encoded.templates.is_empty();
-                    if let (true, true, Some(c)) = (searched, new, class) {
-                        let list = carry.templates.entry(c).or_default();
-                        // A class's first template stays first; later ones
-                        // go after it, newest first.
-                        list.insert(list.len().min(1), encoded.templates);
-                        list.truncate(MAX_TEMPLATES);
-                    }
-                    match k {
-                        Some(k) => packed[k] = Some((entry, encoded.record)),
-                        None => {
-                            carry.ahead =
-                                Some((class.expect("a tensor's"), (entry, encoded.record)))
-                        }
-                    }
-                }
-            }
-        }
-        unsettled.retain(|&k| packed[k].is_none());
-    }
-    packed
-        .into_iter()
-        .map(|r| r.expect("every chunk packed"))
-        .collect()
+    source.read_run(&plan[r..r + 1], &mut run.bytes, &mut run.base)?;
+    Ok(Some((r, run)))
 }
 
 /// A class's templates, in the order they are tried: its representative's
 /// programs, then those of the chunks searched since, newest first (each one
 /// template per lane).
-type Templates = Vec<Vec<Template>>;
+pub(super) type Templates = Vec<Vec<Template>>;
 
 /// Templates a class keeps: a region of data unlike the representative's
 /// gets its own without pushing out the representative's.
-const MAX_TEMPLATES: usize = 4;
-
-/// The templates of `p`'s class.
-fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<Template>] {
-    let list = p.class.and_then(|c| templates.get(&c));
-    list.map_or(&[], Vec::as_slice)
-}
+pub(super) const MAX_TEMPLATES: usize = 4;
 
 /// Consecutive runs of planned chunks, as ranges of the plan, for `threads`
 /// threads. On several threads, each takes `BATCH_CHUNKS_PER_THREAD` chunks
@@ -845,13 +724,11 @@ fn like<'a>(templates: &'a HashMap<usize, Templates>, p: &Planned) -> &'a [Vec<T
 /// (one chunk at least) nor `BATCH_CHUNKS_MAX` chunks.
 ///
 /// Counting chunks keeps a tensor of wide chunks (see [`tensor_chunk`])
-/// from taking one chunk a thread: the reading and hashing of the next
-/// batch take one thread for about a chunk's packing, and the other then
-/// packs every chunk of the batch alone. One thread has nothing to balance,
-/// and bytes packed soon after they are read are still in the CPU's
-/// caches: minilm-upcast packed 5% slower in batches of four 1 MiB chunks
-/// than of one, and 1-4% slower (minilm-f32, -bf16, -upcast) in batches of
-/// 1 MiB than of one 256 KiB chunk.
+/// from taking fewer chunks a thread than others. One thread has nothing to
+/// balance, and bytes packed soon after they are read are still in the
+/// CPU's caches: minilm-upcast packed 5% slower in batches of four 1 MiB
+/// chunks than of one, and 1-4% slower (minilm-f32, -bf16, -upcast) in
+/// batches of 1 MiB than of one 256 KiB chunk.
 fn batches(plan: &[Planned], chunk: u64, threads: u64) -> impl Iterator<Item = Range<usize>> + '_ {
     let per_thread = match threads {
         1 => 1,
@@ -887,7 +764,7 @@ fn batches(plan: &[Planned], chunk: u64, threads: u64) -> impl Iterator<Item = R
 /// against the base (see [`base::residual`]), as its own bytes, or both ways
 /// keeping the smaller (see [`base::candidates`]); `like` holds templates of
 /// residuals, so coding its own bytes is a search, and gives no template.
-fn pack_chunk(
+pub(super) fn pack_chunk(
     piece: Piece,
     p: &Planned,
     synth: &SynthOptions,
@@ -1139,26 +1016,59 @@ mod tests {
         batches(&plan, chunk, threads).map(|r| r.len()).collect()
     }
 
+    /// A source cut short while it is packed fails the packing with its
+    /// path, on one thread and on two, whichever task's read meets the end
+    /// (a batch's, or a representative's read ahead), and nothing waits for
+    /// the chunks that could not be read.
+    #[test]
+    fn a_source_cut_short_while_packed_fails_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 64 << 10;
+        let header = format!(r#"{{"a":{{"dtype":"U8","shape":[{n}],"data_offsets":[0,{n}]}}}}"#);
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend(header.as_bytes());
+        file.extend((0..n).map(|i| (i * 7 % 251) as u8));
+        let src = dir.path().join("m.safetensors");
+        let tmp = dir.path().join("out.brv");
+        let opts = PackOptions {
+            chunk_size: 4096,
+            adapt_chunks: false,
+            ..PackOptions::default()
+        };
+        for (threads, kept) in [(1, 3), (1, 10), (2, 3), (2, 10), (2, 15)] {
+            std::fs::write(&src, &file).unwrap();
+            let bases = Bases::open(&opts.bases, &tmp).unwrap();
+            let source = Source::open(&src, Chunking::of(&opts), bases).unwrap();
+            let cut = file.len() - n + kept * 4096;
+            let f = std::fs::OpenOptions::new().write(true).open(&src).unwrap();
+            f.set_len(cut as u64).unwrap();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+            let packed = pool
+                .unwrap()
+                .install(|| write_archive(&source, &tmp, &opts, &|_| {}));
+            let err = packed.expect_err("a source cut short").to_string();
+            assert!(err.contains("m.safetensors"), "{threads} threads: {err}");
+        }
+    }
+
     #[test]
     fn batches_take_chunks_for_every_thread_within_a_byte_bound() {
         const K: u64 = 1 << 10;
-        // Default-sized chunks: four a thread.
-        assert_eq!(batch_lens(&[256 * K; 20], 256 * K, 2), [8, 8, 4]);
-        // Chunks four times as wide: still four a thread, not one (with one,
-        // the thread that reads and hashes the next batch leaves the other
-        // to pack the whole batch).
-        assert_eq!(batch_lens(&[1024 * K; 10], 256 * K, 2), [8, 2]);
+        // Default-sized chunks: two a thread.
+        assert_eq!(batch_lens(&[256 * K; 10], 256 * K, 2), [4, 4, 2]);
+        // Chunks four times as wide: still two a thread.
+        assert_eq!(batch_lens(&[1024 * K; 10], 256 * K, 2), [4, 4, 2]);
         // On one thread, a chunk, or small ones up to a default chunk's bytes.
         assert_eq!(batch_lens(&[1024 * K; 3], 256 * K, 1), [1, 1, 1]);
         assert_eq!(batch_lens(&[256 * K; 3], 256 * K, 1), [1, 1, 1]);
         assert_eq!(batch_lens(&[64 * K; 10], 256 * K, 1), [4, 4, 2]);
         // Wider still: the bytes a thread bound them, or the chunk size
         // where it is larger.
-        assert_eq!(batch_lens(&[2048 * K; 5], 256 * K, 2), [4, 1]);
+        assert_eq!(batch_lens(&[4096 * K; 5], 256 * K, 2), [2, 2, 1]);
         assert_eq!(batch_lens(&[16384 * K; 3], 16384 * K, 2), [2, 1]);
-        // Small tensors go together up to the bytes of four default chunks
+        // Small tensors go together up to the bytes of two default chunks
         // a thread.
-        assert_eq!(batch_lens(&[64 * K; 40], 256 * K, 2), [32, 8]);
+        assert_eq!(batch_lens(&[64 * K; 40], 256 * K, 2), [16, 16, 8]);
         assert_eq!(batch_lens(&[16; 5000], 256 * K, 2), [BATCH_CHUNKS_MAX, 904]);
     }
 }

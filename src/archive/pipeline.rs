@@ -1,0 +1,467 @@
+//! Packing a planned file's chunks on the thread pool without barriers:
+//! tasks read the source a batch at a time (hashing it in order), pack
+//! chunks, and write finished batches' records in order, each task starting
+//! the tasks its result makes ready. At most [`WINDOW_BATCHES`] batches are
+//! in memory, read and not yet written.
+//!
+//! Chunks outside tensors are searched, and so is the representative chunk
+//! of the tensor that leads each class (tensors of one dtype and shape): its
+//! programs are the class's first template (a representative that lies
+//! beyond the batch its tensor starts in is read and searched with that
+//! batch). Every other chunk is re-fit from its class's templates (see
+//! `synth::synthesize_like`); where none fits, the class's first such chunk
+//! is searched and its programs join the templates of the chunks after it,
+//! which are re-fit again. A chunk's templates thus follow from the chunks
+//! before it in the file, whatever the batches, the thread count and the
+//! order tasks finish in: the output depends on none of them. Classes share
+//! nothing but the threads, so each goes through its searches and re-fits on
+//! its own, and a thread done with one class's or batch's work takes up
+//! another's rather than wait for a slower one.
+
+use super::format::ChunkEntry;
+use super::writer::{
+    pack_chunk, read_batch, representative_ahead, Output, Run, Source, Templates, MAX_TEMPLATES,
+};
+use crate::error::{Error, Result};
+use crate::synth::SynthOptions;
+use rayon::ScopeFifo;
+use sha2::Sha256;
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Batches in memory at once, read and not yet written: the one being
+/// written or finished, and the next, whose chunks a thread takes up while
+/// the other finishes the batch before.
+const WINDOW_BATCHES: usize = 2;
+
+/// A chunk's index entry and record.
+type Record = (ChunkEntry, Vec<u8>);
+
+/// Packs the chunks of `source`'s plan, read in the batches `ranges` (of
+/// the plan), into `out`, and adds their bytes to `sha`; `first` holds the
+/// first batch's bytes, already read and hashed. `progress` receives the
+/// source bytes written so far.
+pub(super) fn pack_all(
+    source: &Source,
+    ranges: &[Range<usize>],
+    first: Run,
+    synth: &SynthOptions,
+    (out, sha): (&mut Output, &mut Sha256),
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<()> {
+    if ranges.is_empty() {
+        return Ok(());
+    }
+    let packing = Packing {
+        source,
+        ranges,
+        synth,
+        progress,
+        out: Mutex::new(out),
+        sha: Mutex::new(sha),
+        state: Mutex::new(State::default()),
+    };
+    rayon::scope_fifo(|s| {
+        let tasks = packing.admit(0, first);
+        packing.spawn(s, tasks);
+    });
+    let state = packing.state.into_inner().expect("no task panics");
+    match state.error {
+        Some(e) => Err(e),
+        None => {
+            assert_eq!(state.written, ranges.len(), "every batch written");
+            Ok(())
+        }
+    }
+}
+
+/// What the tasks share.
+struct Packing<'p, 'o> {
+    source: &'p Source<'p>,
+    ranges: &'p [Range<usize>],
+    synth: &'p SynthOptions,
+    progress: &'p (dyn Fn(u64) + Sync),
+    /// Written by one task at a time, in order (see [`State::writing`]).
+    out: Mutex<&'p mut Output<'o>>,
+    /// Updated by one read at a time, in order (see [`State::reading`]).
+    sha: Mutex<&'p mut Sha256>,
+    state: Mutex<State>,
+}
+
+/// Where packing stands.
+#[derive(Default)]
+struct State {
+    /// The batches read and not yet written, in order.
+    window: VecDeque<Batch>,
+    /// The batch to read next, and how many are written.
+    next_read: usize,
+    written: usize,
+    /// Whether a task is reading the next batch, or writing the first.
+    reading: bool,
+    writing: bool,
+    classes: HashMap<usize, Class>,
+    /// Representatives searched before their batch is read, by their index
+    /// in the plan, with their records once searched.
+    ahead: HashMap<usize, Option<Record>>,
+    /// The first error met; no task starts new work after it.
+    error: Option<Error>,
+}
+
+/// A batch's bytes and its chunks' records so far.
+struct Batch {
+    range: Range<usize>,
+    run: Arc<Run>,
+    records: Vec<Option<Record>>,
+    left: usize,
+}
+
+/// A class's templates, its chunks waiting, and its work under way.
+#[derive(Default)]
+struct Class {
+    templates: Arc<Templates>,
+    /// Chunks (indices in the plan) not packed and not under way, in order,
+    /// each with whether it is to be searched.
+    waiting: VecDeque<(usize, bool)>,
+    busy: Option<Busy>,
+}
+
+/// A class's work under way: a search, or the re-fits of the chunks that
+/// were waiting, in order, with their results so far.
+enum Busy {
+    Search,
+    Refits {
+        chunks: Vec<usize>,
+        results: Vec<Option<Option<Record>>>,
+        left: usize,
+    },
+}
+
+/// Work for the thread pool.
+enum Task {
+    Read,
+    Write,
+    Chunk(Job),
+}
+
+/// Packing one chunk: what it needs and what its result is for.
+struct Job {
+    /// The chunk's index in the plan.
+    at: usize,
+    /// The bytes it lies in (its batch's, or a representative's read ahead)
+    /// and where they start in the source.
+    run: Arc<Run>,
+    start: u64,
+    templates: Arc<Templates>,
+    role: Role,
+}
+
+/// What a packed chunk's result is for.
+#[derive(Clone, Copy)]
+enum Role {
+    /// A chunk outside tensors, searched.
+    Lone,
+    /// A class's search.
+    Search { class: usize },
+    /// One of a class's re-fits, and its place among them.
+    Refit { class: usize, slot: usize },
+}
+
+impl<'p> Packing<'p, '_> {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().expect("no task panics")
+    }
+
+    fn spawn<'s>(&'s self, s: &ScopeFifo<'s>, tasks: Vec<Task>) {
+        for task in tasks {
+            s.spawn_fifo(move |s| {
+                let more = match task {
+                    Task::Read => self.read(),
+                    Task::Write => self.write(),
+                    Task::Chunk(job) => self.pack(job),
+                };
+                self.spawn(s, more);
+            });
+        }
+    }
+
+    /// Reads and hashes the next batch, and admits it.
+    fn read(&self) -> Vec<Task> {
+        let b = self.lock().next_read;
+        let mut run = Run::default();
+        let batch = &self.source.plan[self.ranges[b].clone()];
+        let mut sha = self.sha.lock().expect("no task panics");
+        let read = read_batch(self.source, batch, &mut run, &mut sha);
+        drop(sha);
+        match read {
+            Ok(()) => self.admit(b, run),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Takes batch `b`'s bytes into the window: its chunks outside tensors
+    /// are searched, the others wait in their classes, and a representative
+    /// of a class that starts in it and lies beyond it is read and searched
+    /// before the class's other chunks.
+    fn admit(&self, b: usize, run: Run) -> Vec<Task> {
+        let range = self.ranges[b].clone();
+        let plan = &self.source.plan;
+        let ahead = match representative_ahead(self.source, range.clone()) {
+            Ok(ahead) => ahead,
+            Err(e) => return self.fail(e),
+        };
+        let (run, start) = (Arc::new(run), plan[range.start].start);
+        let mut state = self.lock();
+        state.window.push_back(Batch {
+            range: range.clone(),
+            run: run.clone(),
+            records: vec![None; range.len()],
+            left: range.len(),
+        });
+        (state.next_read, state.reading) = (b + 1, false);
+        let mut tasks = Vec::new();
+        let mut classes = Vec::new();
+        for at in range {
+            match (state.ahead.get(&at).map(Option::is_some), plan[at].class) {
+                (Some(true), _) => {
+                    let record = state.ahead.remove(&at).flatten();
+                    state.settle(at, record.expect("a representative searched ahead"));
+                }
+                // A representative still searched ahead: its search settles it.
+                (Some(false), _) => {}
+                (None, Some(c)) => {
+                    let class = state.classes.entry(c).or_default();
+                    class.waiting.push_back((at, plan[at].searched()));
+                    classes.push(c);
+                }
+                (None, None) => {
+                    let (run, templates) = (run.clone(), Arc::default());
+                    let role = Role::Lone;
+                    tasks.push(Task::Chunk(Job {
+                        at,
+                        run,
+                        start,
+                        templates,
+                        role,
+                    }));
+                }
+            }
+        }
+        if let Some((at, ahead_run)) = ahead {
+            let class = plan[at].class.expect("a representative is a tensor's");
+            let c = state.classes.entry(class).or_default();
+            c.busy = Some(Busy::Search);
+            let templates = c.templates.clone();
+            state.ahead.insert(at, None);
+            tasks.push(Task::Chunk(Job {
+                at,
+                run: Arc::new(ahead_run),
+                start: plan[at].start,
+                templates,
+                role: Role::Search { class },
+            }));
+        }
+        classes.dedup();
+        for c in classes {
+            tasks.extend(self.next_work(&mut state, c));
+        }
+        tasks.extend(self.io(&mut state));
+        tasks
+    }
+
+    /// Packs one chunk, and takes its result in.
+    fn pack(&self, job: Job) -> Vec<Task> {
+        if self.lock().error.is_some() {
+            return Vec::new();
+        }
+        let Job {
+            at,
+            run,
+            start,
+            templates,
+            role,
+        } = job;
+        let p = &self.source.plan[at];
+        let may_search = !matches!(role, Role::Refit { .. });
+        let packed = pack_chunk(run.piece(start, p), p, self.synth, &templates, may_search);
+        drop((run, templates));
+        let mut state = self.lock();
+        let mut tasks = Vec::new();
+        match role {
+            Role::Lone => {
+                let (entry, encoded) = packed.expect("a chunk that may be searched is encoded");
+                state.settle(at, (entry, encoded.record));
+            }
+            Role::Search { class } => {
+                let (entry, encoded) = packed.expect("a chunk that may be searched is encoded");
+                let c = state.classes.get_mut(&class).expect("a class under way");
+                learn(&mut c.templates, encoded.templates);
+                c.busy = None;
+                let record = (entry, encoded.record);
+                // A representative searched ahead of its batch waits for it.
+                match state.window.iter().any(|b| b.range.contains(&at)) {
+                    true => {
+                        state.ahead.remove(&at);
+                        state.settle(at, record);
+                    }
+                    false => drop(state.ahead.insert(at, Some(record))),
+                }
+                tasks.extend(self.next_work(&mut state, class));
+            }
+            Role::Refit { class, slot } => {
+                let c = state.classes.get_mut(&class).expect("a class under way");
+                let Some(Busy::Refits { results, left, .. }) = &mut c.busy else {
+                    unreachable!("a class's re-fits under way")
+                };
+                results[slot] = Some(packed.map(|(entry, encoded)| (entry, encoded.record)));
+                *left -= 1;
+                if *left == 0 {
+                    tasks.extend(self.refits_done(&mut state, class));
+                }
+            }
+        }
+        tasks.extend(self.io(&mut state));
+        tasks
+    }
+
+    /// Takes in a class's re-fits, all done: they are kept up to the first
+    /// misfit, which is searched next; the chunks after it wait again, for
+    /// its templates.
+    fn refits_done(&self, state: &mut State, class: usize) -> Vec<Task> {
+        let c = state.classes.get_mut(&class).expect("a class under way");
+        let Some(Busy::Refits {
+            chunks, results, ..
+        }) = c.busy.take()
+        else {
+            unreachable!("a class's re-fits under way")
+        };
+        let fit = results
+            .iter()
+            .take_while(|r| matches!(r, Some(Some(_))))
+            .count();
+        for (i, &at) in chunks[fit..].iter().enumerate().rev() {
+            c.waiting.push_front((at, i == 0));
+        }
+        for (at, result) in chunks.into_iter().zip(results).take(fit) {
+            state.settle(at, result.flatten().expect("a re-fit that fits"));
+        }
+        self.next_work(state, class)
+    }
+
+    /// The next work of class `class`, if it has none under way: its first
+    /// chunk to be searched, alone, or else the re-fits of all its chunks
+    /// waiting, in parallel.
+    fn next_work(&self, state: &mut State, class: usize) -> Vec<Task> {
+        let c = state.classes.get_mut(&class).expect("a class with chunks");
+        if c.busy.is_some() || c.waiting.is_empty() {
+            return Vec::new();
+        }
+        let templates = c.templates.clone();
+        let jobs: Vec<(usize, Role)> = match c.waiting.iter().position(|&(_, search)| search) {
+            Some(i) => {
+                let (at, _) = c.waiting.remove(i).expect("a chunk waiting");
+                c.busy = Some(Busy::Search);
+                vec![(at, Role::Search { class })]
+            }
+            None => {
+                let chunks: Vec<usize> = c.waiting.drain(..).map(|(at, _)| at).collect();
+                let n = chunks.len();
+                let roles = (0..n).map(|slot| Role::Refit { class, slot });
+                let jobs = chunks.iter().copied().zip(roles).collect();
+                let results = vec![None; n];
+                c.busy = Some(Busy::Refits {
+                    chunks,
+                    results,
+                    left: n,
+                });
+                jobs
+            }
+        };
+        jobs.into_iter()
+            .map(|(at, role)| {
+                let batch = state.batch_of(at);
+                let (run, start) = (batch.run.clone(), self.source.plan[batch.range.start].start);
+                let templates = templates.clone();
+                Task::Chunk(Job {
+                    at,
+                    run,
+                    start,
+                    templates,
+                    role,
+                })
+            })
+            .collect()
+    }
+
+    /// Writes the first batch's records, all packed.
+    fn write(&self) -> Vec<Task> {
+        let (records, end) = {
+            let mut state = self.lock();
+            let batch = state.window.pop_front().expect("a batch to write");
+            let last = &self.source.plan[batch.range.end - 1];
+            let records: Vec<Record> = (batch.records.into_iter())
+                .map(|r| r.expect("every chunk packed"))
+                .collect();
+            (records, last.start + last.len)
+        };
+        let written = self.out.lock().expect("no task panics").write(records);
+        if let Err(e) = written {
+            return self.fail(e);
+        }
+        // Before the next write can start, so that progress only grows.
+        (self.progress)(end);
+        let mut state = self.lock();
+        (state.writing, state.written) = (false, state.written + 1);
+        self.io(&mut state)
+    }
+
+    /// The reading and writing that can start: the first batch's writing
+    /// once its chunks are packed, the next batch's reading while the
+    /// window has room.
+    fn io(&self, state: &mut State) -> Vec<Task> {
+        let mut tasks = Vec::new();
+        if state.error.is_some() {
+            return tasks;
+        }
+        if !state.writing && state.window.front().is_some_and(|b| b.left == 0) {
+            state.writing = true;
+            tasks.push(Task::Write);
+        }
+        let room = state.window.len() < WINDOW_BATCHES;
+        if !state.reading && room && state.next_read < self.ranges.len() {
+            state.reading = true;
+            tasks.push(Task::Read);
+        }
+        tasks
+    }
+
+    fn fail(&self, e: Error) -> Vec<Task> {
+        self.lock().error.get_or_insert(e);
+        Vec::new()
+    }
+}
+
+impl State {
+    /// The batch in the window that chunk `at` lies in.
+    fn batch_of(&mut self, at: usize) -> &mut Batch {
+        let batch = self.window.iter_mut().find(|b| b.range.contains(&at));
+        batch.expect("a chunk of a batch read and not written")
+    }
+
+    /// Records chunk `at`'s entry and record.
+    fn settle(&mut self, at: usize, record: Record) {
+        let batch = self.batch_of(at);
+        batch.records[at - batch.range.start] = Some(record);
+        batch.left -= 1;
+    }
+}
+
+/// Adds a search's programs to its class's templates: a class's first
+/// template stays first; later ones go after it, newest first.
+fn learn(templates: &mut Arc<Templates>, found: Vec<crate::synth::Template>) {
+    if !found.is_empty() {
+        let list = Arc::make_mut(templates);
+        list.insert(list.len().min(1), found);
+        list.truncate(MAX_TEMPLATES);
+    }
+}
