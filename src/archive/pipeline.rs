@@ -1,8 +1,8 @@
 //! Packing a planned file's chunks on the thread pool without barriers:
-//! tasks read the source a batch at a time (hashing it in order), pack
+//! tasks read the source a batch at a time, hash the batches in order, pack
 //! chunks, and write finished batches' records in order, each task starting
 //! the tasks its result makes ready. At most [`WINDOW_BATCHES`] batches are
-//! in memory, read and not yet written.
+//! in memory, read and not yet both written and hashed.
 //!
 //! Chunks outside tensors are searched, and so is the representative chunk
 //! of the tensor that leads each class (tensors of one dtype and shape): its
@@ -20,28 +20,31 @@
 
 use super::format::ChunkEntry;
 use super::writer::{
-    pack_chunk, read_batch, representative_ahead, Output, Run, Source, Templates, MAX_TEMPLATES,
+    pack_chunk, representative_ahead, Output, Run, Source, Templates, MAX_TEMPLATES,
 };
 use crate::error::{Error, Result};
 use crate::synth::SynthOptions;
 use rayon::ScopeFifo;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Batches in memory at once, read and not yet written: the one being
-/// written or finished, and the next, whose chunks a thread takes up while
-/// the other finishes the batch before.
-const WINDOW_BATCHES: usize = 2;
+/// Batches in memory at once, read and not yet both written and hashed:
+/// while one thread reads a batch, the other packs the chunks of the ones
+/// before it. With two, a thread done with a batch's last chunks often
+/// waited for the next batch's read: at `-j2`, minilm-upcast, -fp8, -bf16
+/// and -f32 packed 0-11% slower than with three; four were no faster
+/// (11 rounds alternating).
+const WINDOW_BATCHES: usize = 3;
 
 /// A chunk's index entry and record.
 type Record = (ChunkEntry, Vec<u8>);
 
 /// Packs the chunks of `source`'s plan, read in the batches `ranges` (of
 /// the plan), into `out`, and adds their bytes to `sha`; `first` holds the
-/// first batch's bytes, already read and hashed. `progress` receives the
-/// source bytes written so far.
+/// first batch's bytes, already read. `progress` receives the source bytes
+/// written so far.
 pub(super) fn pack_all(
     source: &Source,
     ranges: &[Range<usize>],
@@ -50,9 +53,6 @@ pub(super) fn pack_all(
     (out, sha): (&mut Output, &mut Sha256),
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<()> {
-    if ranges.is_empty() {
-        return Ok(());
-    }
     let packing = Packing {
         source,
         ranges,
@@ -70,7 +70,12 @@ pub(super) fn pack_all(
     match state.error {
         Some(e) => Err(e),
         None => {
-            assert_eq!(state.written, ranges.len(), "every batch written");
+            let done = (state.written, state.hashed);
+            assert_eq!(
+                done,
+                (ranges.len(), ranges.len()),
+                "every batch written and hashed"
+            );
             Ok(())
         }
     }
@@ -84,7 +89,7 @@ struct Packing<'p, 'o> {
     progress: &'p (dyn Fn(u64) + Sync),
     /// Written by one task at a time, in order (see [`State::writing`]).
     out: Mutex<&'p mut Output<'o>>,
-    /// Updated by one read at a time, in order (see [`State::reading`]).
+    /// Updated by one task at a time, in order (see [`State::hashing`]).
     sha: Mutex<&'p mut Sha256>,
     state: Mutex<State>,
 }
@@ -94,12 +99,17 @@ struct Packing<'p, 'o> {
 struct State {
     /// The batches read and not yet written, in order.
     window: VecDeque<Batch>,
-    /// The batch to read next, and how many are written.
+    /// The batch to read next, and how many are written and hashed.
     next_read: usize,
     written: usize,
-    /// Whether a task is reading the next batch, or writing the first.
+    hashed: usize,
+    /// The bytes of the batches read and not hashed yet, in order.
+    unhashed: VecDeque<Arc<Run>>,
+    /// Whether a task is reading the next batch, writing the first in the
+    /// window, or hashing the first not hashed.
     reading: bool,
     writing: bool,
+    hashing: bool,
     classes: HashMap<usize, Class>,
     /// Representatives searched before their batch is read, by their index
     /// in the plan, with their records once searched.
@@ -140,6 +150,7 @@ enum Busy {
 /// Work for the thread pool.
 enum Task {
     Read,
+    Hash,
     Write,
     Chunk(Job),
 }
@@ -177,6 +188,7 @@ impl<'p> Packing<'p, '_> {
             s.spawn_fifo(move |s| {
                 let more = match task {
                     Task::Read => self.read(),
+                    Task::Hash => self.hash(),
                     Task::Write => self.write(),
                     Task::Chunk(job) => self.pack(job),
                 };
@@ -185,18 +197,25 @@ impl<'p> Packing<'p, '_> {
         }
     }
 
-    /// Reads and hashes the next batch, and admits it.
+    /// Reads the next batch, and admits it.
     fn read(&self) -> Vec<Task> {
         let b = self.lock().next_read;
-        let mut run = Run::default();
-        let batch = &self.source.plan[self.ranges[b].clone()];
-        let mut sha = self.sha.lock().expect("no task panics");
-        let read = read_batch(self.source, batch, &mut run, &mut sha);
-        drop(sha);
-        match read {
-            Ok(()) => self.admit(b, run),
+        match Run::read(self.source, &self.source.plan[self.ranges[b].clone()]) {
+            Ok(run) => self.admit(b, run),
             Err(e) => self.fail(e),
         }
+    }
+
+    /// Adds the first batch not hashed yet to the file's hash. (Apart from
+    /// the reading, so that a batch's chunks can be packed while it is
+    /// hashed.)
+    fn hash(&self) -> Vec<Task> {
+        let run = self.lock().unhashed.pop_front().expect("a batch to hash");
+        self.sha.lock().expect("no task panics").update(&run.bytes);
+        drop(run);
+        let mut state = self.lock();
+        (state.hashing, state.hashed) = (false, state.hashed + 1);
+        self.io(&mut state)
     }
 
     /// Takes batch `b`'s bytes into the window: its chunks outside tensors
@@ -219,6 +238,7 @@ impl<'p> Packing<'p, '_> {
             left: range.len(),
         });
         (state.next_read, state.reading) = (b + 1, false);
+        state.unhashed.push_back(run.clone());
         let mut tasks = Vec::new();
         let mut classes = Vec::new();
         for at in range {
@@ -415,9 +435,9 @@ impl<'p> Packing<'p, '_> {
         self.io(&mut state)
     }
 
-    /// The reading and writing that can start: the first batch's writing
-    /// once its chunks are packed, the next batch's reading while the
-    /// window has room.
+    /// The reading, hashing and writing that can start: the first batch's
+    /// writing once its chunks are packed, the next hashing, and the next
+    /// batch's reading while the window has room.
     fn io(&self, state: &mut State) -> Vec<Task> {
         let mut tasks = Vec::new();
         if state.error.is_some() {
@@ -427,7 +447,11 @@ impl<'p> Packing<'p, '_> {
             state.writing = true;
             tasks.push(Task::Write);
         }
-        let room = state.window.len() < WINDOW_BATCHES;
+        if !state.hashing && !state.unhashed.is_empty() {
+            state.hashing = true;
+            tasks.push(Task::Hash);
+        }
+        let room = state.next_read - state.written.min(state.hashed) < WINDOW_BATCHES;
         if !state.reading && room && state.next_read < self.ranges.len() {
             state.reading = true;
             tasks.push(Task::Read);

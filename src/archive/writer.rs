@@ -3,7 +3,7 @@
 //! The source is planned into chunks (their widths and classes), a prior is
 //! learned from a sample of them, and the chunks are packed in parallel and
 //! their records written in source order (see `pipeline`), read in batches
-//! of a few chunks per thread, two batches at a time: memory is bounded by
+//! of a chunk a thread, a few batches at a time: memory is bounded by
 //! threads x chunk size and the bytes do not depend on the thread count.
 
 #![forbid(unsafe_code)]
@@ -106,17 +106,11 @@ impl PackOptions {
     }
 }
 
-/// Chunks per thread in a batch, the unit of reading and writing: a batch is
-/// read while the one before it is packed, and a thread done with that one
-/// takes up its chunks (see `pipeline`). At `-j2`, batches of 2 chunks a
-/// thread packed minilm-upcast, -fp8, -bf16 and -f32 4-7% faster than of 4,
-/// of 8 slower than of 4, and of 1 as fast as 2 or up to 6% slower (BF16).
-const BATCH_CHUNKS_PER_THREAD: u64 = 2;
 /// Chunks in a batch at most: a file of many tiny tensors would otherwise
 /// hold the records of all of them at once.
 const BATCH_CHUNKS_MAX: usize = 4096;
 /// Source bytes per thread in a batch beyond which it takes fewer chunks
-/// (one at least): two batches are held at once, so large chunks would
+/// (one at least): a few batches are held at once, so large chunks would
 /// otherwise multiply memory.
 const BATCH_BYTES_PER_THREAD: u64 = 4 << 20;
 
@@ -551,25 +545,16 @@ fn write_archive(
     let mut sha = Sha256::new();
     let threads = rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, chunk, threads).collect();
-    let mut first = Run::default();
-    // The first batch is read and hashed while the prior is learned.
-    let (synth, read) = rayon::join(
+    // The first batch is read while the prior is learned.
+    let (synth, first) = rayon::join(
         || synth_options(source, opts),
-        || match ranges.first() {
-            Some(r) => read_batch(source, &plan[r.clone()], &mut first, &mut sha),
-            None => Ok(()),
-        },
+        || ranges.first().map(|r| Run::read(source, &plan[r.clone()])),
     );
-    read?;
     let synth = &synth?;
-    pipeline::pack_all(
-        source,
-        &ranges,
-        first,
-        synth,
-        (&mut out, &mut sha),
-        progress,
-    )?;
+    if let Some(first) = first.transpose()? {
+        let output = (&mut out, &mut sha);
+        pipeline::pack_all(source, &ranges, first, synth, output, progress)?;
+    }
     let Output {
         mut writer,
         mut chunks,
@@ -652,11 +637,18 @@ impl Output<'_> {
 /// The source bytes of a run of chunks, and their bases' bytes.
 #[derive(Default)]
 pub(super) struct Run {
-    bytes: Vec<u8>,
+    pub(super) bytes: Vec<u8>,
     base: Vec<u8>,
 }
 
 impl Run {
+    /// The bytes of the planned chunks `batch` (contiguous).
+    pub(super) fn read(source: &Source, batch: &[Planned]) -> Result<Run> {
+        let mut run = Run::default();
+        source.read_run(batch, &mut run.bytes, &mut run.base)?;
+        Ok(run)
+    }
+
     /// The bytes of `p`, a chunk of the run that starts at `start`.
     pub(super) fn piece(&self, start: u64, p: &Planned) -> Piece<'_> {
         let at = (p.start - start) as usize..(p.start - start + p.len) as usize;
@@ -675,18 +667,6 @@ pub(super) struct Piece<'a> {
     base: Option<(&'a [u8], (u32, u64))>,
 }
 
-/// Reads a batch's bytes into `run` and adds them to the file's hash.
-pub(super) fn read_batch(
-    source: &Source,
-    batch: &[Planned],
-    run: &mut Run,
-    sha: &mut Sha256,
-) -> Result<()> {
-    source.read_run(batch, &mut run.bytes, &mut run.base)?;
-    sha.update(&run.bytes[..]);
-    Ok(())
-}
-
 /// The representative chunk (see [`Planned::representative`]) of the tensor
 /// that leads its class, starts in the batch `range` of the plan and ends
 /// after it, if it lies beyond the batch, and its bytes. (Tensors are
@@ -702,9 +682,7 @@ pub(super) fn representative_ahead(
     if last.class.is_none() || !last.leads || !started_here || r < range.end {
         return Ok(None);
     }
-    let mut run = Run::default();
-    source.read_run(&plan[r..r + 1], &mut run.bytes, &mut run.base)?;
-    Ok(Some((r, run)))
+    Ok(Some((r, Run::read(source, &plan[r..r + 1])?)))
 }
 
 /// A class's templates, in the order they are tried: its representative's
@@ -717,25 +695,22 @@ pub(super) type Templates = Vec<Vec<Template>>;
 pub(super) const MAX_TEMPLATES: usize = 4;
 
 /// Consecutive runs of planned chunks, as ranges of the plan, for `threads`
-/// threads. On several threads, each takes `BATCH_CHUNKS_PER_THREAD` chunks
-/// a thread, and at least the bytes of as many chunks of `chunk` bytes
-/// (many small tensors go together); on one thread, a chunk and at least
-/// `chunk` bytes. Either way no more than `BATCH_BYTES_PER_THREAD` a thread
-/// (one chunk at least) nor `BATCH_CHUNKS_MAX` chunks.
+/// threads, the units the source is read and the archive written in (see
+/// `pipeline`): a chunk a thread, and at least the bytes of as many chunks
+/// of `chunk` bytes (many small tensors go together), within
+/// `BATCH_BYTES_PER_THREAD` a thread (one chunk at least) and
+/// `BATCH_CHUNKS_MAX` chunks.
 ///
 /// Counting chunks keeps a tensor of wide chunks (see [`tensor_chunk`])
-/// from taking fewer chunks a thread than others. One thread has nothing to
-/// balance, and bytes packed soon after they are read are still in the
-/// CPU's caches: minilm-upcast packed 5% slower in batches of four 1 MiB
-/// chunks than of one, and 1-4% slower (minilm-f32, -bf16, -upcast) in
-/// batches of 1 MiB than of one 256 KiB chunk.
+/// from taking fewer chunks a thread than others. Small batches are read
+/// soon before they are packed, while their bytes are in the CPU's caches:
+/// at `-j2`, batches of 2 chunks a thread packed minilm-upcast, -fp8,
+/// -bf16 and -f32 0-5% slower than of one, of 4 chunks 1-8% slower; at
+/// `-j1`, batches of four 1 MiB chunks were 5% slower than of one on
+/// minilm-upcast.
 fn batches(plan: &[Planned], chunk: u64, threads: u64) -> impl Iterator<Item = Range<usize>> + '_ {
-    let per_thread = match threads {
-        1 => 1,
-        _ => BATCH_CHUNKS_PER_THREAD,
-    };
-    let least_chunks = (per_thread * threads) as usize;
-    let least_bytes = chunk * per_thread * threads;
+    let least_chunks = threads as usize;
+    let least_bytes = chunk * threads;
     let most_bytes = BATCH_BYTES_PER_THREAD.max(chunk) * threads;
     let mut at = 0;
     std::iter::from_fn(move || {
@@ -1054,10 +1029,10 @@ mod tests {
     #[test]
     fn batches_take_chunks_for_every_thread_within_a_byte_bound() {
         const K: u64 = 1 << 10;
-        // Default-sized chunks: two a thread.
-        assert_eq!(batch_lens(&[256 * K; 10], 256 * K, 2), [4, 4, 2]);
-        // Chunks four times as wide: still two a thread.
-        assert_eq!(batch_lens(&[1024 * K; 10], 256 * K, 2), [4, 4, 2]);
+        // Default-sized chunks: one a thread.
+        assert_eq!(batch_lens(&[256 * K; 5], 256 * K, 2), [2, 2, 1]);
+        // Chunks four times as wide: still one a thread.
+        assert_eq!(batch_lens(&[1024 * K; 5], 256 * K, 2), [2, 2, 1]);
         // On one thread, a chunk, or small ones up to a default chunk's bytes.
         assert_eq!(batch_lens(&[1024 * K; 3], 256 * K, 1), [1, 1, 1]);
         assert_eq!(batch_lens(&[256 * K; 3], 256 * K, 1), [1, 1, 1]);
@@ -1065,10 +1040,11 @@ mod tests {
         // Wider still: the bytes a thread bound them, or the chunk size
         // where it is larger.
         assert_eq!(batch_lens(&[4096 * K; 5], 256 * K, 2), [2, 2, 1]);
+        assert_eq!(batch_lens(&[8192 * K; 3], 256 * K, 2), [1, 1, 1]);
         assert_eq!(batch_lens(&[16384 * K; 3], 16384 * K, 2), [2, 1]);
-        // Small tensors go together up to the bytes of two default chunks
-        // a thread.
-        assert_eq!(batch_lens(&[64 * K; 40], 256 * K, 2), [16, 16, 8]);
+        // Small tensors go together up to the bytes of a default chunk a
+        // thread.
+        assert_eq!(batch_lens(&[64 * K; 20], 256 * K, 2), [8, 8, 4]);
         assert_eq!(batch_lens(&[16; 5000], 256 * K, 2), [BATCH_CHUNKS_MAX, 904]);
     }
 }
