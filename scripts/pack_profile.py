@@ -30,7 +30,7 @@ PHASES = [
     ("with_partitions", "rows in classes"),
     ("encode_program", "encoding the programs kept"),
     ("decode_record", "decoding each record back"),
-    ("read_batch", "reading the source"),
+    ("writer::Run::read", "reading the source"),
     ("Output::write", "writing the archive"),
     ("tensor_chunk", "planning (chunk widths)"),
     ("writer::plan", "planning (chunk widths)"),

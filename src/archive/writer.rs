@@ -145,7 +145,7 @@ pub(super) struct Planned {
     element: Element,
     /// The class of the tensor it is a piece of, if any: tensors of one dtype
     /// and shape, whose chunks re-fit programs searched on others (see
-    /// `pack_batch`).
+    /// `pipeline`).
     pub(super) class: Option<usize>,
     /// Whether its tensor is the first of its class.
     leads: bool,
