@@ -159,10 +159,8 @@ enum Task {
 struct Job {
     /// The chunk's index in the plan.
     at: usize,
-    /// The bytes it lies in (its batch's, or a representative's read ahead)
-    /// and where they start in the source.
+    /// The bytes it lies in: its batch's, or a representative's read ahead.
     run: Arc<Run>,
-    start: u64,
     templates: Arc<Templates>,
     role: Role,
 }
@@ -229,7 +227,7 @@ impl<'p> Packing<'p, '_> {
             Ok(ahead) => ahead,
             Err(e) => return self.fail(e),
         };
-        let (run, start) = (Arc::new(run), plan[range.start].start);
+        let run = Arc::new(run);
         let mut state = self.lock();
         state.window.push_back(Batch {
             range: range.clone(),
@@ -260,7 +258,6 @@ impl<'p> Packing<'p, '_> {
                     tasks.push(Task::Chunk(Job {
                         at,
                         run,
-                        start,
                         templates,
                         role,
                     }));
@@ -276,7 +273,6 @@ impl<'p> Packing<'p, '_> {
             tasks.push(Task::Chunk(Job {
                 at,
                 run: Arc::new(ahead_run),
-                start: plan[at].start,
                 templates,
                 role: Role::Search { class },
             }));
@@ -297,13 +293,12 @@ impl<'p> Packing<'p, '_> {
         let Job {
             at,
             run,
-            start,
             templates,
             role,
         } = job;
         let p = &self.source.plan[at];
         let may_search = !matches!(role, Role::Refit { .. });
-        let packed = pack_chunk(run.piece(start, p), p, self.synth, &templates, may_search);
+        let packed = pack_chunk(run.piece(p), p, self.synth, &templates, may_search);
         drop((run, templates));
         let mut state = self.lock();
         let mut tasks = Vec::new();
@@ -319,7 +314,7 @@ impl<'p> Packing<'p, '_> {
                 c.busy = None;
                 let record = (entry, encoded.record);
                 // A representative searched ahead of its batch waits for it.
-                match state.window.iter().any(|b| b.range.contains(&at)) {
+                match state.find(at).is_some() {
                     true => {
                         state.ahead.remove(&at);
                         state.settle(at, record);
@@ -399,13 +394,11 @@ impl<'p> Packing<'p, '_> {
         };
         jobs.into_iter()
             .map(|(at, role)| {
-                let batch = state.batch_of(at);
-                let (run, start) = (batch.run.clone(), self.source.plan[batch.range.start].start);
+                let run = state.batch_of(at).run.clone();
                 let templates = templates.clone();
                 Task::Chunk(Job {
                     at,
                     run,
-                    start,
                     templates,
                     role,
                 })
@@ -466,10 +459,14 @@ impl<'p> Packing<'p, '_> {
 }
 
 impl State {
-    /// The batch in the window that chunk `at` lies in.
+    /// The batch in the window that chunk `at` lies in, if it was read and
+    /// not yet written.
+    fn find(&mut self, at: usize) -> Option<&mut Batch> {
+        self.window.iter_mut().find(|b| b.range.contains(&at))
+    }
+
     fn batch_of(&mut self, at: usize) -> &mut Batch {
-        let batch = self.window.iter_mut().find(|b| b.range.contains(&at));
-        batch.expect("a chunk of a batch read and not written")
+        (self.find(at)).expect("a chunk of a batch read and not written")
     }
 
     /// Records chunk `at`'s entry and record.

@@ -634,24 +634,26 @@ impl Output<'_> {
     }
 }
 
-/// The source bytes of a run of chunks, and their bases' bytes.
-#[derive(Default)]
+/// The source bytes of a run of chunks, where they start in the source, and
+/// their bases' bytes.
 pub(super) struct Run {
     pub(super) bytes: Vec<u8>,
+    start: u64,
     base: Vec<u8>,
 }
 
 impl Run {
     /// The bytes of the planned chunks `batch` (contiguous).
     pub(super) fn read(source: &Source, batch: &[Planned]) -> Result<Run> {
-        let mut run = Run::default();
-        source.read_run(batch, &mut run.bytes, &mut run.base)?;
-        Ok(run)
+        let (mut bytes, mut base) = (Vec::new(), Vec::new());
+        source.read_run(batch, &mut bytes, &mut base)?;
+        let start = batch[0].start;
+        Ok(Run { bytes, start, base })
     }
 
-    /// The bytes of `p`, a chunk of the run that starts at `start`.
-    pub(super) fn piece(&self, start: u64, p: &Planned) -> Piece<'_> {
-        let at = (p.start - start) as usize..(p.start - start + p.len) as usize;
+    /// The bytes of `p`, a chunk of the run.
+    pub(super) fn piece(&self, p: &Planned) -> Piece<'_> {
+        let at = (p.start - self.start) as usize..(p.start - self.start + p.len) as usize;
         Piece {
             bytes: &self.bytes[at.clone()],
             base: p.base.map(|offset| (&self.base[at], offset)),
@@ -835,8 +837,7 @@ fn sample_chunk(source: &Source, p: &Planned) -> Result<Vec<(Vec<u32>, u32, Hint
     };
     // A chunk with a base is sampled as what it will be coded as most
     // often: its residual against the base.
-    let mut run = Run::default();
-    source.read_run(&[p], &mut run.bytes, &mut run.base)?;
+    let run = Run::read(source, &[p])?;
     let bytes = match p.base {
         Some(_) => base::residual(&run.bytes, &run.base, layout).bytes,
         None => run.bytes,
