@@ -1027,6 +1027,48 @@ mod tests {
         }
     }
 
+    /// A write that fails mid-pack (a full disk: `/dev/full` takes no
+    /// byte) ends packing with the output's path and the reason, on one
+    /// thread and on several, while chunks are still being packed.
+    #[test]
+    fn a_failing_write_ends_packing_with_the_outputs_path() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let n = 256 << 10;
+        let header = format!(r#"{{"a":{{"dtype":"U8","shape":[{n}],"data_offsets":[0,{n}]}}}}"#);
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend(header.as_bytes());
+        file.extend((0..n).map(|i| (i * 7 % 251) as u8));
+        let src = dir.path().join("m.safetensors");
+        std::fs::write(&src, &file).unwrap();
+        let full = Path::new("/dev/full");
+        let opts = PackOptions {
+            chunk_size: 4096,
+            adapt_chunks: false,
+            ..PackOptions::default()
+        };
+        for threads in [1, 2, 3] {
+            let bases = Bases::open(&opts.bases, full).unwrap();
+            let source = Source::open(&src, Chunking::of(&opts), bases).unwrap();
+            let reported = AtomicU64::new(0);
+            let progress = |at: u64| reported.store(at, Ordering::Relaxed);
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+            let packed = pool
+                .unwrap()
+                .install(|| write_archive(&source, full, &opts, &progress));
+            let err = packed.expect_err("a full disk").to_string();
+            assert!(
+                err.contains("/dev/full") && err.contains("No space left"),
+                "{threads} threads: {err}"
+            );
+            // It stopped at the first batch it could not write.
+            assert!(
+                reported.load(Ordering::Relaxed) < file.len() as u64,
+                "{threads} threads"
+            );
+        }
+    }
+
     #[test]
     fn batches_take_chunks_for_every_thread_within_a_byte_bound() {
         const K: u64 = 1 << 10;
