@@ -28,7 +28,8 @@ pub fn is_temp_name(name: &str) -> bool {
 
 /// Makes `dst` with `write`, which writes (and syncs) the file at the path it
 /// is given; renames it to `dst` only if `write` succeeds. Temporaries of
-/// `dst` left by runs that were killed are removed first.
+/// `dst` left by runs that were killed are removed first. A failure names
+/// `dst`: the temporary is gone by the time the user reads it.
 pub fn write_atomically<T>(dst: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     remove_stale_temps(dst);
     let tmp = temp_path(dst);
@@ -36,10 +37,10 @@ pub fn write_atomically<T>(dst: &Path, write: impl FnOnce(&Path) -> Result<T>) -
         std::fs::rename(&tmp, dst).at(dst)?;
         Ok(value)
     });
-    if result.is_err() {
+    result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-    }
-    result
+        e.renamed(&tmp, dst)
+    })
 }
 
 /// Removes the temporaries of `dst` whose process no longer runs (best
@@ -194,7 +195,10 @@ mod tests {
         let dst = dir.path().join("tokenizer.bin");
         // Reading a directory fails after the temporary was created.
         let err = copy_file(dir.path(), &dst).unwrap_err();
-        assert!(err.to_string().contains(".tokenizer.bin.tmp"), "{err}");
+        // Named as the destination: the temporary is gone.
+        let err = err.to_string();
+        assert!(err.contains(&*dst.to_string_lossy()), "{err}");
+        assert!(!err.contains(".tokenizer.bin.tmp"), "{err}");
         assert!(!dst.exists());
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),

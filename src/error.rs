@@ -48,6 +48,38 @@ impl Error {
             reason: reason.into(),
         }
     }
+
+    /// This error, naming `to` where it named `from` (a temporary's
+    /// failure reported as its destination's).
+    pub fn renamed(self, from: &Path, to: &Path) -> Error {
+        let swap = |path: PathBuf| match path == from {
+            true => to.to_path_buf(),
+            false => path,
+        };
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: swap(path),
+                source,
+            },
+            Error::NotSafetensors { path, reason } => Error::NotSafetensors {
+                path: swap(path),
+                reason,
+            },
+            Error::Corrupt {
+                path,
+                offset,
+                reason,
+            } => Error::Corrupt {
+                path: swap(path),
+                offset,
+                reason,
+            },
+            Error::Invalid { path, reason } => Error::Invalid {
+                path: swap(path),
+                reason,
+            },
+        }
+    }
 }
 
 /// Attaches a path to `std::io` results.

@@ -309,7 +309,7 @@ impl Mirror {
             }
         };
         // Errors name the source's URL, not its temporary.
-        let named = |e: Error| renamed(e, source, &job.src);
+        let named = |e: Error| e.renamed(source, &job.src);
         match (&self.dst, job.action) {
             (End::Local(_), Action::Copy) => {
                 crate::atomic::copy_file(source, &job.dst).map_err(named)
@@ -325,7 +325,7 @@ impl Mirror {
                         packed = Temporary(self.work.join("output"));
                         let written = pack(source, &packed.0)
                             .map_err(named)
-                            .map_err(|e| renamed(e, &packed.0, &job.dst))?;
+                            .map_err(|e| e.renamed(&packed.0, &job.dst))?;
                         (packed.0.as_path(), written)
                     }
                 };
@@ -359,37 +359,6 @@ fn fetch(remote: &Remote, info: &ObjectInfo, url: &Path, path: &Path) -> Result<
     let file = std::fs::File::options().write(true).open(path).at(path)?;
     file.set_times(times).at(path)?;
     Ok(written)
-}
-
-/// `e`, naming `to` where it named `from`.
-fn renamed(e: Error, from: &Path, to: &Path) -> Error {
-    let swap = |path: PathBuf| match path == from {
-        true => to.to_path_buf(),
-        false => path,
-    };
-    match e {
-        Error::Io { path, source } => Error::Io {
-            path: swap(path),
-            source,
-        },
-        Error::NotSafetensors { path, reason } => Error::NotSafetensors {
-            path: swap(path),
-            reason,
-        },
-        Error::Corrupt {
-            path,
-            offset,
-            reason,
-        } => Error::Corrupt {
-            path: swap(path),
-            offset,
-            reason,
-        },
-        Error::Invalid { path, reason } => Error::Invalid {
-            path: swap(path),
-            reason,
-        },
-    }
 }
 
 /// `t` cut to whole seconds, as stores keep modification times.
