@@ -59,25 +59,50 @@ impl DecodeTable {
 }
 
 impl Slots {
-    /// The fused layout of `size` slots; every symbol must fit it.
+    /// The fused layout of `size` slots; every symbol must fit it. Tables
+    /// are built for every rANS stream decoded (each class of a Partition
+    /// has its own), so with AVX-512 where the CPU has it. Panics unless
+    /// the frequencies sum to `size`.
     pub(super) fn fused(set: &SymbolSet, size: usize) -> Slots {
-        let mut table = Vec::with_capacity(size);
-        for (&word, &freq) in set.words.iter().zip(&set.values) {
-            let high = word << 24 | freq << 12;
-            table.extend((0..freq).map(|offset| high | offset));
+        #[cfg(target_arch = "x86_64")]
+        if simd_level() >= Simd::Avx512 {
+            // SAFETY: `simd_level` checked that the CPU has AVX-512F.
+            return Slots::Fused(unsafe { simd_decode::fused_slots_avx512(set, size) });
         }
-        Slots::Fused(table)
+        Slots::Fused(fused_slots(set, size))
     }
 
-    /// The wide layout of `size` slots.
+    /// The wide layout of `size` slots, as [`Slots::fused`] builds it.
     pub(super) fn wide(set: &SymbolSet, size: usize) -> Slots {
-        let mut table = Vec::with_capacity(size);
-        for (&word, &freq) in set.words.iter().zip(&set.values) {
-            let high = u64::from(word) << 32 | u64::from(freq) << 16;
-            table.extend((0..u64::from(freq)).map(|offset| high | offset));
+        #[cfg(target_arch = "x86_64")]
+        if simd_level() >= Simd::Avx512 {
+            // SAFETY: `simd_level` checked that the CPU has AVX-512F.
+            return Slots::Wide(unsafe { simd_decode::wide_slots_avx512(set, size) });
         }
-        Slots::Wide(table)
+        Slots::Wide(wide_slots(set, size))
     }
+}
+
+/// The slots of [`Slots::fused`] one at a time.
+pub(super) fn fused_slots(set: &SymbolSet, size: usize) -> Vec<u32> {
+    let mut table = Vec::with_capacity(size);
+    for (&word, &freq) in set.words.iter().zip(&set.values) {
+        let high = word << 24 | freq << 12;
+        table.extend((0..freq).map(|offset| high | offset));
+    }
+    assert_eq!(table.len(), size, "frequencies sum to the table's size");
+    table
+}
+
+/// The slots of [`Slots::wide`] one at a time.
+pub(super) fn wide_slots(set: &SymbolSet, size: usize) -> Vec<u64> {
+    let mut table = Vec::with_capacity(size);
+    for (&word, &freq) in set.words.iter().zip(&set.values) {
+        let high = u64::from(word) << 32 | u64::from(freq) << 16;
+        table.extend((0..u64::from(freq)).map(|offset| high | offset));
+    }
+    assert_eq!(table.len(), size, "frequencies sum to the table's size");
+    table
 }
 
 /// A table's slots for the portable decoder, cut to exactly `2^SCALE`

@@ -683,3 +683,58 @@ fn streams_decoded_into_rows_land_in_their_rows() {
     }
     assert!(two_groups, "a stream of two groups of lanes");
 }
+
+/// The AVX-512 fills of fused and wide slots write what the portable ones
+/// do, for symbols of 1 to thousands of slots at every scale, and refuse
+/// frequencies that do not sum to the table's size.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn simd_slot_fills_are_the_portable_ones() {
+    if !std::arch::is_x86_feature_detected!("avx512f") {
+        return;
+    }
+    let mut seed = 5;
+    for scale in 1..=MAX_SCALE {
+        let size = 1usize << scale;
+        for round in 0..20 {
+            // Frequencies of at most `cap` summing to `size`, the last one
+            // what is left.
+            let cap = [40, 4095, 1 << 14][round % 3].min(size);
+            let mut values = Vec::new();
+            let mut left = size as u32;
+            while left > 0 {
+                let f = 1 + (xorshift(&mut seed) % cap as u64) as u32;
+                values.push(f.min(left));
+                left -= f.min(left);
+            }
+            let fits = values.len() <= 256 && values.iter().all(|&f| f < 4096);
+            let words = (0..values.len() as u32).map(|w| w * 13 % 4096).collect();
+            let set = SymbolSet { words, values };
+            // SAFETY: the CPU has AVX-512F (checked above).
+            let wide = unsafe { simd_decode::wide_slots_avx512(&set, size) };
+            assert!(wide == wide_slots(&set, size), "scale {scale}");
+            if fits {
+                let set = SymbolSet {
+                    words: (0..set.words.len() as u32).collect(),
+                    ..set
+                };
+                // SAFETY: as above.
+                let fused = unsafe { simd_decode::fused_slots_avx512(&set, size) };
+                assert!(fused == fused_slots(&set, size), "scale {scale}");
+            }
+        }
+    }
+    let short = SymbolSet {
+        words: vec![0, 1],
+        values: vec![3, 4],
+    };
+    for size in [4, 8] {
+        // SAFETY: as above.
+        let fused =
+            std::panic::catch_unwind(|| unsafe { simd_decode::fused_slots_avx512(&short, size) });
+        // SAFETY: as above.
+        let wide =
+            std::panic::catch_unwind(|| unsafe { simd_decode::wide_slots_avx512(&short, size) });
+        assert!(fused.is_err() && wide.is_err(), "sum 7 for {size} slots");
+    }
+}
