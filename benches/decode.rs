@@ -15,13 +15,14 @@ use divan::counter::BytesCount;
 use divan::Bencher;
 use std::path::PathBuf;
 
-const NAMES: [&str; 8] = [
+const NAMES: [&str; 9] = [
     "minilm-f32",
     "minilm-bf16",
     "minilm-fp8",
     "minilm-upcast",
     "minilm-dequant4",
     "wordllama-f16",
+    "criscross-f16",
     "silero-vad-f32",
     "fracast-int8",
 ];

