@@ -14,10 +14,22 @@ pub(super) fn size(n: usize, width: u32) -> usize {
 }
 
 pub(super) fn encode(words: &[u32], width: u32, out: &mut Vec<u8>) {
-    let b = bytes_per_word(width);
-    out.reserve(words.len() * b);
-    for &w in words {
-        out.extend_from_slice(&w.to_le_bytes()[..b]);
+    // One loop per word size, so each copies a fixed number of bytes (a
+    // copy of a variable length is a call to memmove per word).
+    match bytes_per_word(width) {
+        1 => narrow::<1>(words, out),
+        2 => narrow::<2>(words, out),
+        3 => narrow::<3>(words, out),
+        _ => narrow::<4>(words, out),
+    }
+}
+
+/// Appends the low `B` bytes of each word, little-endian.
+fn narrow<const B: usize>(words: &[u32], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + words.len() * B, 0);
+    for (bytes, &w) in out[start..].chunks_exact_mut(B).zip(words) {
+        bytes.copy_from_slice(&w.to_le_bytes()[..B]);
     }
 }
 
