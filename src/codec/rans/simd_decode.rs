@@ -110,7 +110,7 @@ pub(super) unsafe fn wide_slots_avx512(set: &SymbolSet, size: usize) -> Vec<u64>
 /// # Safety
 /// The CPU must support AVX-512F.
 #[inline(always)]
-unsafe fn fill_slots<E>(
+unsafe fn fill_slots<E: bytemuck::Pod>(
     set: &SymbolSet,
     size: usize,
     high: impl Fn(u32, u32) -> __m512i,
