@@ -992,6 +992,24 @@ mod tests {
         batches(&plan, chunk, threads).map(|r| r.len()).collect()
     }
 
+    /// A safetensors file of one U8 tensor of `n` patterned bytes.
+    fn one_tensor_file(n: usize) -> Vec<u8> {
+        let header = format!(r#"{{"a":{{"dtype":"U8","shape":[{n}],"data_offsets":[0,{n}]}}}}"#);
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend(header.as_bytes());
+        file.extend((0..n).map(|i| (i * 7 % 251) as u8));
+        file
+    }
+
+    /// Chunks of 4 KiB, so that a small file makes many batches.
+    fn small_chunks() -> PackOptions {
+        PackOptions {
+            chunk_size: 4096,
+            adapt_chunks: false,
+            ..PackOptions::default()
+        }
+    }
+
     /// A source cut short while it is packed fails the packing with its
     /// path, on one thread and on two, whichever task's read meets the end
     /// (a batch's, or a representative's read ahead), and nothing waits for
@@ -1000,17 +1018,10 @@ mod tests {
     fn a_source_cut_short_while_packed_fails_with_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let n = 64 << 10;
-        let header = format!(r#"{{"a":{{"dtype":"U8","shape":[{n}],"data_offsets":[0,{n}]}}}}"#);
-        let mut file = (header.len() as u64).to_le_bytes().to_vec();
-        file.extend(header.as_bytes());
-        file.extend((0..n).map(|i| (i * 7 % 251) as u8));
+        let file = one_tensor_file(n);
         let src = dir.path().join("m.safetensors");
         let tmp = dir.path().join("out.brv");
-        let opts = PackOptions {
-            chunk_size: 4096,
-            adapt_chunks: false,
-            ..PackOptions::default()
-        };
+        let opts = small_chunks();
         for (threads, kept) in [(1, 3), (1, 10), (2, 3), (2, 10), (2, 15)] {
             std::fs::write(&src, &file).unwrap();
             let bases = Bases::open(&opts.bases, &tmp).unwrap();
@@ -1034,19 +1045,11 @@ mod tests {
     fn a_failing_write_ends_packing_with_the_outputs_path() {
         use std::sync::atomic::{AtomicU64, Ordering};
         let dir = tempfile::tempdir().unwrap();
-        let n = 256 << 10;
-        let header = format!(r#"{{"a":{{"dtype":"U8","shape":[{n}],"data_offsets":[0,{n}]}}}}"#);
-        let mut file = (header.len() as u64).to_le_bytes().to_vec();
-        file.extend(header.as_bytes());
-        file.extend((0..n).map(|i| (i * 7 % 251) as u8));
+        let file = one_tensor_file(256 << 10);
         let src = dir.path().join("m.safetensors");
         std::fs::write(&src, &file).unwrap();
         let full = Path::new("/dev/full");
-        let opts = PackOptions {
-            chunk_size: 4096,
-            adapt_chunks: false,
-            ..PackOptions::default()
-        };
+        let opts = small_chunks();
         for threads in [1, 2, 3] {
             let bases = Bases::open(&opts.bases, full).unwrap();
             let source = Source::open(&src, Chunking::of(&opts), bases).unwrap();
