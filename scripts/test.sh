@@ -41,6 +41,8 @@ export BREVIS_PYTHON
 export BREVIS_CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
 echo "== corpus"
 scripts/fetch-corpus.sh
+# The converter that made one corpus file, on a checkpoint written here.
+"$BREVIS_PYTHON" scripts/torch_to_safetensors_test.py
 
 echo "== format and lints"
 cargo fmt --all -- --check
