@@ -83,23 +83,36 @@ impl Slots {
     }
 }
 
+/// A fused slot's fields above its offset: `word << 24 | freq << 12`.
+pub(super) fn fused_high(word: u32, freq: u32) -> u32 {
+    word << 24 | freq << 12
+}
+
+/// A wide slot's fields above its offset: `word << 32 | freq << 16`.
+pub(super) fn wide_high(word: u32, freq: u32) -> u64 {
+    u64::from(word) << 32 | u64::from(freq) << 16
+}
+
 /// The slots of [`Slots::fused`] one at a time.
 pub(super) fn fused_slots(set: &SymbolSet, size: usize) -> Vec<u32> {
-    let mut table = Vec::with_capacity(size);
-    for (&word, &freq) in set.words.iter().zip(&set.values) {
-        let high = word << 24 | freq << 12;
-        table.extend((0..freq).map(|offset| high | offset));
-    }
-    assert_eq!(table.len(), size, "frequencies sum to the table's size");
-    table
+    slots_one_at_a_time(set, size, fused_high)
 }
 
 /// The slots of [`Slots::wide`] one at a time.
 pub(super) fn wide_slots(set: &SymbolSet, size: usize) -> Vec<u64> {
+    slots_one_at_a_time(set, size, wide_high)
+}
+
+/// Each symbol's `high(word, freq)` or'd with its offsets `0..freq`, in
+/// symbol order; panics unless the frequencies sum to `size`.
+fn slots_one_at_a_time<E>(set: &SymbolSet, size: usize, high: fn(u32, u32) -> E) -> Vec<E>
+where
+    E: Copy + From<u32> + std::ops::BitOr<Output = E>,
+{
     let mut table = Vec::with_capacity(size);
     for (&word, &freq) in set.words.iter().zip(&set.values) {
-        let high = u64::from(word) << 32 | u64::from(freq) << 16;
-        table.extend((0..u64::from(freq)).map(|offset| high | offset));
+        let high = high(word, freq);
+        table.extend((0..freq).map(|offset| high | E::from(offset)));
     }
     assert_eq!(table.len(), size, "frequencies sum to the table's size");
     table

@@ -7,6 +7,7 @@
 //! chosen by the mask of those lanes (AVX2), or by an expand under that mask
 //! (AVX-512).
 
+use super::{fused_high, wide_high};
 use super::{DecodeTable, Dest, Groups, Slots, SymbolSet, Word, LANES, STATE_LOW};
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -77,7 +78,7 @@ pub(super) unsafe fn decode_avx512<T: Word, const G: usize, D: Dest<T> + ?Sized>
 #[target_feature(enable = "avx2,avx512f")]
 pub(super) unsafe fn fused_slots_avx512(set: &SymbolSet, size: usize) -> Vec<u32> {
     let ramp = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let high = |word: u32, freq: u32| _mm512_set1_epi32((word << 24 | freq << 12) as i32);
+    let high = |word: u32, freq: u32| _mm512_set1_epi32(fused_high(word, freq) as i32);
     // SAFETY: the CPU has AVX-512F (this function's contract).
     unsafe { fill_slots(set, size, high, ramp, _mm512_set1_epi32(16)) }
 }
@@ -90,9 +91,7 @@ pub(super) unsafe fn fused_slots_avx512(set: &SymbolSet, size: usize) -> Vec<u32
 #[target_feature(enable = "avx2,avx512f")]
 pub(super) unsafe fn wide_slots_avx512(set: &SymbolSet, size: usize) -> Vec<u64> {
     let ramp = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-    let high = |word: u32, freq: u32| {
-        _mm512_set1_epi64((u64::from(word) << 32 | u64::from(freq) << 16) as i64)
-    };
+    let high = |word: u32, freq: u32| _mm512_set1_epi64(wide_high(word, freq) as i64);
     // SAFETY: the CPU has AVX-512F (this function's contract).
     unsafe { fill_slots(set, size, high, ramp, _mm512_set1_epi64(8)) }
 }
