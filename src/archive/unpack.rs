@@ -182,14 +182,13 @@ fn decode_whole(
     // runs beside the sink (a write, a comparison) rather than before it,
     // so that the decoding of the next batch is not left waiting for both.
     // On one, a join would only hand the work to the pool's thread and wait.
+    let one_thread = rayon::current_num_threads() == 1;
     for_each_chunk(archive, progress, |offset, bytes| {
-        match rayon::current_num_threads() {
-            1 => {
-                sha.update(bytes);
-                sink(offset, bytes)
-            }
-            _ => rayon::join(|| sha.update(bytes), || sink(offset, bytes)).1,
+        if one_thread {
+            sha.update(bytes);
+            return sink(offset, bytes);
         }
+        rayon::join(|| sha.update(bytes), || sink(offset, bytes)).1
     })?;
     if <[u8; 32]>::from(sha.finalize()) != archive.sha256() {
         return Err(Error::corrupt(
