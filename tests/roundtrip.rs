@@ -252,7 +252,9 @@ proptest! {
 
 /// An archive whose two records were swapped along with their index entries
 /// (index checksum recomputed) passes every chunk checksum, but is not the
-/// original: unpack refuses it by its SHA-256 and writes nothing, as verify does.
+/// original: unpack refuses it by its SHA-256 and writes nothing, as verify
+/// does, and unpacks the original, on one thread (digest, then write) and on
+/// two (side by side).
 #[test]
 fn unpack_refuses_consistently_swapped_chunks() {
     let dir = tempfile::tempdir().unwrap();
@@ -276,12 +278,23 @@ fn unpack_refuses_consistently_swapped_chunks() {
     let swapped = write_temp(dir.path(), "swapped.brv", &bytes);
     let swapped = Archive::open(&swapped).unwrap();
     let out = dir.path().join("out.safetensors");
-    let err = archive::unpack_file(&swapped, &out, &|_| {}).unwrap_err();
-    assert!(err.to_string().contains("SHA-256"), "{err}");
-    assert!(!out.exists(), "unpack left its output");
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert_eq!(left.len(), 3, "unpack left a temporary: {left:?}");
-    assert!(archive::verify(&swapped, None, &|_| {}).is_err());
+    for threads in [1, 2] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads);
+        pool.build().unwrap().install(|| {
+            let err = archive::unpack_file(&swapped, &out, &|_| {}).unwrap_err();
+            assert!(err.to_string().contains("SHA-256"), "{threads}: {err}");
+            assert!(!out.exists(), "unpack left its output");
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert_eq!(left.len(), 3, "unpack left a temporary: {left:?}");
+            let err = archive::verify(&swapped, None, &|_| {}).unwrap_err();
+            assert!(err.to_string().contains("SHA-256"), "{threads}: {err}");
+            // The same chunks in their order pass, digest and all.
+            let good = dir.path().join("good.safetensors");
+            archive::unpack_file(&a, &good, &|_| {}).unwrap();
+            assert!(std::fs::read(&good).unwrap() == std::fs::read(&src).unwrap());
+            std::fs::remove_file(&good).unwrap();
+        });
+    }
 }
 
 /// Packing gives the same bytes on one, two and three threads (batches of
