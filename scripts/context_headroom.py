@@ -126,7 +126,10 @@ def main():
     low = args[:1] == ["--low"]
     if len(args) != 1 + low:
         sys.exit(__doc__)
-    costs_of, columns = (low_costs, ["high", "top 3"]) if low else (chunk_costs, ["previous", "above", "rows", "columns"])
+    if low:
+        costs_of, columns = low_costs, ["high", "top 3"]
+    else:
+        costs_of, columns = chunk_costs, ["previous", "above", "rows", "columns"]
     total = np.zeros(1 + len(columns))
     print(f"{'tensor':<48} {'order 0':>10} " + " ".join(f"{c:>9}" for c in columns))
     for name, row_len, words, size in tensors(args[-1], low):
