@@ -51,7 +51,7 @@ pub struct Hint {
     pub rows: Option<usize>,
 }
 
-/// Expansions per chunk after the root's (see the README's measurements).
+/// Expansions per chunk after the root's (see docs/PERFORMANCE.md, *Search settings*).
 pub const DEFAULT_BUDGET: usize = 8;
 
 /// A re-fit is kept when it costs at most 1 + 1/this times its template per
