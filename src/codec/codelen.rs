@@ -10,13 +10,26 @@
 /// at most 2^`limit` of them) minimising the weighted total length.
 /// Ties are broken by index, so the result is deterministic.
 pub(super) fn limited_lengths(weights: &[u64], limit: u32) -> Vec<u32> {
+    limited_lengths_within(weights, limit, u64::MAX).expect("no code costs more")
+}
+
+/// [`limited_lengths`], or None where the unlimited Huffman code already
+/// costs more than `most` (the weighted total length): no code within the
+/// limit costs less, so package-merge is spared. (A code it returns may
+/// still cost more than `most`.)
+pub(super) fn limited_lengths_within(weights: &[u64], limit: u32, most: u64) -> Option<Vec<u32>> {
     debug_assert!(weights.len() >= 2 && weights.len() <= 1 << limit);
     let order = sorted_order(weights);
     let lengths = huffman_lengths(weights, &order);
-    if lengths.iter().all(|&l| l <= limit) {
-        lengths
+    let total: u64 = (weights.iter().zip(&lengths))
+        .map(|(&w, &l)| w * l as u64)
+        .sum();
+    if total > most {
+        None
+    } else if lengths.iter().all(|&l| l <= limit) {
+        Some(lengths)
     } else {
-        package_merge(weights, &order, limit)
+        Some(package_merge(weights, &order, limit))
     }
 }
 

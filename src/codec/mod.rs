@@ -139,21 +139,18 @@ pub fn rans_prediction_slack(size: usize) -> usize {
 /// predicted from its model ([`rans::predict`], a few bytes from its
 /// exact size on average) since a pass of its coder costs about as much as
 /// encoding, and the search weighs many streams it then drops. Ties are
-/// broken by the order of Codec::ALL. Codecs are sized from the smallest
-/// [`size_floor`] on, and only while that may still beat the best so far:
-/// Huffman's code lengths are built only where they may win.
+/// broken by the order of Codec::ALL.
 pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
-    let mut candidates: Vec<(usize, usize, Codec)> = (Codec::ALL.into_iter().enumerate())
-        .filter_map(|(order, c)| Some((size_floor(c, words, width, stats)?, order, c)))
-        .collect();
-    candidates.sort_unstable_by_key(|&(floor, order, _)| (floor, order));
     // (size, order, codec) of the best so far.
     let mut best = (usize::MAX, usize::MAX, Codec::Raw);
-    for (floor, order, codec) in candidates {
-        if (floor, order) > (best.0, best.1) {
-            break;
-        }
-        if let Some(size) = expected_size(codec, words, width, stats) {
+    for codec in SIZING_ORDER {
+        let order = (Codec::ALL.iter().position(|&c| c == codec)).expect("a codec of ALL");
+        // The largest size with which this codec still beats the best.
+        let most = match order < best.1 {
+            true => best.0,
+            false => best.0 - 1,
+        };
+        if let Some(size) = expected_size(codec, words, width, stats, most) {
             if (size, order) < (best.0, best.1) {
                 best = (size, order, codec);
             }
@@ -162,27 +159,34 @@ pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
     (best.2, best.0)
 }
 
+/// The order [`best`] sizes the codecs in: Huffman last, so that its code
+/// lengths are built only where it may still beat the others (the search
+/// sizes many streams that rANS or Raw code smaller, and limiting their
+/// code lengths took most of the time sizing them).
+const SIZING_ORDER: [Codec; 4] = [Codec::Raw, Codec::BitPack, Codec::Rans, Codec::Huffman];
+
 /// [`encoded_size`], but rANS's predicted rather than found by a pass of
-/// its coder.
-fn expected_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> Option<usize> {
+/// its coder, and None also where Huffman's is sure to exceed `most`: by
+/// its floor (the table and the words' order-0 entropy), or by the length
+/// of the unlimited Huffman code (see [`huffman::size_within`]).
+fn expected_size(
+    codec: Codec,
+    words: &[u32],
+    width: u32,
+    stats: &Stats,
+    most: usize,
+) -> Option<usize> {
     match codec {
         Codec::Rans => Some(1 + rans::predict(words, stats)?),
+        Codec::Huffman => {
+            let most = most.checked_sub(1)?;
+            if huffman::size_floor(stats)? > most {
+                return None;
+            }
+            Some(1 + huffman::size_within(stats, most)?)
+        }
         _ => encoded_size(codec, words, width, stats),
     }
-}
-
-/// A size `encoded_size` is never below, cheap to get: exact for Raw and
-/// BitPack, Huffman's table and the words' order-0 entropy (no code
-/// lengths), rANS's estimate from its model (no pass over the words); None
-/// where the codec does not apply.
-fn size_floor(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> Option<usize> {
-    let payload = match codec {
-        Codec::Raw | Codec::BitPack => return encoded_size(codec, words, width, stats),
-        Codec::Huffman => huffman::size_floor(stats)?,
-        Codec::Rans => rans::estimate(words, stats)?,
-        Codec::RansV1 => return None,
-    };
-    Some(1 + payload)
 }
 
 /// Indices of `keys` (below 2^48, at most 2^16 of them) by increasing key,

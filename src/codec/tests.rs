@@ -197,12 +197,19 @@ proptest! {
         let stats = Stats::new(&words, width);
         for codec in Codec::ALL {
             check_round_trip(codec, &words, width, &stats);
-            // `best` skips codecs by their floors, the search shapes by the
-            // lower bound: neither above the size.
+            // The search skips shapes by the lower bound: never above the size.
             let size = encoded_size(codec, &words, width, &stats);
-            prop_assert!(super::size_floor(codec, &words, width, &stats) <= size, "{:?}", codec);
             if let Some(size) = size {
                 prop_assert!(size_lower_bound(words.len(), width, &stats) <= size, "{:?}", codec);
+            }
+            // `best` skips Huffman where it is sure to exceed a bound: never
+            // where its exact size is within it.
+            if let (Codec::Huffman, Some(size)) = (codec, size) {
+                for most in [size, size + 1, usize::MAX] {
+                    let expected = super::expected_size(codec, &words, width, &stats, most);
+                    prop_assert_eq!(expected, Some(size));
+                }
+                prop_assert_eq!(super::expected_size(codec, &words, width, &stats, 0), None);
             }
         }
     }
@@ -253,7 +260,7 @@ proptest! {
             .collect();
         let min = sizes.iter().map(|&(_, s)| s).min().unwrap();
         let (codec, size) = best(&words, width, &stats);
-        prop_assert_eq!(Some(size), super::expected_size(codec, &words, width, &stats));
+        prop_assert_eq!(Some(size), super::expected_size(codec, &words, width, &stats, usize::MAX));
         let exact = sizes.iter().find(|&&(c, _)| c == codec).unwrap().1;
         // Only a rANS prediction may lead it off the least size, by little.
         let rans = sizes.iter().any(|&(c, _)| c == Codec::Rans);

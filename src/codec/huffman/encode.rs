@@ -22,8 +22,20 @@ pub(super) fn stream_bytes(alphabet: &Alphabet, lengths: &[u32]) -> [usize; 4] {
 
 /// Payload size in bytes (without the tag).
 pub(in crate::codec) fn size(stats: &Stats) -> Option<usize> {
+    size_within(stats, usize::MAX)
+}
+
+/// [`size`], but None also where the size is sure to exceed `most` bytes
+/// once the unlimited Huffman code's length is known: the table, a byte for
+/// each stream's length and the code's bits are more. The search sizes
+/// many streams that rANS or Raw code smaller, and limiting their code
+/// lengths (package-merge) took most of the time sizing them.
+pub(in crate::codec) fn size_within(stats: &Stats, most: usize) -> Option<usize> {
     let alphabet = applicable(stats)?;
-    let lengths = code_lengths(alphabet);
+    let table = symbols::size(&alphabet.words, &[], Values::Nibbles);
+    let room = most.checked_sub(table + 4)?;
+    let most_bits = (room as u64).saturating_mul(8);
+    let lengths = limited_lengths_within(&alphabet.totals(), MAX_LEN, most_bits)?;
     let streams: usize = stream_bytes(alphabet, &lengths)
         .iter()
         .map(|&b| varint_len(b as u64) + b)

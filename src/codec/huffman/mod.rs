@@ -5,7 +5,7 @@
 //! the decoder can run four independent dependency chains at once.
 
 use super::bits::BitWriter;
-use super::codelen::limited_lengths;
+use super::codelen::{limited_lengths, limited_lengths_within};
 use super::index::SymbolIndex;
 use super::stats::{quarter_ranges, Alphabet};
 use super::symbols::{self, SymbolSet, Values};
@@ -32,6 +32,6 @@ mod tests;
 use decode::*;
 pub(super) use decode::{decode, read_table};
 use encode::*;
-pub(super) use encode::{encode, size, size_floor};
+pub(super) use encode::{encode, size, size_floor, size_within};
 use multi::*;
 use one_bit::*;

@@ -326,19 +326,9 @@ fn seeded_and_emitted<const G: usize>(
     (seeded, emitted)
 }
 
-/// About the least [`size`] may be, from the model and the seeded words
-/// alone, without a pass over the rest: the renormalisations that the
-/// model's cost in bits implies, less the bits the used lanes' states may
-/// hold. Below [`size`] by little (see the tests): a bound the packer's
-/// choice of codec starts from.
-pub(in crate::codec) fn estimate(words: &[u32], stats: &Stats) -> Option<usize> {
-    let (model, seeded, emitted) = modelled(words, stats)?;
-    let emitted = emitted - emitted / ROUNDING_MARGIN;
-    Some(payload_size(words.len(), model, seeded, emitted))
-}
-
 /// What [`size`] is expected to be, without a pass over the words: the
-/// estimate without its rounding margin, plus what the final states leave
+/// renormalisations that the model's cost in bits implies, less the bits
+/// the used lanes' states may hold, plus what the final states leave
 /// unfilled, [`PREDICTED_LANE_BYTES`] a lane on average. On the corpus's
 /// streams of 4Ki words and more the exact size is 2-9 bytes from it on
 /// average (standard deviation 7-30 bytes a file): a pass of the coder costs
@@ -366,12 +356,6 @@ fn modelled<'a>(words: &[u32], stats: &'a Stats) -> Option<(&'a Model, usize, us
     let emitted = (((cost - kept).max(0) >> 16) as usize).div_ceil(16);
     Some((model, seeded, emitted))
 }
-
-/// The estimate is lowered by 1/this of itself: an encoding step rounds its
-/// state down, by up to a quarter of a bit where a frequency nears the
-/// state's lower bound, so a stream of many rare words may code a little
-/// below its model's cost (by 1/23000 at most in the tests).
-const ROUNDING_MARGIN: usize = 2048;
 
 /// At most how many bits of the words' cost (as [`Model::cost`]) the
 /// states hold rather than the renormalisation words, and the number of

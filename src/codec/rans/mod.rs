@@ -107,6 +107,6 @@ pub(super) mod tests;
 use decode::*;
 pub(super) use decode::{decode, read_table, Rows};
 use encode::*;
-pub(super) use encode::{encode, estimate, predict, size};
+pub(super) use encode::{encode, predict, size};
 pub(in crate::codec) use model::Model;
 use model::*;
