@@ -164,6 +164,17 @@ fn check_round_trip(codec: Codec, words: &[u32], width: u32, stats: &Stats) {
 
 /// A split histogram counts every word once, with its tables interleaved
 /// (narrow words, runs of one word) or single (wide words), after a clear.
+/// `best` sizes every codec a literal may take, each once.
+#[test]
+fn best_sizes_every_codec_once() {
+    let name = |c: &Codec| c.name();
+    let mut sized: Vec<_> = super::SIZING_ORDER.iter().map(name).collect();
+    let mut all: Vec<_> = Codec::ALL.iter().map(name).collect();
+    sized.sort_unstable();
+    all.sort_unstable();
+    assert_eq!(sized, all);
+}
+
 #[test]
 fn split_histograms_count_every_word() {
     let mut seed = 11;
