@@ -20,6 +20,7 @@ pub mod mount;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod safetensors;
+pub mod scratch;
 pub mod shard;
 pub mod space;
 pub mod synth;

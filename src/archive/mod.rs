@@ -22,8 +22,6 @@ pub use format::{
     HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, PARTITION_VERSION, QUANTIZED_VERSION,
     SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
 };
-#[cfg(feature = "mount")]
-pub(crate) use reader::with_buffer;
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use run_bases::RunBases;
 pub use source::{open_regular, ByteSource, FileSource, LocalFiles, SourceOpener};

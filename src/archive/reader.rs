@@ -98,41 +98,16 @@ impl Backing {
     }
 
     /// Calls `f` with `len` bytes at `offset` (checked by the caller as for
-    /// `read`). Positional reads go into a buffer kept per thread, so decoding
-    /// many records neither allocates nor zeroes one for each.
+    /// `read`). Positional reads go into scratch (see [`crate::scratch`]), so
+    /// decoding many records neither allocates nor zeroes a buffer for each.
     fn with<R>(&self, offset: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> std::io::Result<R> {
-        thread_local! {
-            static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-        }
         match self {
             Backing::Mapped(map) => Ok(f(&map[offset as usize..][..len])),
-            Backing::Source(source) => with_buffer(&BUFFER, len, |buf| {
+            Backing::Source(source) => crate::scratch::with_bytes(len, |buf| {
                 source.read_exact_at(buf, offset).map(|()| f(buf))
             }),
         }
     }
-}
-
-pub(crate) type Buffer = std::thread::LocalKey<std::cell::Cell<Vec<u8>>>;
-
-/// Calls `f` with `len` bytes of the thread's buffer `cell`, so that decoding
-/// many chunks neither allocates nor zeroes a buffer for each.
-pub(crate) fn with_buffer<R>(
-    cell: &'static Buffer,
-    len: usize,
-    f: impl FnOnce(&mut [u8]) -> R,
-) -> R {
-    // Taken out of the cell while in use, so a nested call gets its own.
-    let mut buf = cell.take();
-    if buf.len() < len {
-        buf.resize(len, 0);
-    }
-    let out = f(&mut buf[..len]);
-    // As for the decoder's scratch: not kept when unusually large.
-    if buf.len() <= crate::dsl::KEEP_SCRATCH_BYTES {
-        cell.set(buf);
-    }
-    out
 }
 
 impl Archive {
@@ -369,11 +344,8 @@ impl Archive {
     /// Decodes chunk `i` into `out` (exactly its source length) and verifies its
     /// checksum; on any failure `out` must not be used.
     pub fn decode_chunk_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
-        thread_local! {
-            static BASE_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-        }
         self.decode_chunk_with(i, out, &|base, offset, len, use_bytes| {
-            with_buffer(&BASE_BYTES, len, |bytes| {
+            crate::scratch::with_bytes(len, |bytes| {
                 base.read_at(offset, bytes).map_err(|e| e.to_string())?;
                 use_bytes(bytes);
                 Ok(())

@@ -162,8 +162,6 @@ fn check_round_trip(codec: Codec, words: &[u32], width: u32, stats: &Stats) {
     assert!(out == words, "{codec:?} round trip differs");
 }
 
-/// A split histogram counts every word once, with its tables interleaved
-/// (narrow words, runs of one word) or single (wide words), after a clear.
 /// `best` sizes every codec a literal may take, each once.
 #[test]
 fn best_sizes_every_codec_once() {
@@ -175,6 +173,8 @@ fn best_sizes_every_codec_once() {
     assert_eq!(sized, all);
 }
 
+/// A split histogram counts every word once, with its tables interleaved
+/// (narrow words, runs of one word) or single (wide words), after a clear.
 #[test]
 fn split_histograms_count_every_word() {
     let mut seed = 11;
@@ -214,13 +214,16 @@ proptest! {
                 prop_assert!(size_lower_bound(words.len(), width, &stats) <= size, "{:?}", codec);
             }
             // `best` skips Huffman where it is sure to exceed a bound: never
-            // where its exact size is within it.
+            // where its exact size is within it, and it sizes it exactly.
             if let (Codec::Huffman, Some(size)) = (codec, size) {
                 for most in [size, size + 1, usize::MAX] {
                     let expected = super::expected_size(codec, &words, width, &stats, most);
                     prop_assert_eq!(expected, Some(size));
                 }
-                prop_assert_eq!(super::expected_size(codec, &words, width, &stats, 0), None);
+                for most in [0, size / 2, size - 1] {
+                    let expected = super::expected_size(codec, &words, width, &stats, most);
+                    prop_assert!(expected.is_none() || expected == Some(size));
+                }
             }
         }
     }

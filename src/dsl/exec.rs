@@ -7,35 +7,16 @@
 
 use super::{Literal, Op, Program, ScanOp};
 use crate::codec::{OrIn, Word, ROWS_ROUND};
-use std::cell::RefCell;
 
-thread_local! {
-    /// Buffers reused across calls on this thread (one per nesting level in use).
-    static SCRATCH: RefCell<Vec<Vec<u32>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on a scratch buffer of `len` words (contents unspecified). Reusing
-/// buffers keeps decoding from page-faulting fresh memory for every chunk.
+/// Runs `f` on a scratch buffer of `len` words (contents unspecified), of
+/// the shared pool (see [`crate::scratch`]).
 pub fn with_scratch<T: Word, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
-    let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
-    // Held as u32s, whose alignment suits every word type.
     let units = (len * size_of::<T>()).div_ceil(size_of::<u32>());
-    if buf.len() < units {
-        buf.resize(units, 0);
-    }
-    let words: &mut [T] = bytemuck::cast_slice_mut(&mut buf[..units]);
-    let result = f(&mut words[..len]);
-    // A buffer for an unusually large chunk is not kept: a long-lived
-    // thread (the mount's) would hold it for good.
-    if buf.len() * size_of::<u32>() <= KEEP_SCRATCH_BYTES {
-        SCRATCH.with(|s| s.borrow_mut().push(buf));
-    }
-    result
+    crate::scratch::with_words(units, |buf| {
+        let words: &mut [T] = bytemuck::cast_slice_mut(buf);
+        f(&mut words[..len])
+    })
 }
-
-/// Largest scratch buffer a thread keeps for the next chunk: several times
-/// what a chunk of the default size needs.
-pub const KEEP_SCRATCH_BYTES: usize = 8 << 20;
 
 /// Where a literal's words come from.
 pub trait LiteralSource {

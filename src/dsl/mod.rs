@@ -15,7 +15,7 @@ pub use encoding::{
     decode_program, encode_program, encoded_len, exact_len, EncodedLit, Limits,
     MAX_PALETTE_INDEX_WIDTH,
 };
-pub use exec::{execute, with_scratch, LiteralSource, Refused, KEEP_SCRATCH_BYTES};
+pub use exec::{execute, with_scratch, LiteralSource, Refused};
 pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
 pub use scaled::{round_to, scaled_word, to_f32, MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
 

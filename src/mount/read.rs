@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use super::cache::{Chunk, ChunkCache};
-use crate::archive::{with_buffer, Archive};
+use crate::archive::Archive;
 use rayon::prelude::*;
 use std::io::IoSlice;
 use std::ops::Range;
@@ -294,10 +294,7 @@ fn read_base(
         cache.demote((id, first));
         return Ok(());
     }
-    thread_local! {
-        static SPANNING: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-    }
-    with_buffer(&SPANNING, (span.end - span.start) as usize, |bytes| {
+    crate::scratch::with_bytes((span.end - span.start) as usize, |bytes| {
         let mut at = span.start;
         while at < span.end {
             let j = base.chunk_at(at);
