@@ -51,7 +51,9 @@ fn take(len: usize) -> Vec<u32> {
 }
 
 /// Keeps `buf` for later unless it is too large, letting go of the
-/// smallest spares while the pool holds more than [`POOL_BYTES`].
+/// smallest spares while the pool holds more than [`POOL_BYTES`]. (A new
+/// buffer is made only when the pool is empty, so it never holds more
+/// buffers than were in use at once.)
 fn give_back(buf: Vec<u32>) {
     if buf.len() * size_of::<u32>() > KEEP_BYTES {
         return;
