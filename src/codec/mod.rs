@@ -178,13 +178,7 @@ fn expected_size(
 ) -> Option<usize> {
     match codec {
         Codec::Rans => Some(1 + rans::predict(words, stats)?),
-        Codec::Huffman => {
-            let most = most.checked_sub(1)?;
-            if huffman::size_floor(stats)? > most {
-                return None;
-            }
-            Some(1 + huffman::size_within(stats, most)?)
-        }
+        Codec::Huffman => Some(1 + huffman::size_within(stats, most.checked_sub(1)?)?),
         _ => encoded_size(codec, words, width, stats),
     }
 }

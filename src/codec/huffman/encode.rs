@@ -25,32 +25,28 @@ pub(in crate::codec) fn size(stats: &Stats) -> Option<usize> {
     size_within(stats, usize::MAX)
 }
 
-/// [`size`], but None also where the size is sure to exceed `most` bytes
-/// once the unlimited Huffman code's length is known: the table, a byte for
-/// each stream's length and the code's bits are more. The search sizes
-/// many streams that rANS or Raw code smaller, and limiting their code
-/// lengths (package-merge) took most of the time sizing them.
+/// [`size`], but None also where the size is sure to exceed `most` bytes:
+/// where the table, a byte for each stream's length and the words' order-0
+/// entropy (no prefix code's lengths average less; less a millionth for the
+/// floating-point sum) are more, or the optimal unlimited Huffman code's
+/// bits in their place. The search sizes many streams that rANS or Raw
+/// code smaller, and limiting their code lengths (package-merge) took most
+/// of the time sizing them.
 pub(in crate::codec) fn size_within(stats: &Stats, most: usize) -> Option<usize> {
     let alphabet = applicable(stats)?;
+    // The table's nibbles do not depend on the lengths.
     let table = symbols::size(&alphabet.words, &[], Values::Nibbles);
     let room = most.checked_sub(table + 4)?;
+    if (alphabet.order0_bits() / 8.0 * (1.0 - 1e-6)) as usize > room {
+        return None;
+    }
     let most_bits = (room as u64).saturating_mul(8);
     let lengths = limited_lengths_within(&alphabet.totals(), MAX_LEN, most_bits)?;
     let streams: usize = stream_bytes(alphabet, &lengths)
         .iter()
         .map(|&b| varint_len(b as u64) + b)
         .sum();
-    Some(symbols::size(&alphabet.words, &lengths, Values::Nibbles) + streams)
-}
-
-/// A payload size [`size`] is never below, without code lengths: the table
-/// (whose nibbles do not depend on the lengths), a byte at least for each
-/// stream's length, and the words' order-0 entropy (no prefix code's
-/// lengths average less), less a millionth for the floating-point sum.
-pub(in crate::codec) fn size_floor(stats: &Stats) -> Option<usize> {
-    let alphabet = applicable(stats)?;
-    let streams = 4 + (alphabet.order0_bits() / 8.0 * (1.0 - 1e-6)) as usize;
-    Some(symbols::size(&alphabet.words, &[], Values::Nibbles) + streams)
+    Some(table + streams)
 }
 
 pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) -> bool {

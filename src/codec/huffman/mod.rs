@@ -32,6 +32,6 @@ mod tests;
 use decode::*;
 pub(super) use decode::{decode, read_table};
 use encode::*;
-pub(super) use encode::{encode, size, size_floor, size_within};
+pub(super) use encode::{encode, size, size_within};
 use multi::*;
 use one_bit::*;
