@@ -175,24 +175,59 @@ pub(super) fn normalize(counts: &[u32], total: u64, scale: u32) -> Vec<u32> {
         .map(|&c| ((c as u64 * target + total / 2) / total).max(1) as u32)
         .collect();
     let sum: u64 = freqs.iter().map(|&f| f as u64).sum();
-    // The largest frequency (the first of equals) usually settles the
-    // error alone: found in one pass, without sorting.
-    let largest = (0..freqs.len())
-        .max_by_key(|&i| (freqs[i], std::cmp::Reverse(i)))
-        .expect("a count");
     if sum < target {
-        freqs[largest] += (target - sum) as u32;
-    } else if sum - target < freqs[largest] as u64 {
-        freqs[largest] -= (sum - target) as u32;
+        let i = largest(&freqs);
+        freqs[i] += (target - sum) as u32;
     } else {
-        let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f as u64));
-        let mut excess = sum - target;
-        for &i in &order {
-            let take = (freqs[i] as u64 - 1).min(excess);
-            freqs[i] -= take as u32;
-            excess -= take;
-        }
-        debug_assert_eq!(excess, 0);
+        settle_excess(&mut freqs, sum - target);
     }
     freqs
+}
+
+/// Takes `excess` from the largest frequencies (the first of equals first),
+/// each down to 1 at most, until it is settled. The largest alone settles
+/// it unless rare symbols were rounded up to 1 at a coarse scale; then
+/// every frequency above a threshold goes to 1 and those at it give the
+/// rest in index order, which is that order without sorting: the threshold
+/// is the smallest value above which the frequencies cannot settle it,
+/// found by bisection.
+fn settle_excess(freqs: &mut [u32], mut excess: u64) {
+    let first = largest(freqs);
+    if excess < freqs[first] as u64 {
+        freqs[first] -= excess as u32;
+        return;
+    }
+    // What taking every frequency above `v` down to 1 settles.
+    let above = |v: u32| -> u64 {
+        (freqs.iter())
+            .map(|&f| if f > v { f as u64 - 1 } else { 0 })
+            .sum()
+    };
+    // above(low) >= excess > above(high), as every frequency above 1 can
+    // give all but 1 (their sum is at least 2^scale).
+    let (mut low, mut high) = (1, freqs[first]);
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        match above(mid) >= excess {
+            true => low = mid,
+            false => high = mid,
+        }
+    }
+    for f in freqs.iter_mut().filter(|f| **f > high) {
+        excess -= *f as u64 - 1;
+        *f = 1;
+    }
+    for f in freqs.iter_mut().filter(|f| **f == high) {
+        let taken = (*f as u64 - 1).min(excess);
+        *f -= taken as u32;
+        excess -= taken;
+    }
+    debug_assert_eq!(excess, 0);
+}
+
+/// The index of the largest frequency, the first of equals.
+fn largest(freqs: &[u32]) -> usize {
+    (0..freqs.len())
+        .max_by_key(|&i| (freqs[i], std::cmp::Reverse(i)))
+        .expect("a frequency")
 }

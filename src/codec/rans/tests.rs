@@ -21,6 +21,48 @@ fn integer_log2_is_close_to_the_real_one() {
     }
 }
 
+/// The rule `normalize` settles an excess by, sorting every frequency:
+/// from the largest down (the first of equals first), each to 1 at most.
+fn normalize_by_sorting(counts: &[u32], scale: u32) -> Vec<u32> {
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    let target = 1u64 << scale;
+    let mut freqs: Vec<u32> = (counts.iter())
+        .map(|&c| ((c as u64 * target + total / 2) / total).max(1) as u32)
+        .collect();
+    let sum: u64 = freqs.iter().map(|&f| f as u64).sum();
+    let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f as u64));
+    if sum < target {
+        freqs[order[0]] += (target - sum) as u32;
+    }
+    let mut excess = sum.saturating_sub(target);
+    for i in order {
+        let take = (freqs[i] as u64 - 1).min(excess);
+        freqs[i] -= take as u32;
+        excess -= take;
+    }
+    freqs
+}
+
+proptest::proptest! {
+    /// Settling the rounding error a largest frequency at a time, then by
+    /// sorting, gives what sorting them all gives: the frequencies a
+    /// decoder derives from a table, which the format fixes. Many counts at
+    /// a coarse scale round up to 1 and take many frequencies to settle.
+    #[test]
+    fn normalize_settles_as_sorting_every_frequency_does(
+        counts in proptest::collection::vec(
+            proptest::prop_oneof![1u32..4, 1u32..100_000, proptest::strategy::Just(7u32)], 1..300),
+        extra in 0u32..6,
+    ) {
+        let scale = (ceil_log2(counts.len()) + extra).min(MAX_SCALE);
+        proptest::prop_assume!(counts.len() <= 1 << scale);
+        let total: u64 = counts.iter().map(|&c| c as u64).sum();
+        let got = normalize(&counts, total, scale);
+        proptest::prop_assert_eq!(got.iter().map(|&f| f as u64).sum::<u64>(), 1 << scale);
+        proptest::prop_assert_eq!(got, normalize_by_sorting(&counts, scale));
+    }
+}
+
 /// Scale of the model a stream of `counts` (word i repeated counts[i]
 /// times) gets.
 fn model_scale(counts: &[usize]) -> u32 {
