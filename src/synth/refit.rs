@@ -75,16 +75,37 @@ pub fn sampled_planes_cost(words: &[u32], width: u32) -> usize {
 const PLANES_SAMPLE_STEP: usize = 4;
 
 fn planes_cost(words: impl Iterator<Item = u32>, width: u32) -> usize {
-    let planes = width.div_ceil(8) as usize;
-    let mut counts = vec![[0u32; 256]; planes];
+    match width.div_ceil(8) {
+        1 => count_planes::<1>(words),
+        2 => count_planes::<2>(words),
+        3 => count_planes::<3>(words),
+        _ => count_planes::<4>(words),
+    }
+}
+
+/// [`planes_cost`] of words of `P` byte planes. Pairs of words count into
+/// two sets of tables, summed at the end, as in [`plane_counts`].
+fn count_planes<const P: usize>(mut words: impl Iterator<Item = u32>) -> usize {
+    let mut counts = [[[0u32; 256]; P]; 2];
     let mut n = 0;
-    for w in words {
-        n += 1;
-        for (k, c) in counts.iter_mut().enumerate() {
+    let count = |tables: &mut [[u32; 256]; P], w: u32| {
+        for (k, c) in tables.iter_mut().enumerate() {
             c[(w >> (8 * k)) as usize & 0xff] += 1;
         }
+    };
+    while let Some(a) = words.next() {
+        count(&mut counts[0], a);
+        n += 1;
+        if let Some(b) = words.next() {
+            count(&mut counts[1], b);
+            n += 1;
+        }
     }
-    order0_bytes(&counts, n)
+    let [mut even, odd] = counts;
+    for (e, o) in even.iter_mut().zip(&odd) {
+        e.iter_mut().zip(o).for_each(|(e, o)| *e += o);
+    }
+    order0_bytes(&even, n)
 }
 
 /// [`byte_planes_cost`] of elements of `stride` bytes, straight from their
