@@ -141,9 +141,14 @@ pub fn rans_prediction_slack(size: usize) -> usize {
 /// encoding, and the search weighs many streams it then drops. Ties are
 /// broken by the order of Codec::ALL.
 pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
+    best_of(&SIZING_ORDER, words, width, stats)
+}
+
+/// [`best`] among `codecs` (at least one, sized in that order).
+pub fn best_of(codecs: &[Codec], words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
     // (size, order, codec) of the best so far.
     let mut best = (usize::MAX, usize::MAX, Codec::Raw);
-    for codec in SIZING_ORDER {
+    for &codec in codecs {
         let order = (Codec::ALL.iter().position(|&c| c == codec)).expect("a codec of ALL");
         // The largest size with which this codec still beats the best.
         let most = match order < best.1 {
@@ -163,7 +168,7 @@ pub fn best(words: &[u32], width: u32, stats: &Stats) -> (Codec, usize) {
 /// lengths are built only where it may still beat the others (the search
 /// sizes many streams that rANS or Raw code smaller, and limiting their
 /// code lengths took most of the time sizing them).
-const SIZING_ORDER: [Codec; 4] = [Codec::Raw, Codec::BitPack, Codec::Rans, Codec::Huffman];
+pub const SIZING_ORDER: [Codec; 4] = [Codec::Raw, Codec::BitPack, Codec::Rans, Codec::Huffman];
 
 /// [`encoded_size`], but rANS's predicted rather than found by a pass of
 /// its coder, and None also where Huffman's is sure to exceed `most`: by

@@ -29,8 +29,8 @@ use super::context::{Context, Position};
 use super::expand::{shapes, Shape};
 use super::prior::Prior;
 use super::production::Production;
-use super::{decode_penalty, leaf, leaf_of, runs_to, Hint};
-use crate::codec::Stats;
+use super::{decode_penalty, leaf_among, runs_to, Hint};
+use crate::codec::{Codec, Stats};
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use rayon::prelude::*;
 use std::cell::OnceCell;
@@ -122,12 +122,10 @@ struct Child {
 }
 
 impl Child {
-    /// The child of `stream`, whose statistics are `stats` where known.
-    fn new(ty: Type, stream: Arc<[u32]>, stats: Option<Stats>) -> Child {
-        let (leaf, distinct) = match stats {
-            Some(stats) => leaf_of(stream.clone(), ty.width, stats),
-            None => leaf(stream.clone(), ty.width),
-        };
+    /// The child of `stream`, whose statistics are `stats` where known,
+    /// its leaf sized with `codecs`.
+    fn new(ty: Type, stream: Arc<[u32]>, stats: Option<Stats>, codecs: &[Codec]) -> Child {
+        let (leaf, distinct) = leaf_among(codecs, stream.clone(), ty.width, stats);
         Child {
             ty,
             stream,
@@ -143,6 +141,7 @@ impl Child {
         stream: &[u32],
         width: u32,
         parent: Option<&Stats>,
+        codecs: &[Codec],
     ) -> Option<Vec<Child>> {
         let kids = shape.try_children(stream, width)?;
         let mapped = mapped_stats(shape, width, parent);
@@ -151,11 +150,11 @@ impl Child {
             Some(stats) => {
                 let mut stats = Some(stats);
                 (kids.into_iter())
-                    .map(|(ty, s)| Child::new(ty, s, stats.take()))
+                    .map(|(ty, s)| Child::new(ty, s, stats.take(), codecs))
                     .collect()
             }
             None => (kids.into_par_iter().with_max_len(1))
-                .map(|(ty, s)| Child::new(ty, s, None))
+                .map(|(ty, s)| Child::new(ty, s, None, codecs))
                 .collect(),
         })
     }
@@ -243,6 +242,7 @@ pub struct Setup<'a> {
     pub budget: usize,
     pub min_q: f64,
     pub limits: Limits,
+    pub leaf_codecs: &'a [Codec],
 }
 
 struct Search<'a> {
@@ -285,7 +285,10 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         width,
         len: target.len(),
     };
-    let root = s.add_hole(Child::new(ty, target.into(), None), Position::ROOT);
+    let root = s.add_hole(
+        Child::new(ty, target.into(), None, setup.leaf_codecs),
+        Position::ROOT,
+    );
     let start = s.close_or_keep(State {
         choices: None,
         open: vec![root],
@@ -504,7 +507,16 @@ impl Search<'_> {
         };
         let kids = match prepared {
             Some(kids) => kids?,
-            None => Child::derive(&sh, &stream, ty.width, self.holes[hole].stats().as_deref())?,
+            None => {
+                let stats = self.holes[hole].stats();
+                Child::derive(
+                    &sh,
+                    &stream,
+                    ty.width,
+                    stats.as_deref(),
+                    self.setup.leaf_codecs,
+                )?
+            }
         };
         let children: Vec<usize> = (kids.into_iter().enumerate())
             .map(|(child, kid)| {
@@ -547,8 +559,9 @@ impl Search<'_> {
                 self.fits(holes, words)
             })
             .collect();
+        let codecs = self.setup.leaf_codecs;
         let prepared: Vec<Option<Vec<Child>>> = (within.par_iter().with_max_len(1))
-            .map(|&shape| Child::derive(&all[shape], stream, ty.width, stats.as_deref()))
+            .map(|&shape| Child::derive(&all[shape], stream, ty.width, stats.as_deref(), codecs))
             .collect();
         self.prepared.extend(within.into_iter().zip(prepared));
     }
