@@ -6,9 +6,8 @@ more builds side by side.
 
 Each run records every build once, in turn, every other run in reverse
 order (`perf record -e cpu-clock --call-graph dwarf`), packing FILE to
-/dev/shm; a sample counts for the first
-phase whose function is on its stack, and for the first function group met
-from its leaf up. Prints two markdown tables of milliseconds of CPU (medians
+/dev/shm; a sample counts for the first phase whose function is on its
+stack, and for the first function group met from its leaf up. Prints two markdown tables of milliseconds of CPU (medians
 over the runs) and shares. Times under `perf` are slower than without it, for
 every build alike. Needs `perf` and permission to record (root).
 """

@@ -203,8 +203,8 @@ fn settle_excess(freqs: &mut [u32], mut excess: u64) {
             .map(|&f| if f > v { f as u64 - 1 } else { 0 })
             .sum()
     };
-    // above(low) >= excess > above(high), as every frequency above 1 can
-    // give all but 1 (their sum is at least 2^scale).
+    // above(low) >= excess > above(high): above(1) is the sum less one a
+    // frequency, and there are at most 2^scale of them.
     let (mut low, mut high) = (1, freqs[first]);
     while high - low > 1 {
         let mid = low + (high - low) / 2;

@@ -44,10 +44,11 @@ fn normalize_by_sorting(counts: &[u32], scale: u32) -> Vec<u32> {
 }
 
 proptest::proptest! {
-    /// Settling the rounding error a largest frequency at a time, then by
-    /// sorting, gives what sorting them all gives: the frequencies a
-    /// decoder derives from a table, which the format fixes. Many counts at
-    /// a coarse scale round up to 1 and take many frequencies to settle.
+    /// Settling the rounding error on the largest frequency alone or from a
+    /// bisected threshold gives what sorting them all gives: the
+    /// frequencies a decoder derives from a table, which the format fixes.
+    /// Many counts at a coarse scale round up to 1 and take many
+    /// frequencies to settle.
     #[test]
     fn normalize_settles_as_sorting_every_frequency_does(
         counts in proptest::collection::vec(
