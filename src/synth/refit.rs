@@ -8,7 +8,7 @@
 
 use super::expand::{field, Shape};
 use super::{cost, leaf};
-use crate::codec::{self, Stats};
+use crate::codec;
 use crate::dsl::{Literal, Op, Program, Type};
 use std::sync::Arc;
 
@@ -228,7 +228,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
         len: target.len(),
     };
     let node = match &shape.op {
-        Op::Lit(_) | Op::Partition { .. } => return Some(literal(target, width)),
+        Op::Lit(_) | Op::Partition { .. } => return Some(leaf(target, width).0),
         // The matcher parses the new stream; its streams are re-fit.
         Op::Match { parts } => {
             let streams = super::matches::match_streams(&target, width)?;
@@ -331,18 +331,6 @@ fn refit_merge(shape: &Program<()>, target: &[u32], shift: u32) -> Option<Progra
         len: target.len(),
     };
     Some(Shape::Merge(*fields).build(ty, kids))
-}
-
-/// `target` as a constant, or as its smallest literal (see [`codec::best`]),
-/// or as a Sparse node where that is smaller (see
-/// [`super::literal_or_sparse`]).
-fn literal(target: Arc<[u32]>, width: u32) -> Program<Literal> {
-    if target.iter().all(|w| *w == target[0]) {
-        return leaf(target, width).0;
-    }
-    let stats = Stats::new(&target, width);
-    let (codec, size) = codec::best(&target, width, &stats);
-    super::literal_or_sparse(codec, size, target, width, stats)
 }
 
 #[cfg(test)]
