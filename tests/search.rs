@@ -430,7 +430,9 @@ fn dequantized_weights_become_scaled_integers() {
         size(&without)
     );
     let other = dequantized(4);
-    let refit = synth::Template::of(&p).apply(&other).expect("re-fits");
+    let refit = synth::Template::of(&p)
+        .apply(&other[..].into())
+        .expect("re-fits");
     assert!(runs_to(&refit, &other));
     assert!(matches!(refit.op, Op::Scaled { .. }));
 }

@@ -10,6 +10,7 @@ use crate::dsl::encode_program;
 use crate::safetensors::Layout;
 use crate::synth::{self, Hint, SynthOptions, Template};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Records replaced by plain literals because they failed to decode back.
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
@@ -21,8 +22,9 @@ pub fn literal_fallbacks() -> u64 {
     FALLBACKS.load(Ordering::Relaxed)
 }
 
-/// Splits little-endian source bytes into the layout's lanes of words.
-pub(super) fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Vec<u32>> {
+/// Splits little-endian source bytes into the layout's lanes of words,
+/// shared: a re-fit's literals hold a lane as it is rather than a copy.
+pub(super) fn to_lanes(bytes: &[u8], layout: Layout) -> Vec<Arc<[u32]>> {
     match layout {
         Layout::Bytes => vec![bytes.iter().map(|&b| b as u32).collect()],
         Layout::Half => vec![bytes
@@ -96,7 +98,7 @@ pub fn encode_record_like(
     log::error!("a synthesized record did not decode to its source; storing literals");
     record.clear();
     for lane in lanes {
-        let (program, _) = synth::leaf(lane.into(), layout.lane_width());
+        let (program, _) = synth::leaf(lane, layout.lane_width());
         encode_program(&program, &mut record);
     }
     // No template from a record that went wrong.

@@ -798,10 +798,13 @@ pub(super) fn pack_chunk(
         .min_by_key(|(chunk, _)| chunk.rec_len)
 }
 
+/// A lane of a sampled chunk: its words, their width and hint.
+type Sampled = (Arc<[u32]>, u32, Hint);
+
 /// A deterministic sample of the file's tensor chunks, stratified by dtype and
 /// size: every `SAMPLE_EVERY`-th chunk of each stratum (at least one, at most
 /// `SAMPLE_PER_STRATUM`), `SAMPLE_TOTAL` in all, as lane streams.
-fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
+fn sample(source: &Source) -> Result<Vec<Sampled>> {
     let mut strata: BTreeMap<(usize, u32, Option<usize>), Vec<&Planned>> = BTreeMap::new();
     for p in source.plan.iter().filter(|p| p.element.known) {
         let layout = p.element.layout;
@@ -829,7 +832,7 @@ fn sample(source: &Source) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
 /// The lanes of the planned chunk `p` as the prior samples them: their first
 /// `SAMPLE_WORDS` words, so only that many elements of it are read (every
 /// lane holds one word per element).
-fn sample_chunk(source: &Source, p: &Planned) -> Result<Vec<(Vec<u32>, u32, Hint)>> {
+fn sample_chunk(source: &Source, p: &Planned) -> Result<Vec<Sampled>> {
     let layout = p.element.layout;
     let p = Planned {
         len: p.len.min((SAMPLE_WORDS * layout.element_bytes()) as u64),

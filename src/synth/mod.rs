@@ -239,7 +239,8 @@ pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) ->
         None => search(sample, width, hint, opts).program,
     };
     let found = if words.len() > sample.len() {
-        (Template::of(&found).apply(words)).unwrap_or_else(|| leaf(words.into(), width).0)
+        let words: Arc<[u32]> = words.into();
+        (Template::of(&found).apply(&words)).unwrap_or_else(|| leaf(words, width).0)
     } else {
         found
     };
@@ -408,7 +409,7 @@ const MATCH_SLACK: f64 = 0.125;
 /// `may_search` (and the smallest of the search's program and the re-fits is
 /// kept); otherwise None.
 pub fn synthesize_like(
-    words: &[u32],
+    words: &Arc<[u32]>,
     width: u32,
     hint: Hint,
     opts: &SynthOptions,
@@ -531,7 +532,7 @@ const LEARNING_CODECS: [codec::Codec; 3] =
 /// `budget` expansions), and the productions of the programs found are counted
 /// in their contexts. The search sizes its leaves without Huffman (see
 /// [`LEARNING_CODECS`]).
-pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
+pub fn learn_prior(samples: &[(impl AsRef<[u32]> + Sync, u32, Hint)], budget: usize) -> Prior {
     let opts = SynthOptions {
         budget,
         order: Order::EstimatedSize,
@@ -542,7 +543,7 @@ pub fn learn_prior(samples: &[(Vec<u32>, u32, Hint)], budget: usize) -> Prior {
         .par_iter()
         .with_max_len(1)
         .map(|(words, width, hint)| {
-            let (words, width, hint) = searched_lane(words, *width, *hint);
+            let (words, width, hint) = searched_lane(words.as_ref(), *width, *hint);
             search(&words, width, hint, &opts)
         })
         .collect();

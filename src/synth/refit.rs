@@ -31,9 +31,10 @@ impl Template {
     }
 
     /// The template's shape over `words` (of the template's width) with new
-    /// leaves, if the shape can yield them.
-    pub fn apply(&self, words: &[u32]) -> Option<Program<Literal>> {
-        refit(&self.shape, words.into())
+    /// leaves, if the shape can yield them. A leaf over all of `words` holds
+    /// them, not a copy.
+    pub fn apply(&self, words: &Arc<[u32]>) -> Option<Program<Literal>> {
+        refit(&self.shape, words.clone())
     }
 
     /// Whether `p`, applied to a stream, costs at most `1 + 1/slack` times the
@@ -363,6 +364,10 @@ mod tests {
         }
     }
 
+    fn arc(words: &[u32]) -> Arc<[u32]> {
+        words.into()
+    }
+
     fn words(seed: u64, n: usize) -> Vec<u32> {
         let mut x = seed | 1;
         (0..n)
@@ -401,7 +406,7 @@ mod tests {
         let t = Template::of(&p);
         let second = words(2, 3000);
         let q = t
-            .apply(&second)
+            .apply(&arc(&second))
             .filter(|q| t.fits(q, 10))
             .expect("same statistics refit within slack");
         assert!(matches!(q.op, Op::Merge { .. }));
@@ -423,7 +428,7 @@ mod tests {
         let p = split(4).build(ty(16), vec![top, lit(4)]);
         let t = Template::of(&p);
         let target = words(3, 3000);
-        let q = t.apply(&target).expect("a merge yields any words");
+        let q = t.apply(&arc(&target)).expect("a merge yields any words");
         fn merges(p: &Program<()>, out: &mut Vec<(Type, Fields)>) {
             if let Op::Merge { fields, parts } = &p.op {
                 out.push((p.ty, *fields));
@@ -458,7 +463,7 @@ mod tests {
             },
             cost: 1000,
         };
-        let q = t.apply(&later).unwrap();
+        let q = t.apply(&arc(&later)).unwrap();
         assert!(matches!(q.op, Op::Sparse { fill: 0, .. }), "{q}");
         assert!(runs_to(&q, &later));
     }
@@ -488,14 +493,14 @@ mod tests {
         let later: Vec<u32> = (0..1000u32)
             .map(|i| i.wrapping_mul(2_654_435_761) >> 8)
             .collect();
-        assert!(!t.fits(&t.apply(&later).unwrap(), 10));
+        assert!(!t.fits(&t.apply(&arc(&later)).unwrap(), 10));
         let elsewhere: Vec<u32> = (0..1000).map(|i| 100_000 + 3 * i).collect();
-        let q = t.apply(&elsewhere).unwrap();
+        let q = t.apply(&arc(&elsewhere)).unwrap();
         // 12 bytes of program and the Scan's decode penalty of 8.
         assert!(crate::synth::cost(&q) <= 20, "{q}");
         // With any slack at all a same-start stream re-fits exactly.
         let same: Vec<u32> = (0..500).map(|i| 3 * i + 3).collect();
-        let q = t.apply(&same).unwrap();
+        let q = t.apply(&arc(&same)).unwrap();
         assert!(t.fits(&q, 10));
         assert!(runs_to(&q, &same));
     }
@@ -518,10 +523,10 @@ mod tests {
         let t = Template::of(&found.build(ty, kids));
         let mut flat = vec![0x3c00; 4096];
         flat[7] = 0x3c01;
-        let q = t.apply(&flat).unwrap();
+        let q = t.apply(&arc(&flat)).unwrap();
         assert!(runs_to(&q, &flat));
         assert!(!t.fits(&q, 10));
-        assert!(t.fits(&t.apply(&words(4, 4096)).unwrap(), 10));
+        assert!(t.fits(&t.apply(&arc(&words(4, 4096))).unwrap(), 10));
     }
 
     #[test]
@@ -571,12 +576,12 @@ mod tests {
             256,
         );
         let periodic = row.repeat(4);
-        assert!(runs_to(&t.apply(&periodic).unwrap(), &periodic));
+        assert!(runs_to(&t.apply(&arc(&periodic)).unwrap(), &periodic));
         let mut broken = periodic.clone();
         broken[200] ^= 1;
-        assert!(t.apply(&broken).is_none());
+        assert!(t.apply(&arc(&broken)).is_none());
         // A constant target: the Repeat of a Const becomes the Const alone.
-        let q = t.apply(&[5; 256]).unwrap();
+        let q = t.apply(&arc(&[5; 256])).unwrap();
         assert_eq!(q.op, Op::Const(5));
     }
 }
