@@ -254,7 +254,7 @@ pub(super) struct Kept<'a> {
 }
 
 /// Words past the kept ones a run may write (see [`Kept`]).
-pub(super) const KEPT_SLACK: usize = 8;
+pub(super) const KEPT_SLACK: usize = 16;
 
 /// Runs the whole blocks of `bulk` with AVX2 when the CPU has it and the
 /// stream is long enough, keeping the renormalisation words in `kept` if
@@ -300,8 +300,13 @@ pub(super) fn bulk_simd<const G: usize>(
                 direct = table;
                 (&ranks_of_words[..], simd_encode::Lookup::Direct(&direct))
             };
-        // SAFETY: the CPU supports AVX2 and POPCNT, as checked just above.
-        return Some(unsafe { simd_encode::run(bulk, &lookup, scale, groups, kept) });
+        return Some(match simd_level() {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and POPCNT, as
+            // `simd_level` checked.
+            Simd::Avx512 => unsafe { simd_encode::run_avx512(bulk, &lookup, scale, groups, kept) },
+            // SAFETY: the CPU supports AVX2 and POPCNT, as checked just above.
+            _ => unsafe { simd_encode::run(bulk, &lookup, scale, groups, kept) },
+        });
     }
     let _ = (bulk, alphabet, symbols, scale, groups, kept);
     None

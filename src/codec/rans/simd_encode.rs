@@ -1,7 +1,7 @@
-//! The encoder's loop with AVX2, sizing or encoding: the 32 lanes of a
-//! group are four vectors of eight, each an independent dependency chain.
-//! Symbol data comes from gathers; the division is `SizeSymbol::quotient`
-//! lane by lane.
+//! The encoder's loop with AVX2 or AVX-512, sizing or encoding: the 32
+//! lanes of a group are four vectors of eight (AVX2) or two of sixteen,
+//! each an independent dependency chain. Symbol data comes from gathers;
+//! the division is `SizeSymbol::quotient` lane by lane.
 
 use super::simd_decode::{load_quarters, store_quarters};
 use super::{Groups, Kept, SizeSymbol, FIELD, KEPT_SLACK, LANES};
@@ -19,6 +19,32 @@ pub(super) enum Lookup<'a> {
         ranks: &'a [u16],
         symbols: &'a [SizeSymbol],
     },
+}
+
+impl Lookup<'_> {
+    /// The symbols, the rank array of a ranked lookup, and the mask that
+    /// keeps every word's index inside the table it indexes (the symbols,
+    /// or the ranks but their padding). Panics where the tables do not
+    /// have the lengths the variants say.
+    fn bounds(&self) -> (&[SizeSymbol], Option<&[u16]>, usize) {
+        let (symbols, ranks) = match *self {
+            Lookup::Direct(table) => (table, None),
+            Lookup::Ranked { ranks, symbols } => (symbols, Some(ranks)),
+        };
+        assert!(!symbols.is_empty() && symbols.len() <= 1 << 16);
+        let word_mask = match ranks {
+            None => {
+                assert!(symbols.len().is_power_of_two());
+                symbols.len() - 1
+            }
+            Some(ranks) => {
+                assert!(ranks.len() >= 2 && (ranks.len() - 1).is_power_of_two());
+                assert!(ranks.len() - 1 <= 1 << 16);
+                ranks.len() - 2
+            }
+        };
+        (symbols, ranks, word_mask)
+    }
 }
 
 /// Codes the whole blocks of `words` backwards from `groups`, as
@@ -41,23 +67,7 @@ pub(super) unsafe fn run<const G: usize>(
     // SAFETY: the caller has AVX2 and POPCNT (this function's contract); the accesses are bounded as the comments below say.
     unsafe {
         assert!(words.len().is_multiple_of(LANES) && scale <= 14);
-        // (table base, its length) and, for ranked lookups, the rank array.
-        let (symbols, ranks) = match *lookup {
-            Lookup::Direct(table) => (table, None),
-            Lookup::Ranked { ranks, symbols } => (symbols, Some(ranks)),
-        };
-        assert!(!symbols.is_empty() && symbols.len() <= 1 << 16);
-        let word_mask = match ranks {
-            None => {
-                assert!(symbols.len().is_power_of_two());
-                symbols.len() - 1
-            }
-            Some(ranks) => {
-                assert!(ranks.len() >= 2 && (ranks.len() - 1).is_power_of_two());
-                assert!(ranks.len() - 1 <= 1 << 16);
-                ranks.len() - 2
-            }
-        };
+        let (symbols, ranks, word_mask) = lookup.bounds();
         let word_mask = _mm256_set1_epi32(word_mask as i32);
         let last_rank = _mm256_set1_epi32(symbols.len() as i32 - 1);
         let low16 = _mm256_set1_epi32(0xffff);
@@ -120,6 +130,107 @@ pub(super) unsafe fn run<const G: usize>(
         _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, count);
         lanes.iter().map(|&c| c as usize).sum()
     }
+}
+
+/// [`run`] with AVX-512: the same states, renormalisations and kept words,
+/// sixteen lanes a vector, so half the instructions a word.
+///
+/// # Safety
+/// The CPU must support AVX2, POPCNT and AVX-512F.
+#[target_feature(enable = "avx2,popcnt,avx512f")]
+pub(super) unsafe fn run_avx512<const G: usize>(
+    words: &[u32],
+    lookup: &Lookup,
+    scale: u32,
+    groups: &mut Groups<G>,
+    mut kept: Option<&mut Kept>,
+) -> usize {
+    const _: () = assert!(KEPT_SLACK >= 16);
+    // SAFETY: the caller has the CPU features (this function's contract); the accesses are bounded as the comments below say.
+    unsafe {
+        assert!(words.len().is_multiple_of(LANES) && scale <= 14);
+        let (symbols, ranks, word_mask) = lookup.bounds();
+        let word_mask = _mm512_set1_epi32(word_mask as i32);
+        let last_rank = _mm512_set1_epi32(symbols.len() as i32 - 1);
+        let low16 = _mm512_set1_epi32(0xffff);
+        let field = _mm512_set1_epi32(FIELD as i32);
+        let one = _mm512_set1_epi32(1);
+        let full_m1 = _mm512_set1_epi32((1i32 << scale) - 1);
+        let shift = _mm_cvtsi32_si128(32 - scale as i32);
+        let base = symbols.as_ptr() as *const i32;
+        let at = |g: &[u32; LANES], h: usize| g[16 * h..].as_ptr() as *const __m512i;
+        let mut states = groups
+            .each_ref()
+            .map(|g| [_mm512_loadu_si512(at(g, 0)), _mm512_loadu_si512(at(g, 1))]);
+        let mut count = 0;
+        for (block, chunk) in words.chunks_exact(LANES).enumerate().rev() {
+            let x = &mut states[block % G];
+            // Lanes from the last, as the scalar encoder emits.
+            for (half, x) in x.iter_mut().enumerate().rev() {
+                // SAFETY: `chunk` holds 32 words; this reads 16 at `16 * half`.
+                let w = _mm512_loadu_si512(chunk.as_ptr().add(16 * half) as *const __m512i);
+                let w = _mm512_and_si512(w, word_mask);
+                let id = match ranks {
+                    None => w,
+                    Some(ranks) => {
+                        // SAFETY: as in `run`, each index is at most
+                        // `ranks.len() - 2`: its 4 bytes end inside `ranks`.
+                        let r = _mm512_i32gather_epi32::<2>(w, ranks.as_ptr() as *const i32);
+                        _mm512_min_epu32(_mm512_and_si512(r, low16), last_rank)
+                    }
+                };
+                // SAFETY: every `id` is below `symbols.len()`, as in `run`.
+                let a = _mm512_i32gather_epi32::<8>(id, base);
+                let m = _mm512_i32gather_epi32::<8>(id, base.add(1));
+                let fm1 = _mm512_and_si512(a, field);
+                let renorm = _mm512_cmpgt_epu32_mask(_mm512_srl_epi32(*x, shift), fm1);
+                count += renorm.count_ones() as usize;
+                let y = _mm512_mask_blend_epi32(renorm, *x, _mm512_srli_epi32::<16>(*x));
+                let even = _mm512_mul_epu32(y, m);
+                let odd = _mm512_mul_epu32(_mm512_srli_epi64::<32>(y), _mm512_srli_epi64::<32>(m));
+                let t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64::<32>(even), odd);
+                let l = _mm512_srli_epi32::<28>(a);
+                let sh1 = _mm512_min_epu32(l, one);
+                let sh2 = _mm512_sub_epi32(l, sh1);
+                let half_step = _mm512_srlv_epi32(_mm512_sub_epi32(y, t), sh1);
+                let q = _mm512_srlv_epi32(_mm512_add_epi32(t, half_step), sh2);
+                let start = _mm512_and_si512(_mm512_srli_epi32::<14>(a), field);
+                let cmpl = _mm512_sub_epi32(full_m1, fm1);
+                let base_state = _mm512_add_epi32(y, start);
+                if let Some(kept) = kept.as_deref_mut() {
+                    keep_avx512(*x, renorm, kept);
+                }
+                *x = _mm512_add_epi32(base_state, _mm512_mullo_epi32(q, cmpl));
+            }
+        }
+        for (x, states) in states.into_iter().zip(groups) {
+            for (h, v) in x.into_iter().enumerate() {
+                // SAFETY: each store writes the 16 u32 of one half of `states`.
+                _mm512_storeu_si512(states[16 * h..].as_mut_ptr() as *mut __m512i, v);
+            }
+        }
+        count
+    }
+}
+
+/// [`keep`] for sixteen lanes: their order reversed, the renormalising
+/// ones compressed to the front and narrowed to their low 16 bits, all
+/// sixteen stored at `kept.count`. `kept.words` must hold 16 words from
+/// there (see [`KEPT_SLACK`]).
+#[target_feature(enable = "avx2,popcnt,avx512f")]
+fn keep_avx512(x: __m512i, renorm: __mmask16, kept: &mut Kept) {
+    let to = &mut kept.words[kept.count..kept.count + 16];
+    let last_first = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    let reversed = _mm512_permutexvar_epi32(last_first, x);
+    let moved = _mm512_maskz_compress_epi32(renorm.reverse_bits(), reversed);
+    // SAFETY: `to` holds 16 u16, the 32 bytes stored.
+    unsafe {
+        _mm256_storeu_si256(
+            to.as_mut_ptr() as *mut __m256i,
+            _mm512_cvtepi32_epi16(moved),
+        )
+    };
+    kept.count += renorm.count_ones() as usize;
 }
 
 /// Keeps the low 16 bits of the states `x` that renormalise (`renorm` all

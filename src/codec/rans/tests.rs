@@ -284,8 +284,9 @@ fn fused_layout_only_where_fields_fit() {
     assert!(!is_fused(table(&set(vec![0, 256], vec![2048, 2048]), 12)));
 }
 
-/// Both SIMD lookups agree with the scalar loop on long streams whose
-/// states sweep the whole range, including all-equal and extreme models.
+/// Both SIMD lookups agree with the scalar loop, in the AVX2 and AVX-512
+/// loops, on long streams whose states sweep the whole range, including
+/// all-equal and extreme models.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn simd_lookups_agree() {
@@ -325,26 +326,38 @@ fn simd_lookups_agree() {
         };
         let whole = n - n % LANES;
         assert_eq!(whole, n, "the test streams are whole groups");
+        let avx512 = std::arch::is_x86_feature_detected!("avx512f");
         for lookup in [simd_encode::Lookup::Direct(&direct), ranked] {
             let what = format!("width {width} alphabet {alphabet}");
+            let scale = model.scale;
             let mut one_group = [[STATE_LOW; LANES]; 1];
             // SAFETY: the CPU supports AVX2, as checked above.
-            let count =
-                unsafe { simd_encode::run(&words, &lookup, model.scale, &mut one_group, None) };
+            let count = unsafe { simd_encode::run(&words, &lookup, scale, &mut one_group, None) };
             assert_eq!(count, one, "{what}");
             let mut two_groups = [[STATE_LOW; LANES]; 2];
             // SAFETY: as above.
-            let count =
-                unsafe { simd_encode::run(&words, &lookup, model.scale, &mut two_groups, None) };
+            let count = unsafe { simd_encode::run(&words, &lookup, scale, &mut two_groups, None) };
             assert_eq!(count, two, "{what}");
+            if avx512 {
+                let mut states = [[STATE_LOW; LANES]; 1];
+                // SAFETY: the CPU supports AVX-512F, as checked above.
+                let count =
+                    unsafe { simd_encode::run_avx512(&words, &lookup, scale, &mut states, None) };
+                assert_eq!((count, states), (one, one_group), "{what}, AVX-512");
+                let mut states = [[STATE_LOW; LANES]; 2];
+                // SAFETY: as above.
+                let count =
+                    unsafe { simd_encode::run_avx512(&words, &lookup, scale, &mut states, None) };
+                assert_eq!((count, states), (two, two_groups), "{what}, AVX-512");
+            }
         }
     }
 }
 
-/// The SIMD encoder writes the same bytes as the scalar one, with one group
-/// and two, on streams with and without a tail block and through every
-/// lookup (words, a dense rank array, and ranks found per word for words
-/// wider than 16 bits).
+/// The SIMD encoders (AVX2 and AVX-512, where the CPU has them) write the
+/// same bytes as the scalar one, with one group and two, on streams with
+/// and without a tail block and through every lookup (words, a dense rank
+/// array, and ranks found per word for words wider than 16 bits).
 #[test]
 fn simd_and_scalar_encoders_agree() {
     let mut seed = 0x510E_527F_ADE6_82D1u64;
@@ -359,11 +372,15 @@ fn simd_and_scalar_encoders_agree() {
                         encode_groups_with_tag::<2>(&words, width),
                     )
                 });
-                let simd = (
-                    encode_groups_with_tag::<1>(&words, width),
-                    encode_groups_with_tag::<2>(&words, width),
-                );
-                assert_eq!(simd, scalar, "{what}");
+                for limit in [Simd::Avx2, Simd::Avx512] {
+                    let simd = with_limit(limit, || {
+                        (
+                            encode_groups_with_tag::<1>(&words, width),
+                            encode_groups_with_tag::<2>(&words, width),
+                        )
+                    });
+                    assert_eq!(simd, scalar, "{what}, up to {limit:?}");
+                }
             }
         }
     }
