@@ -187,13 +187,21 @@ const _: () = assert!(SPLITS == 4, "SplitHistogram::add counts into four tables"
 fn count_dense(words: &[u32], width: u32) -> Option<Alphabet> {
     let size = 1usize << width;
     let mut counts = vec![0u32; 4 * size];
-    let mut histogram = SplitHistogram::new(size);
-    for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
-        histogram.clear();
-        histogram.add(&words[range]);
-        let table = &mut counts[q * size..(q + 1) * size];
-        for (w, c) in table.iter_mut().enumerate() {
-            *c = histogram.count(w);
+    let quarter = words.len().div_ceil(4);
+    if width <= PAIR_MAX_WIDTH && quarter >= PAIR_MIN_WORDS_PER_SLOT << (2 * width) {
+        let mut pairs = PairHistogram::new(width);
+        for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
+            pairs.count(&words[range], &mut counts[q * size..(q + 1) * size]);
+        }
+    } else {
+        let mut histogram = SplitHistogram::new(size);
+        for (q, range) in quarter_ranges(words.len()).into_iter().enumerate() {
+            histogram.clear();
+            histogram.add(&words[range]);
+            let table = &mut counts[q * size..(q + 1) * size];
+            for (w, c) in table.iter_mut().enumerate() {
+                *c = histogram.count(w);
+            }
         }
     }
     let mut distinct = Vec::new();
@@ -261,6 +269,69 @@ impl SplitHistogram {
     /// How many times `w` was counted.
     pub(crate) fn count(&self, w: usize) -> u32 {
         self.tables[w..].iter().step_by(self.size).sum()
+    }
+}
+
+/// Widest words counted in pairs (see [`PairHistogram`]): a pair of them
+/// indexes a table of at most 2^10 counts.
+const PAIR_MAX_WIDTH: u32 = 5;
+
+/// A quarter of a stream is counted in pairs only where it holds at least
+/// this many words for each slot of the pair tables: summing a pair table
+/// into the words' counts costs about a slot what an increment saves.
+const PAIR_MIN_WORDS_PER_SLOT: usize = 4;
+
+/// A histogram of narrow words (at most [`PAIR_MAX_WIDTH`] bits) that
+/// counts each two consecutive words as one pair, in four interleaved
+/// tables of pairs: half the increments, and fewer of them wait on the one
+/// before where one word runs on (a sign and exponent's top bits, nearly
+/// constant). A word's count is the sum of the pairs it is the first or the
+/// second word of. (0.37 against 0.46 ns a word for 4-bit fields of
+/// BF16-like weights, 0.38 against 0.72 for a 3-bit field of one value
+/// nearly throughout: a micro-benchmark of 32Ki words, 400 passes.)
+struct PairHistogram {
+    tables: Vec<u32>,
+    width: u32,
+}
+
+impl PairHistogram {
+    fn new(width: u32) -> PairHistogram {
+        assert!(width <= PAIR_MAX_WIDTH);
+        PairHistogram {
+            tables: vec![0; 4 << (2 * width)],
+            width,
+        }
+    }
+
+    /// Writes the count of each word of `words` into `counts` (2^width
+    /// of them). Panics on a word of `width` bits or more (a caller bug).
+    fn count(&mut self, words: &[u32], counts: &mut [u32]) {
+        let width = self.width;
+        let wide = words.iter().fold(0, |acc, &w| acc | w);
+        assert!(wide >> width == 0, "word exceeds width {width}");
+        let slots = 1 << (2 * width);
+        self.tables.fill(0);
+        let (t0, rest) = self.tables.split_at_mut(slots);
+        let (t1, rest) = rest.split_at_mut(slots);
+        let (t2, t3) = rest.split_at_mut(slots);
+        let pair = |a: u32, b: u32| (a | b << width) as usize;
+        let mut groups = words.chunks_exact(8);
+        for g in &mut groups {
+            t0[pair(g[0], g[1])] += 1;
+            t1[pair(g[2], g[3])] += 1;
+            t2[pair(g[4], g[5])] += 1;
+            t3[pair(g[6], g[7])] += 1;
+        }
+        counts.fill(0);
+        for &w in groups.remainder() {
+            counts[w as usize] += 1;
+        }
+        let low = (1 << width) - 1;
+        for (i, (((a, b), c), d)) in t0.iter().zip(&*t1).zip(&*t2).zip(&*t3).enumerate() {
+            let n = a + b + c + d;
+            counts[i & low] += n;
+            counts[i >> width] += n;
+        }
     }
 }
 
@@ -337,14 +408,30 @@ mod tests {
     use crate::codec::tests::xorshift;
     use std::collections::BTreeMap;
 
-    /// Every counting path (split and plain dense histograms, direct ids,
-    /// hashing) gives the sorted words and per-quarter counts of a plain map,
-    /// and gives up beyond `MAX_SYMBOLS` distinct words.
+    /// A word wider than the stream's width is a caller's bug that panics,
+    /// in the pair counting too (whose pairs of narrow words index tables
+    /// where such a word could land unnoticed).
+    #[test]
+    #[should_panic(expected = "word exceeds width")]
+    fn pair_counting_refuses_a_wide_word() {
+        let mut words = vec![3u32; 40_000];
+        words[5] = 16;
+        Stats::new(&words, 4);
+    }
+
+    /// Every counting path (pairs, split and plain dense histograms, direct
+    /// ids, hashing) gives the sorted words and per-quarter counts of a plain
+    /// map, and gives up beyond `MAX_SYMBOLS` distinct words.
     #[test]
     fn every_counting_path_matches_a_map() {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         for (width, n, alphabet) in [
             (1u32, 7usize, 2u64),
+            (1, 40_001, 2),
+            (3, 4099, 5),
+            (4, 70_000, 16),
+            (5, 40_000, 3),
+            (5, 16_387, 32),
             (8, 1001, 256),
             (8, 5, 3),
             (10, 4099, 1000),
