@@ -17,7 +17,7 @@ use std::ops::Range;
 /// so its intrinsics would become calls unless it happened to be inlined.)
 #[target_feature(enable = "avx2")]
 #[inline]
-pub(super) fn load_quarters(states: &[u32; LANES]) -> [__m256i; 4] {
+fn load_quarters(states: &[u32; LANES]) -> [__m256i; 4] {
     let at = |q: usize| states[8 * q..][..8].as_ptr() as *const __m256i;
     // SAFETY: each load reads the 8 u32 of one quarter of `states`.
     unsafe {
@@ -33,7 +33,7 @@ pub(super) fn load_quarters(states: &[u32; LANES]) -> [__m256i; 4] {
 /// Stores the four vectors of `load_quarters` back into `states`.
 #[target_feature(enable = "avx2")]
 #[inline]
-pub(super) fn store_quarters(x: [__m256i; 4], states: &mut [u32; LANES]) {
+fn store_quarters(x: [__m256i; 4], states: &mut [u32; LANES]) {
     for (quarter, v) in states.chunks_exact_mut(8).zip(x) {
         // SAFETY: each store writes the 8 u32 of one quarter of `states`.
         unsafe { _mm256_storeu_si256(quarter.as_mut_ptr() as *mut __m256i, v) };
@@ -312,7 +312,7 @@ unsafe fn decode<T: Word, B: Block, const G: usize, D: Dest<T> + ?Sized, const F
 /// Every method needs the CPU features of the implementing type (AVX2 for
 /// `__m256i`, AVX-512F for `__m512i`); `gather` and `gather_wide` also need their reads to be
 /// in bounds.
-trait Vector: Copy {
+pub(super) trait Vector: Copy {
     /// # Safety
     /// As for the trait.
     unsafe fn splat(value: i32) -> Self;

@@ -3,7 +3,7 @@
 //! each an independent dependency chain. Symbol data comes from gathers;
 //! the division is `SizeSymbol::quotient` lane by lane.
 
-use super::simd_decode::{load_quarters, store_quarters};
+use super::simd_decode::Vector;
 use super::{Groups, Kept, SizeSymbol, FIELD, KEPT_SLACK, LANES};
 use std::arch::x86_64::*;
 
@@ -61,79 +61,14 @@ pub(super) unsafe fn run<const G: usize>(
     lookup: &Lookup,
     scale: u32,
     groups: &mut Groups<G>,
-    mut kept: Option<&mut Kept>,
+    kept: Option<&mut Kept>,
 ) -> usize {
-    const _: () = assert!(KEPT_SLACK >= 8);
-    // SAFETY: the caller has AVX2 and POPCNT (this function's contract); the accesses are bounded as the comments below say.
-    unsafe {
-        assert!(words.len().is_multiple_of(LANES) && scale <= 14);
-        let (symbols, ranks, word_mask) = lookup.bounds();
-        let word_mask = _mm256_set1_epi32(word_mask as i32);
-        let last_rank = _mm256_set1_epi32(symbols.len() as i32 - 1);
-        let low16 = _mm256_set1_epi32(0xffff);
-        let field = _mm256_set1_epi32(FIELD as i32);
-        let one = _mm256_set1_epi32(1);
-        let full_m1 = _mm256_set1_epi32((1i32 << scale) - 1);
-        let shift = _mm_cvtsi32_si128(32 - scale as i32);
-        let base = symbols.as_ptr() as *const i32;
-        let mut states = groups.each_ref().map(|g| load_quarters(g));
-        let mut count = _mm256_setzero_si256();
-        for (block, chunk) in words.chunks_exact(LANES).enumerate().rev() {
-            let x = &mut states[block % G];
-            // Lanes from the last, as the scalar encoder emits.
-            for (quarter, x) in x.iter_mut().enumerate().rev() {
-                // SAFETY: `chunk` holds 32 words; this reads 8 at `8 * quarter`.
-                let w = _mm256_loadu_si256(chunk.as_ptr().add(8 * quarter) as *const __m256i);
-                let w = _mm256_and_si256(w, word_mask);
-                let id = match ranks {
-                    None => w,
-                    Some(ranks) => {
-                        // SAFETY: each index is at most `ranks.len() - 2`, so
-                        // the 4 bytes read at `2 * index` end inside `ranks`.
-                        let r = _mm256_i32gather_epi32::<2>(ranks.as_ptr() as *const i32, w);
-                        _mm256_min_epu32(_mm256_and_si256(r, low16), last_rank)
-                    }
-                };
-                // SAFETY: every `id` is below `symbols.len()` (masked to it
-                // for direct tables, clamped for ranks), and each symbol is
-                // 8 bytes: `packed` at offset 0, `magic` at offset 4.
-                let a = _mm256_i32gather_epi32::<8>(base, id);
-                let m = _mm256_i32gather_epi32::<8>(base.add(1), id);
-                // Renormalise: `x >> (32 - scale) > freq - 1` (both < 2^14).
-                let fm1 = _mm256_and_si256(a, field);
-                let renorm = _mm256_cmpgt_epi32(_mm256_srl_epi32(*x, shift), fm1);
-                count = _mm256_sub_epi32(count, renorm);
-                let y = _mm256_blendv_epi8(*x, _mm256_srli_epi32::<16>(*x), renorm);
-                // t = mulhi(y, magic), even lanes then odd lanes.
-                let even = _mm256_mul_epu32(y, m);
-                let odd = _mm256_mul_epu32(_mm256_srli_epi64::<32>(y), _mm256_srli_epi64::<32>(m));
-                let t = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
-                let l = _mm256_srli_epi32::<28>(a);
-                let sh1 = _mm256_min_epu32(l, one);
-                let sh2 = _mm256_sub_epi32(l, sh1);
-                let half = _mm256_srlv_epi32(_mm256_sub_epi32(y, t), sh1);
-                let q = _mm256_srlv_epi32(_mm256_add_epi32(t, half), sh2);
-                let start = _mm256_and_si256(_mm256_srli_epi32::<14>(a), field);
-                let cmpl = _mm256_sub_epi32(full_m1, fm1);
-                let base_state = _mm256_add_epi32(y, start);
-                if let Some(kept) = kept.as_deref_mut() {
-                    keep(*x, renorm, kept);
-                }
-                *x = _mm256_add_epi32(base_state, _mm256_mullo_epi32(q, cmpl));
-            }
-        }
-        for (x, states) in states.into_iter().zip(groups) {
-            store_quarters(x, states);
-        }
-        let mut lanes = [0u32; 8];
-        // SAFETY: `lanes` is 32 bytes.
-        _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, count);
-        lanes.iter().map(|&c| c as usize).sum()
-    }
+    // SAFETY: the caller has AVX2 and POPCNT, `__m256i`'s features.
+    unsafe { encode::<__m256i, G>(words, lookup, scale, groups, kept) }
 }
 
-/// [`run`] with AVX-512: the same states, renormalisations and kept words,
-/// sixteen lanes a vector, so half the instructions a word.
+/// [`run`] with AVX-512: sixteen lanes a vector, so half the instructions a
+/// word.
 ///
 /// # Safety
 /// The CPU must support AVX2, POPCNT and AVX-512F.
@@ -143,74 +78,315 @@ pub(super) unsafe fn run_avx512<const G: usize>(
     lookup: &Lookup,
     scale: u32,
     groups: &mut Groups<G>,
+    kept: Option<&mut Kept>,
+) -> usize {
+    // SAFETY: the caller has AVX-512F, `__m512i`'s features.
+    unsafe { encode::<__m512i, G>(words, lookup, scale, groups, kept) }
+}
+
+/// The loop of [`run`] over vectors `V`: a group's 32 lanes are
+/// `LANES / V::WIDTH` of them, taken from the last, as the scalar encoder
+/// emits.
+///
+/// # Safety
+/// The CPU must have `V`'s features.
+#[inline(always)]
+unsafe fn encode<V: Lanes, const G: usize>(
+    words: &[u32],
+    lookup: &Lookup,
+    scale: u32,
+    groups: &mut Groups<G>,
     mut kept: Option<&mut Kept>,
 ) -> usize {
-    const _: () = assert!(KEPT_SLACK >= 16);
-    // SAFETY: the caller has the CPU features (this function's contract); the accesses are bounded as the comments below say.
+    const { assert!(KEPT_SLACK >= 16 && LANES.is_multiple_of(V::WIDTH)) };
+    let per_group = LANES / V::WIDTH;
+    // SAFETY: the caller has `V`'s CPU features (this function's contract); the accesses are bounded as the comments below say.
     unsafe {
         assert!(words.len().is_multiple_of(LANES) && scale <= 14);
         let (symbols, ranks, word_mask) = lookup.bounds();
-        let word_mask = _mm512_set1_epi32(word_mask as i32);
-        let last_rank = _mm512_set1_epi32(symbols.len() as i32 - 1);
-        let low16 = _mm512_set1_epi32(0xffff);
-        let field = _mm512_set1_epi32(FIELD as i32);
-        let one = _mm512_set1_epi32(1);
-        let full_m1 = _mm512_set1_epi32((1i32 << scale) - 1);
+        let word_mask = V::splat(word_mask as i32);
+        let last_rank = V::splat(symbols.len() as i32 - 1);
+        let field = V::splat(FIELD as i32);
+        let one = V::splat(1);
+        let full_m1 = V::splat((1i32 << scale) - 1);
         let shift = _mm_cvtsi32_si128(32 - scale as i32);
         let base = symbols.as_ptr() as *const i32;
-        let at = |g: &[u32; LANES], h: usize| g[16 * h..].as_ptr() as *const __m512i;
-        let mut states = groups
-            .each_ref()
-            .map(|g| [_mm512_loadu_si512(at(g, 0)), _mm512_loadu_si512(at(g, 1))]);
+        // Vectors of a group's lanes (up to four), loaded from `groups`.
+        let mut states = [[V::splat(0); 4]; G];
+        for (x, g) in states.iter_mut().zip(groups.iter()) {
+            for (v, x) in x[..per_group].iter_mut().enumerate() {
+                // SAFETY: the `V::WIDTH` u32 from `v * V::WIDTH` are within the group.
+                *x = V::load(g[v * V::WIDTH..].as_ptr());
+            }
+        }
         let mut count = 0;
         for (block, chunk) in words.chunks_exact(LANES).enumerate().rev() {
             let x = &mut states[block % G];
-            // Lanes from the last, as the scalar encoder emits.
-            for (half, x) in x.iter_mut().enumerate().rev() {
-                // SAFETY: `chunk` holds 32 words; this reads 16 at `16 * half`.
-                let w = _mm512_loadu_si512(chunk.as_ptr().add(16 * half) as *const __m512i);
-                let w = _mm512_and_si512(w, word_mask);
+            for (v, x) in x[..per_group].iter_mut().enumerate().rev() {
+                // SAFETY: `chunk` holds 32 words; this reads `V::WIDTH` of them.
+                let w = V::load(chunk[v * V::WIDTH..].as_ptr()).and(word_mask);
                 let id = match ranks {
                     None => w,
                     Some(ranks) => {
-                        // SAFETY: as in `run`, each index is at most
-                        // `ranks.len() - 2`: its 4 bytes end inside `ranks`.
-                        let r = _mm512_i32gather_epi32::<2>(w, ranks.as_ptr() as *const i32);
-                        _mm512_min_epu32(_mm512_and_si512(r, low16), last_rank)
+                        // SAFETY: each index is at most `ranks.len() - 2`, so
+                        // the 4 bytes read at `2 * index` end inside `ranks`.
+                        let r = V::gather_by::<2>(ranks.as_ptr() as *const i32, w);
+                        r.and(V::splat(0xffff)).min(last_rank)
                     }
                 };
-                // SAFETY: every `id` is below `symbols.len()`, as in `run`.
-                let a = _mm512_i32gather_epi32::<8>(id, base);
-                let m = _mm512_i32gather_epi32::<8>(id, base.add(1));
-                let fm1 = _mm512_and_si512(a, field);
-                let renorm = _mm512_cmpgt_epu32_mask(_mm512_srl_epi32(*x, shift), fm1);
-                count += renorm.count_ones() as usize;
-                let y = _mm512_mask_blend_epi32(renorm, *x, _mm512_srli_epi32::<16>(*x));
-                let even = _mm512_mul_epu32(y, m);
-                let odd = _mm512_mul_epu32(_mm512_srli_epi64::<32>(y), _mm512_srli_epi64::<32>(m));
-                let t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64::<32>(even), odd);
-                let l = _mm512_srli_epi32::<28>(a);
-                let sh1 = _mm512_min_epu32(l, one);
-                let sh2 = _mm512_sub_epi32(l, sh1);
-                let half_step = _mm512_srlv_epi32(_mm512_sub_epi32(y, t), sh1);
-                let q = _mm512_srlv_epi32(_mm512_add_epi32(t, half_step), sh2);
-                let start = _mm512_and_si512(_mm512_srli_epi32::<14>(a), field);
-                let cmpl = _mm512_sub_epi32(full_m1, fm1);
-                let base_state = _mm512_add_epi32(y, start);
+                // SAFETY: every `id` is below `symbols.len()` (masked to it
+                // for direct tables, clamped for ranks), and each symbol is
+                // 8 bytes: `packed` at offset 0, `magic` at offset 4.
+                let a = V::gather_by::<8>(base, id);
+                let m = V::gather_by::<8>(base.add(1), id);
+                // Renormalise: `x >> (32 - scale) > freq - 1` (both < 2^14).
+                let fm1 = a.and(field);
+                let renorm = x.shr_by(shift).above(fm1);
+                count += V::count(renorm);
+                let y = V::select(renorm, x.shr::<16>(), *x);
+                let t = y.mulhi(m);
+                let l = a.shr::<28>();
+                let sh1 = l.min(one);
+                let sh2 = l.sub(sh1);
+                let half = y.sub(t).shr_each(sh1);
+                let q = t.add(half).shr_each(sh2);
+                let start = a.shr::<14>().and(field);
+                let cmpl = full_m1.sub(fm1);
+                let base_state = y.add(start);
                 if let Some(kept) = kept.as_deref_mut() {
-                    keep_avx512(*x, renorm, kept);
+                    x.keep(renorm, kept);
                 }
-                *x = _mm512_add_epi32(base_state, _mm512_mullo_epi32(q, cmpl));
+                *x = base_state.add(q.mullo(cmpl));
             }
         }
-        for (x, states) in states.into_iter().zip(groups) {
-            for (h, v) in x.into_iter().enumerate() {
-                // SAFETY: each store writes the 16 u32 of one half of `states`.
-                _mm512_storeu_si512(states[16 * h..].as_mut_ptr() as *mut __m512i, v);
+        for (x, g) in states.iter().zip(groups.iter_mut()) {
+            for (v, x) in x[..per_group].iter().enumerate() {
+                // SAFETY: as for the loads above.
+                x.store(g[v * V::WIDTH..].as_mut_ptr());
             }
         }
         count
     }
+}
+
+/// The encoder's operations on a vector of 32-bit lanes, beyond the
+/// decoder's. As for [`Vector`], every method must be inlined into a caller
+/// with the target features its intrinsics need.
+///
+/// # Safety
+/// Every method needs the CPU features of the implementing type; loads,
+/// stores and gathers also need their memory to be in bounds.
+trait Lanes: Vector {
+    /// Lanes a vector.
+    const WIDTH: usize;
+    /// Which lanes a comparison holds for.
+    type Mask: Copy;
+    /// # Safety
+    /// As for the trait: `WIDTH` u32 readable at `at`.
+    unsafe fn load(at: *const u32) -> Self;
+    /// # Safety
+    /// As for the trait: `WIDTH` u32 writable at `at`.
+    unsafe fn store(self, at: *mut u32);
+    /// # Safety
+    /// As for the trait.
+    unsafe fn sub(self, other: Self) -> Self;
+    /// Unsigned.
+    ///
+    /// # Safety
+    /// As for the trait.
+    unsafe fn min(self, other: Self) -> Self;
+    /// Each lane shifted right by the count in the same lane of `counts`.
+    ///
+    /// # Safety
+    /// As for the trait.
+    unsafe fn shr_each(self, counts: Self) -> Self;
+    /// The high 32 bits of each lane's unsigned 64-bit product.
+    ///
+    /// # Safety
+    /// As for the trait.
+    unsafe fn mulhi(self, other: Self) -> Self;
+    /// The 4 bytes at `base + SCALE * index` of each lane.
+    ///
+    /// # Safety
+    /// As for the trait: every one of them readable.
+    unsafe fn gather_by<const SCALE: i32>(base: *const i32, index: Self) -> Self;
+    /// The lanes where `self > other`, both below 2^31.
+    ///
+    /// # Safety
+    /// As for the trait.
+    unsafe fn above(self, other: Self) -> Self::Mask;
+    /// `if_set` in the lanes of `mask`, else `otherwise`.
+    ///
+    /// # Safety
+    /// As for the trait.
+    unsafe fn select(mask: Self::Mask, if_set: Self, otherwise: Self) -> Self;
+    /// # Safety
+    /// As for the trait.
+    unsafe fn count(mask: Self::Mask) -> usize;
+    /// Keeps the low 16 bits of the lanes of `mask`, the last lane first,
+    /// at `kept.count`, which moves on past them; writes 16 words there.
+    ///
+    /// # Safety
+    /// As for the trait.
+    unsafe fn keep(self, mask: Self::Mask, kept: &mut Kept);
+}
+
+impl Lanes for __m256i {
+    const WIDTH: usize = 8;
+    type Mask = __m256i;
+    #[inline(always)]
+    unsafe fn load(at: *const u32) -> Self {
+        // SAFETY: the caller has AVX2 and 32 readable bytes at `at` (the trait's contract).
+        unsafe { _mm256_loadu_si256(at as *const __m256i) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, at: *mut u32) {
+        // SAFETY: the caller has AVX2 and 32 writable bytes at `at` (the trait's contract).
+        unsafe { _mm256_storeu_si256(at as *mut __m256i, self) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, other: Self) -> Self {
+        // SAFETY: the caller has AVX2 (the trait's contract).
+        unsafe { _mm256_sub_epi32(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn min(self, other: Self) -> Self {
+        // SAFETY: the caller has AVX2 (the trait's contract).
+        unsafe { _mm256_min_epu32(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn shr_each(self, counts: Self) -> Self {
+        // SAFETY: the caller has AVX2 (the trait's contract).
+        unsafe { _mm256_srlv_epi32(self, counts) }
+    }
+    #[inline(always)]
+    unsafe fn mulhi(self, other: Self) -> Self {
+        // SAFETY: the caller has AVX2 (the trait's contract).
+        unsafe {
+            // Even lanes, then odd lanes.
+            let even = _mm256_mul_epu32(self, other);
+            let odd = _mm256_mul_epu32(
+                _mm256_srli_epi64::<32>(self),
+                _mm256_srli_epi64::<32>(other),
+            );
+            _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd)
+        }
+    }
+    #[inline(always)]
+    unsafe fn gather_by<const SCALE: i32>(base: *const i32, index: Self) -> Self {
+        // SAFETY: the caller has AVX2 and every lane's 4 bytes are readable (the trait's contract).
+        unsafe { _mm256_i32gather_epi32::<SCALE>(base, index) }
+    }
+    #[inline(always)]
+    unsafe fn above(self, other: Self) -> Self::Mask {
+        // SAFETY: the caller has AVX2 (the trait's contract).
+        unsafe { _mm256_cmpgt_epi32(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn select(mask: Self::Mask, if_set: Self, otherwise: Self) -> Self {
+        // SAFETY: the caller has AVX2 (the trait's contract).
+        unsafe { _mm256_blendv_epi8(otherwise, if_set, mask) }
+    }
+    #[inline(always)]
+    unsafe fn count(mask: Self::Mask) -> usize {
+        // SAFETY: the caller has AVX2 (the trait's contract).
+        unsafe { _mm256_movemask_ps(_mm256_castsi256_ps(mask)).count_ones() as usize }
+    }
+    #[inline(always)]
+    unsafe fn keep(self, mask: Self::Mask, kept: &mut Kept) {
+        // SAFETY: the caller has AVX2 and POPCNT (the trait's contract).
+        unsafe { keep(self, mask, kept) }
+    }
+}
+
+impl Lanes for __m512i {
+    const WIDTH: usize = 16;
+    type Mask = __mmask16;
+    #[inline(always)]
+    unsafe fn load(at: *const u32) -> Self {
+        // SAFETY: the caller has AVX-512F and 64 readable bytes at `at` (the trait's contract).
+        unsafe { _mm512_loadu_si512(at as *const __m512i) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, at: *mut u32) {
+        // SAFETY: the caller has AVX-512F and 64 writable bytes at `at` (the trait's contract).
+        unsafe { _mm512_storeu_si512(at as *mut __m512i, self) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, other: Self) -> Self {
+        // SAFETY: the caller has AVX-512F (the trait's contract).
+        unsafe { _mm512_sub_epi32(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn min(self, other: Self) -> Self {
+        // SAFETY: the caller has AVX-512F (the trait's contract).
+        unsafe { _mm512_min_epu32(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn shr_each(self, counts: Self) -> Self {
+        // SAFETY: the caller has AVX-512F (the trait's contract).
+        unsafe { _mm512_srlv_epi32(self, counts) }
+    }
+    #[inline(always)]
+    unsafe fn mulhi(self, other: Self) -> Self {
+        // SAFETY: the caller has AVX-512F (the trait's contract).
+        unsafe {
+            let even = _mm512_mul_epu32(self, other);
+            let odd = _mm512_mul_epu32(
+                _mm512_srli_epi64::<32>(self),
+                _mm512_srli_epi64::<32>(other),
+            );
+            _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64::<32>(even), odd)
+        }
+    }
+    #[inline(always)]
+    unsafe fn gather_by<const SCALE: i32>(base: *const i32, index: Self) -> Self {
+        // SAFETY: the caller has AVX-512F and every lane's 4 bytes are readable (the trait's contract).
+        unsafe { _mm512_i32gather_epi32::<SCALE>(index, base) }
+    }
+    #[inline(always)]
+    unsafe fn above(self, other: Self) -> Self::Mask {
+        // SAFETY: the caller has AVX-512F (the trait's contract).
+        unsafe { _mm512_cmpgt_epu32_mask(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn select(mask: Self::Mask, if_set: Self, otherwise: Self) -> Self {
+        // SAFETY: the caller has AVX-512F (the trait's contract).
+        unsafe { _mm512_mask_blend_epi32(mask, otherwise, if_set) }
+    }
+    #[inline(always)]
+    unsafe fn count(mask: Self::Mask) -> usize {
+        mask.count_ones() as usize
+    }
+    #[inline(always)]
+    unsafe fn keep(self, mask: Self::Mask, kept: &mut Kept) {
+        // SAFETY: the caller has AVX-512F (the trait's contract).
+        unsafe { keep_avx512(self, mask, kept) }
+    }
+}
+
+/// Keeps the low 16 bits of the states `x` that renormalise (`renorm` all
+/// ones), the last lane first, as the scalar encoder emits them: a
+/// permutation moves them to the front, and all eight low halves are
+/// stored at `kept.count`, which moves on past the ones that renormalise.
+/// `kept.words` must hold 8 words from there (see [`KEPT_SLACK`]).
+#[target_feature(enable = "avx2,popcnt")]
+fn keep(x: __m256i, renorm: __m256i, kept: &mut Kept) {
+    let mask = _mm256_movemask_ps(_mm256_castsi256_ps(renorm)) as usize;
+    let to = &mut kept.words[kept.count..kept.count + 8];
+    // SAFETY: `COMPACT`'s rows and `LOW_HALVES` are 32 bytes; `to` holds 8
+    // u16, 16 bytes.
+    unsafe {
+        let order = _mm256_loadu_si256(COMPACT[mask].as_ptr() as *const __m256i);
+        let moved = _mm256_permutevar8x32_epi32(x, order);
+        // Each 128-bit half's four low halves to its low 8 bytes, then the
+        // two halves' low 8 bytes together.
+        let pick = _mm256_loadu_si256(LOW_HALVES.as_ptr() as *const __m256i);
+        let halves = _mm256_shuffle_epi8(moved, pick);
+        let low = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b00_00_10_00>(halves));
+        _mm_storeu_si128(to.as_mut_ptr() as *mut __m128i, low);
+    }
+    kept.count += mask.count_ones() as usize;
 }
 
 /// [`keep`] for sixteen lanes: their order reversed, the renormalising
@@ -231,30 +407,6 @@ fn keep_avx512(x: __m512i, renorm: __mmask16, kept: &mut Kept) {
         )
     };
     kept.count += renorm.count_ones() as usize;
-}
-
-/// Keeps the low 16 bits of the states `x` that renormalise (`renorm` all
-/// ones), the last lane first, as the scalar encoder emits them: a
-/// permutation moves them to the front, and all eight low halves are
-/// stored at `kept.count`, which moves on past the ones that renormalise.
-/// `kept.words` must hold 8 words from there (see [`KEPT_SLACK`]).
-#[target_feature(enable = "avx2,popcnt")]
-fn keep(x: __m256i, renorm: __m256i, kept: &mut Kept) {
-    let mask = _mm256_movemask_ps(_mm256_castsi256_ps(renorm)) as usize;
-    let to = &mut kept.words[kept.count..kept.count + KEPT_SLACK];
-    // SAFETY: `COMPACT`'s rows and `LOW_HALVES` are 32 bytes; `to` holds 8
-    // u16, 16 bytes.
-    unsafe {
-        let order = _mm256_loadu_si256(COMPACT[mask].as_ptr() as *const __m256i);
-        let moved = _mm256_permutevar8x32_epi32(x, order);
-        // Each 128-bit half's four low halves to its low 8 bytes, then the
-        // two halves' low 8 bytes together.
-        let pick = _mm256_loadu_si256(LOW_HALVES.as_ptr() as *const __m256i);
-        let halves = _mm256_shuffle_epi8(moved, pick);
-        let low = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b00_00_10_00>(halves));
-        _mm_storeu_si128(to.as_mut_ptr() as *mut __m128i, low);
-    }
-    kept.count += mask.count_ones() as usize;
 }
 
 /// Byte shuffle taking the low 16 bits of each 32-bit lane of a 128-bit
