@@ -224,7 +224,7 @@ trait Lanes: Vector {
     /// As for the trait.
     unsafe fn count(mask: Self::Mask) -> usize;
     /// Keeps the low 16 bits of the lanes of `mask`, the last lane first,
-    /// at `kept.count`, which moves on past them; writes 16 words there.
+    /// at `kept.count`, which moves on past them; writes `WIDTH` words there.
     ///
     /// # Safety
     /// As for the trait.
