@@ -233,14 +233,24 @@ pub const MATCH_WORDS: usize = 1 << 18;
 /// least one), re-fit to all of them (their smallest leaf where it does not
 /// re-fit), or a Match node where that is smaller (see [`with_matches`]).
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
+    synthesize_shared(&words.into(), width, hint, opts)
+}
+
+/// [`synthesize`] of a chunk's shared lane: its re-fit and its leaves hold
+/// the lane, not a copy.
+fn synthesize_shared(
+    words: &Arc<[u32]>,
+    width: u32,
+    hint: Hint,
+    opts: &SynthOptions,
+) -> Program<Literal> {
     let sample = &words[..words.len().min(opts.search_words.max(1))];
     let found = match upcast_low(sample, width, hint) {
         Some(low) => upcast(sample, low, hint, opts),
         None => search(sample, width, hint, opts).program,
     };
     let found = if words.len() > sample.len() {
-        let words: Arc<[u32]> = words.into();
-        (Template::of(&found).apply(&words)).unwrap_or_else(|| leaf(words, width).0)
+        (Template::of(&found).apply(words)).unwrap_or_else(|| leaf(words.clone(), width).0)
     } else {
         found
     };
@@ -449,7 +459,7 @@ pub fn synthesize_like(
     if !may_search {
         return None;
     }
-    let found = synthesize(words, width, hint, opts);
+    let found = synthesize_shared(words, width, hint, opts);
     // The search is bounded: a template's shape may still be the cheaper.
     let best = [found]
         .into_iter()

@@ -141,8 +141,8 @@ pub(super) const SIMD_MIN_WORDS: usize = 4 * LANES;
 /// (a table of `2^width` entries), skipping the rank lookup.
 pub(super) const DIRECT_MAX_WIDTH: u32 = 12;
 
-/// As `count_emitted`, but faster: with AVX2 the whole blocks of `LANES`
-/// words run in vectors of eight lanes (see [`run_fast`]).
+/// As `count_emitted`, but faster: with AVX2 or AVX-512 the whole blocks of
+/// `LANES` words run in vectors of eight or sixteen lanes (see [`run_fast`]).
 #[cfg(test)]
 pub(super) fn count_emitted_fast<const G: usize>(
     words: &[u32],
@@ -256,8 +256,8 @@ pub(super) struct Kept<'a> {
 /// Words past the kept ones a run may write (see [`Kept`]).
 pub(super) const KEPT_SLACK: usize = 16;
 
-/// Runs the whole blocks of `bulk` with AVX2 when the CPU has it and the
-/// stream is long enough, keeping the renormalisation words in `kept` if
+/// Runs the whole blocks of `bulk` with AVX-512 or AVX2, the widest the CPU
+/// has, when the stream is long enough, keeping the renormalisation words in `kept` if
 /// given, and returns their number; otherwise returns None and leaves
 /// `groups` and `kept` alone. Words are looked up directly (narrow ones),
 /// through the alphabet's dense rank array (up to 16 bits), or as their
