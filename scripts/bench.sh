@@ -468,10 +468,12 @@ bench_refit() {
 # to the same on the original file in the page cache.
 #   cold      a fresh mount (empty chunk cache, nothing of the presented file in the page
 #             cache) with the archive itself in the page cache, as the original is
-#   serving   as cold, on a fresh mount that has first served another file (a copy of the
-#             archive under another name, whose chunks are not this file's): what reading a
-#             model costs on a mount that is already running, without its start-up costs
-#             (threads, and the first touch of its buffers)
+#   serving   as cold, on a fresh mount that has first served another file like it (the
+#             source with one bit of its last byte flipped, packed: the same chunks and
+#             programs, but another content id, so none of its decoded chunks serve this
+#             file's reads; a byte-identical copy would share them): what reading a model
+#             costs on a mount that is already running, without its start-up costs (threads,
+#             and the first touch of its buffers)
 #   disk      the same after dropping all caches, so the archive is read from disk (root only)
 #   warm      the presented file read again: the kernel serves it from its page cache
 #   tmpfs     the original copied to /dev/shm: the page cache's speed in the 4 KiB pages that
@@ -525,6 +527,18 @@ load_secs() {
 }
 ms() { [[ $1 == - ]] && echo - || awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
 times_of() { [[ $1 == - || $2 == - ]] && echo - || awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+# other_source SRC DST: a copy of SRC with the lowest bit of its last byte (tensor data)
+# flipped, for the serving column of bench_mount
+other_source() {
+  cp "$1" "$2" && "$py" - "$2" <<'PY' || die "cannot write $2"
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(-1, 2)
+    last = f.read(1)[0]
+    f.seek(-1, 2)
+    f.write(bytes([last ^ 1]))
+PY
+}
 bench_mount() {
   local name=$1 src=$2 orig i shown archive
   orig=$(fsize "$src")
@@ -532,7 +546,10 @@ bench_mount() {
   archive=$work/archives/$name.brv
   "$brevis" pack -q "$src" "$archive" >&2 || die "brevis pack failed on $name"
   shown=$mnt/$name.safetensors
-  cp "$archive" "$work/archives/$name-other.brv"
+  other_source "$src" "$work/other.safetensors"
+  "$brevis" pack -q "$work/other.safetensors" "$work/archives/$name-other.brv" >&2 ||
+    die "brevis pack failed on a copy of $name"
+  rm -f "$work/other.safetensors"
   local -a cold=() serving=() disk=() warm=() plain=() shm=() lorig=() lcold=() lwarm=()
   local shm_file
   shm_file=$(shm_copy "$src") || shm_file=
