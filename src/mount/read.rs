@@ -75,6 +75,17 @@ impl ArchiveReader {
         }
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
         self.prefetch(cache, span.clone())?;
+        // Where nothing past this read is queued yet (a reader's first
+        // reads), read-ahead is queued before the read's own chunks are
+        // decoded, so that the pool starts on it at once rather than after
+        // this read's decodes and while its reply is written: a fresh
+        // mount read wordllama-f16 whole in 20.2 ms instead of 22.0,
+        // minilm-fp8 29.0 instead of 30.6 (medians of 21 mounts,
+        // alternating builds).
+        let queued_early = self.ahead_until.load(Ordering::Relaxed) <= span.end;
+        if queued_early {
+            self.read_ahead(cache, offset, end, span.end, read_ahead);
+        }
         let chunks = self.load_span(cache, span.clone())?;
         // Chunks this read went to the end of are done with (the kernel keeps
         // the pages); the last one may be continued by the next read. They are
@@ -84,7 +95,9 @@ impl ArchiveReader {
         for i in span.clone().filter(|&i| archive.chunk_range(i).end <= end) {
             cache.demote((self.id, i));
         }
-        self.read_ahead(cache, offset, end, span.end, read_ahead);
+        if !queued_early {
+            self.read_ahead(cache, offset, end, span.end, read_ahead);
+        }
         let pieces = span
             .zip(chunks)
             .map(|(i, chunk)| {
