@@ -77,16 +77,20 @@ impl ArchiveReader {
         self.prefetch(cache, span.clone())?;
         // Where nothing past this read is queued yet (a reader's first
         // reads), read-ahead is queued before the read's own chunks are
-        // decoded, so that the pool starts on it at once rather than after
+        // decoded (after they are offered to the pool, which takes them
+        // first), so that the pool goes on to it at once rather than after
         // this read's decodes and while its reply is written: a fresh
         // mount read wordllama-f16 whole in 20.2 ms instead of 22.0,
-        // minilm-fp8 29.0 instead of 30.6 (medians of 21 mounts,
-        // alternating builds).
+        // minilm-fp8 29.0 instead of 30.6 with read-ahead queued before the
+        // read's chunks were offered, and silero-vad-f32 in 3.29-3.48 ms
+        // instead of 3.52-3.73 with it queued after them (medians of 21-31
+        // mounts, alternating builds).
         let queued_early = self.ahead_until.load(Ordering::Relaxed) <= span.end;
-        if queued_early {
-            self.read_ahead(cache, offset, end, span.end, read_ahead);
-        }
-        let chunks = self.load_span(cache, span.clone())?;
+        let chunks = self.load_span(cache, span.clone(), || {
+            if queued_early {
+                self.read_ahead(cache, offset, end, span.end, read_ahead);
+            }
+        })?;
         // Chunks this read went to the end of are done with (the kernel keeps
         // the pages); the last one may be continued by the next read. They are
         // demoted before read-ahead is queued, so that its decodes take their
@@ -110,17 +114,23 @@ impl ArchiveReader {
         Ok(ReadReply { pieces })
     }
 
-    /// The chunks of `span`, in order. The calling thread takes each chunk
-    /// itself (from the cache, waiting for a decode of it already under way,
-    /// or decoding it), so a read never waits for the decoding pool to get to
-    /// it behind other files' work; the chunks after the first are also
-    /// offered to the pool, in batches (see [`batches`]), whose free threads
-    /// decode them meanwhile. A batch is decoded from its last chunk back, so
+    /// The chunks of `span`, in order, calling `then` once the pool has
+    /// been offered them. The calling thread takes each chunk itself (from
+    /// the cache, waiting for a decode of it already under way, or decoding
+    /// it), so a read never waits for the decoding pool to get to it behind
+    /// other files' work; the chunks after the first are also offered to
+    /// the pool, in batches (see [`batches`]), whose free threads decode
+    /// them meanwhile. A batch is decoded from its last chunk back, so
     /// that the pool and the reader, going forward, meet once rather than
     /// taking turns chunk by chunk, each waiting for the other's decode: a
     /// read of fracast-int8 (71 small tensors, one batch) took 1.34 ms
     /// instead of 1.57 (medians of 25 fresh mounts, alternating builds).
-    fn load_span(&self, cache: &Arc<ChunkCache>, span: Range<usize>) -> Result<Vec<Chunk>, ()> {
+    fn load_span(
+        &self,
+        cache: &Arc<ChunkCache>,
+        span: Range<usize>,
+        then: impl FnOnce(),
+    ) -> Result<Vec<Chunk>, ()> {
         let done = Arc::new(AtomicBool::new(false));
         for batch in batches(&self.archive, span.start + 1..span.end) {
             let (cache, archive, id, done) =
@@ -135,6 +145,7 @@ impl ArchiveReader {
                 }
             });
         }
+        then();
         let chunks = span
             .map(|i| load(cache, self.id, &self.archive, i))
             .collect();
