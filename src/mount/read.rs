@@ -75,16 +75,15 @@ impl ArchiveReader {
         }
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
         self.prefetch(cache, span.clone())?;
-        // Where nothing past this read is queued yet (a reader's first
-        // reads), read-ahead is queued before the read's own chunks are
-        // decoded (after they are offered to the pool, which takes them
-        // first), so that the pool goes on to it at once rather than after
-        // this read's decodes and while its reply is written: a fresh
-        // mount read wordllama-f16 whole in 20.2 ms instead of 22.0,
-        // minilm-fp8 29.0 instead of 30.6 with read-ahead queued before the
-        // read's chunks were offered, and silero-vad-f32 in 3.29-3.48 ms
-        // instead of 3.52-3.73 with it queued after them (medians of 21-31
-        // mounts, alternating builds).
+        // A reader's first reads, with nothing queued past them yet, queue
+        // read-ahead once their own chunks are offered to the pool and
+        // before they are decoded: the pool takes this read's chunks, then
+        // goes on to the read-ahead at once rather than after this read's
+        // decodes and while its reply is written. On fresh mounts
+        // (scripts/mount_ab.sh, 21-31 mounts): wordllama-f16 read whole in
+        // 20.2 ms instead of 22.0 and minilm-fp8 in 29.0 instead of 30.6
+        // with read-ahead queued first, silero-vad-f32 in 3.29-3.48 ms
+        // instead of 3.52-3.73 with the read's chunks offered before it.
         let queued_early = self.ahead_until.load(Ordering::Relaxed) <= span.end;
         let chunks = self.load_span(cache, span.clone(), || {
             if queued_early {
@@ -92,10 +91,10 @@ impl ArchiveReader {
             }
         })?;
         // Chunks this read went to the end of are done with (the kernel keeps
-        // the pages); the last one may be continued by the next read. They are
-        // demoted before read-ahead is queued, so that its decodes take their
-        // buffers (at once, or as spares once the reply has let go of them)
-        // rather than fresh memory.
+        // the pages); the last one may be continued by the next read. Past
+        // the first reads they are demoted before read-ahead is queued, so
+        // that its decodes take their buffers (at once, or as spares once
+        // the reply has let go of them) rather than fresh memory.
         for i in span.clone().filter(|&i| archive.chunk_range(i).end <= end) {
             cache.demote((self.id, i));
         }
