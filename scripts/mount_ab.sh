@@ -46,7 +46,15 @@ read_once() {
     unmount
 }
 
-median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+# Prints the median of the seconds TIMES... that BUILD took to read NAME,
+# BYTES long.
+report() {
+    local name=$1 build=$2 bytes=$3 m
+    shift 3
+    m=$(printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
+    awk -v n="$name" -v b="$build" -v m="$m" -v s="$bytes" -v r="$runs" \
+        'BEGIN {printf "%-16s %-40s median %7.2f ms %7.1f MB/s (%d mounts)\n", n, b, m * 1e3, s / m / 1e6, r}'
+}
 
 for name in "$@"; do
     bytes=$(stat -c %s "$corpus/$name/model.safetensors")
@@ -55,10 +63,6 @@ for name in "$@"; do
         times_a+=("$(read_once "$a" "$name")")
         times_b+=("$(read_once "$b" "$name")")
     done
-    for side in a b; do
-        if [ $side = a ]; then build=$a times=("${times_a[@]}"); else build=$b times=("${times_b[@]}"); fi
-        m=$(printf '%s\n' "${times[@]}" | median)
-        awk -v n="$name" -v b="$build" -v m="$m" -v s="$bytes" -v r="$runs" \
-            'BEGIN {printf "%-16s %-40s median %7.2f ms %7.1f MB/s (%d mounts)\n", n, b, m * 1e3, s / m / 1e6, r}'
-    done
+    report "$name" "$a" "$bytes" "${times_a[@]}"
+    report "$name" "$b" "$bytes" "${times_b[@]}"
 done

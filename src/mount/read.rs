@@ -76,8 +76,8 @@ impl ArchiveReader {
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
         self.prefetch(cache, span.clone())?;
         // A reader's first reads, with nothing queued past them yet, queue
-        // read-ahead once their own chunks are offered to the pool and
-        // before they are decoded: the pool takes this read's chunks, then
+        // read-ahead after offering their own chunks to the pool and before
+        // taking them: the pool takes this read's chunks, then
         // goes on to the read-ahead at once rather than after this read's
         // decodes and while its reply is written. On fresh mounts
         // (scripts/mount_ab.sh, 21-31 mounts): wordllama-f16 read whole in
@@ -85,11 +85,11 @@ impl ArchiveReader {
         // with read-ahead queued first, silero-vad-f32 in 3.29-3.48 ms
         // instead of 3.52-3.73 with the read's chunks offered before it.
         let queued_early = self.ahead_until.load(Ordering::Relaxed) <= span.end;
-        let chunks = self.load_span(cache, span.clone(), || {
-            if queued_early {
-                self.read_ahead(cache, offset, end, span.end, read_ahead);
-            }
-        })?;
+        let helped = self.offer_span(cache, span.clone());
+        if queued_early {
+            self.read_ahead(cache, offset, end, span.end, read_ahead);
+        }
+        let chunks = self.take_span(cache, span.clone(), &helped)?;
         // Chunks this read went to the end of are done with (the kernel keeps
         // the pages); the last one may be continued by the next read. Past
         // the first reads they are demoted before read-ahead is queued, so
@@ -113,23 +113,15 @@ impl ArchiveReader {
         Ok(ReadReply { pieces })
     }
 
-    /// The chunks of `span`, in order, calling `then` once the pool has
-    /// been offered them. The calling thread takes each chunk itself (from
-    /// the cache, waiting for a decode of it already under way, or decoding
-    /// it), so a read never waits for the decoding pool to get to it behind
-    /// other files' work; the chunks after the first are also offered to
-    /// the pool, in batches (see [`batches`]), whose free threads decode
-    /// them meanwhile. A batch is decoded from its last chunk back, so
+    /// Offers the chunks of `span` after its first to the decoding pool, in
+    /// batches (see [`batches`]), whose free threads decode them while the
+    /// reader takes them in order ([`ArchiveReader::take_span`], given the
+    /// flag returned here). A batch is decoded from its last chunk back, so
     /// that the pool and the reader, going forward, meet once rather than
     /// taking turns chunk by chunk, each waiting for the other's decode: a
     /// read of fracast-int8 (71 small tensors, one batch) took 1.34 ms
     /// instead of 1.57 (medians of 25 fresh mounts, alternating builds).
-    fn load_span(
-        &self,
-        cache: &Arc<ChunkCache>,
-        span: Range<usize>,
-        then: impl FnOnce(),
-    ) -> Result<Vec<Chunk>, ()> {
+    fn offer_span(&self, cache: &Arc<ChunkCache>, span: Range<usize>) -> Arc<AtomicBool> {
         let done = Arc::new(AtomicBool::new(false));
         for batch in batches(&self.archive, span.start + 1..span.end) {
             let (cache, archive, id, done) =
@@ -144,7 +136,20 @@ impl ArchiveReader {
                 }
             });
         }
-        then();
+        done
+    }
+
+    /// The chunks of `span`, in order. The calling thread takes each chunk
+    /// itself (from the cache, waiting for a decode of it already under way,
+    /// or decoding it), so a read never waits for the decoding pool to get to
+    /// it behind other files' work; then it tells the pool's helpers offered
+    /// the span (`done`) that there is nothing left to help with.
+    fn take_span(
+        &self,
+        cache: &ChunkCache,
+        span: Range<usize>,
+        done: &AtomicBool,
+    ) -> Result<Vec<Chunk>, ()> {
         let chunks = span
             .map(|i| load(cache, self.id, &self.archive, i))
             .collect();
