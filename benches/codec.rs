@@ -102,19 +102,35 @@ fn decode_rans(bencher: Bencher, kind: &str) {
     bench_decode(bencher, kind, Codec::Rans);
 }
 
-/// Uniform words of `width` bits, bit-packed, decoded into u32 words.
-#[divan::bench(args = [1, 4, 7, 23])]
-fn decode_bitpack(bencher: Bencher, width: u32) {
+/// `N` uniform words of `width` bits.
+fn uniform_words(width: u32) -> Vec<u32> {
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let words: Vec<u32> = (0..N)
+    (0..N)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state as u32 & (u32::MAX >> (32 - width))
         })
-        .collect();
-    bench_decode_words(bencher, &words, width, Codec::BitPack);
+        .collect()
+}
+
+/// Uniform words of `width` bits, bit-packed, decoded into u32 words.
+#[divan::bench(args = [1, 4, 7, 23])]
+fn decode_bitpack(bencher: Bencher, width: u32) {
+    bench_decode_words(bencher, &uniform_words(width), width, Codec::BitPack);
+}
+
+/// Uniform words of `width` bits bit-packed (F32's mantissas are 21 and 23
+/// bits wide, BF16's 7).
+#[divan::bench(args = [1, 4, 7, 21, 23])]
+fn encode_bitpack(bencher: Bencher, width: u32) {
+    let words = uniform_words(width);
+    let mut buf = Vec::new();
+    bencher.counter(ItemsCount::new(N)).bench_local(|| {
+        buf.clear();
+        codec::encode_with(Codec::BitPack, black_box(&words), width, &mut buf)
+    });
 }
 
 /// A whole 256 KiB chunk of weights as stored (f32: sign, exponent and
