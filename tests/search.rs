@@ -236,6 +236,16 @@ fn brute_force(
 /// Kinds of tensor [`generated`] makes.
 const KINDS: usize = 6;
 
+/// The default limits, or with the search's words bounded at `factor`
+/// times its target's.
+fn words_bound(factor: Option<usize>) -> Limits {
+    let default = Limits::default();
+    Limits {
+        max_words_factor: factor.unwrap_or(default.max_words_factor),
+        ..default
+    }
+}
+
 /// A stream of one of several kinds of tensor: f32 weights, BF16 values
 /// stored as f32, an f32 range, position ids, weights with zeroed regions,
 /// bf16 weights.
@@ -317,17 +327,20 @@ proptest! {
     /// A prior may order the search but never make it worse than the root's
     /// best: the default search under a prior learned from another stream
     /// (which may rank this stream's best production as unlikely) is never
-    /// larger than the root-only search.
+    /// larger than the root-only search, also where its budget fills the
+    /// search's bounds on words (`factor`) before the unlikely shapes are tried.
     #[test]
     fn a_learned_prior_never_loses_to_the_root_only_search(
         (kind, other, n, seed) in (0usize..KINDS, 0usize..KINDS, 64usize..3000, any::<u64>()),
-        budget in 0usize..12,
+        budget in 0usize..40,
+        factor in prop::option::of(2usize..16),
     ) {
         let (t, width, hint) = generated(kind, n, seed);
         let sample = [generated(other, 2048, seed ^ 1)];
         let prior = Arc::new(synth::learn_prior(&sample, brevis::archive::CALIBRATION_BUDGET));
-        let found = synth::search(&t, width, hint, &SynthOptions { budget, prior, ..opts(0) });
-        let root = synth::search(&t, width, hint, &opts(0));
+        let limits = words_bound(factor);
+        let found = synth::search(&t, width, hint, &SynthOptions { budget, prior, limits, ..opts(0) });
+        let root = synth::search(&t, width, hint, &SynthOptions { limits, ..opts(0) });
         prop_assert!(size(&found.program) <= size(&root.program),
             "{} > {} (kind {kind}, prior from kind {other})", size(&found.program), size(&root.program));
     }
@@ -335,16 +348,20 @@ proptest! {
     /// A larger budget expands the same states first, and more after: its
     /// program is never exactly larger, though the search weighs rANS
     /// literals at predicted sizes (it keeps a best only when exactly smaller).
+    /// So also where the larger budget fills the search's bounds on words
+    /// (`factor`) and the smaller one does not.
     #[test]
     fn a_larger_budget_is_never_larger(
-        (kind, n, seed) in (0usize..KINDS, 2000usize..20000, any::<u64>()),
+        (kind, other, n, seed) in (0usize..KINDS, 0usize..KINDS, 2000usize..20000, any::<u64>()),
         budget in 0usize..6,
         extra in 1usize..30,
+        factor in prop::option::of(2usize..16),
     ) {
         let (t, width, hint) = generated(kind, n, seed);
-        let sample = [(t.clone(), width, hint)];
+        let sample = [generated(other, 2048, seed ^ 1)];
         let prior = Arc::new(synth::learn_prior(&sample, brevis::archive::CALIBRATION_BUDGET));
-        let opts = |budget| SynthOptions { budget, prior: prior.clone(), ..opts(0) };
+        let limits = words_bound(factor);
+        let opts = |budget| SynthOptions { budget, prior: prior.clone(), limits, ..opts(0) };
         let small = synth::search(&t, width, hint, &opts(budget)).program;
         let large = synth::search(&t, width, hint, &opts(budget + extra)).program;
         prop_assert!(size(&large) <= size(&small), "budget {}: {} > budget {budget}: {}",

@@ -253,6 +253,8 @@ struct Search<'a> {
     prepared: HashMap<usize, Option<Vec<Child>>>,
     branches: HashMap<(usize, usize), Rc<Branch>>,
     words: usize,
+    /// Holes and words the search may hold (see [`Search::fits`]).
+    max_holes: usize,
     max_words: usize,
     heap: BinaryHeap<Entry>,
     seq: u64,
@@ -269,6 +271,7 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         prepared: HashMap::new(),
         branches: HashMap::new(),
         words: 0,
+        max_holes: setup.limits.max_holes,
         max_words: target.len().saturating_mul(setup.limits.max_words_factor),
         heap: BinaryHeap::new(),
         seq: 0,
@@ -344,6 +347,15 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         .filter(|&(_, &bound)| bound < s.best.est)
         .map(|(&shape, _)| shape)
         .collect();
+    // The budget may have filled the search's bounds: the shapes set aside
+    // are derived whatever the search holds, or a prior could make the
+    // result worse than the root-only search's, and a larger budget worse
+    // than a smaller one (silero-vad-f32's STFT basis at budget 64: its
+    // Match's literal runs lost their Scan, 669 bytes). What they hold is
+    // still bounded: a few streams of the target's length per root shape,
+    // and no state is expanded after them.
+    s.max_holes = usize::MAX;
+    s.max_words = usize::MAX;
     s.prepare_root(root, &may_win);
     for (shape, bound) in unlikely.into_iter().zip(bounds) {
         if bound < s.best.est {
@@ -568,8 +580,7 @@ impl Search<'_> {
 
     /// Whether the limits let in `holes` more holes holding `words` more words.
     fn fits(&self, holes: usize, words: usize) -> bool {
-        self.holes.len() + holes <= self.setup.limits.max_holes
-            && self.words + words <= self.max_words
+        self.holes.len() + holes <= self.max_holes && self.words + words <= self.max_words
     }
 
     /// `parent` with `hole` expanded by its `shape`-th candidate.
