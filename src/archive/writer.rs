@@ -60,8 +60,10 @@ impl Default for PackOptions {
     }
 }
 
-/// Effort levels, as zstd's and xz's: higher is slower and never larger on
-/// the test corpus (see docs/PERFORMANCE.md).
+/// Effort levels, as zstd's and xz's: higher is slower, and on the test
+/// corpus larger than the default only where a deeper search of a tensor's
+/// first chunk re-fits its later chunks worse (minilm-f32 at level 7, see
+/// docs/PERFORMANCE.md).
 pub const LEVELS: std::ops::RangeInclusive<u8> = 1..=9;
 /// The level `brevis pack` uses unless told otherwise.
 pub const DEFAULT_LEVEL: u8 = 5;
