@@ -49,7 +49,9 @@ pub enum Order {
     EstimatedSize,
 }
 
-/// Bounds that keep one search finite.
+/// Bounds that keep one search finite. The holes and words bound what the
+/// budget spends; the root shapes a prior set aside are derived after it,
+/// past them (each a few streams of the target's length).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// Holes created per search.
