@@ -255,9 +255,9 @@ struct Search<'a> {
     prepared: HashMap<usize, Option<Vec<Child>>>,
     branches: HashMap<(usize, usize), Rc<Branch>>,
     words: usize,
-    /// Holes and words the search may hold (see [`Search::fits`]).
-    max_holes: usize,
     max_words: usize,
+    /// Whether the limits on holes and words still hold (see [`Search::fits`]).
+    bounded: bool,
     heap: BinaryHeap<Entry>,
     seq: u64,
     /// The best state so far and its exact cost (see [`Search::exact_est`]).
@@ -273,8 +273,8 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
         prepared: HashMap::new(),
         branches: HashMap::new(),
         words: 0,
-        max_holes: setup.limits.max_holes,
         max_words: target.len().saturating_mul(setup.limits.max_words_factor),
+        bounded: true,
         heap: BinaryHeap::new(),
         seq: 0,
         best: State {
@@ -356,8 +356,7 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     // Match's literal runs lost their Scan, 669 bytes). What they hold is
     // still bounded: a few streams of the target's length per root shape,
     // and no state is expanded after them.
-    s.max_holes = usize::MAX;
-    s.max_words = usize::MAX;
+    s.bounded = false;
     s.prepare_root(root, &may_win);
     for (shape, bound) in unlikely.into_iter().zip(bounds) {
         if bound < s.best.est {
@@ -582,7 +581,9 @@ impl Search<'_> {
 
     /// Whether the limits let in `holes` more holes holding `words` more words.
     fn fits(&self, holes: usize, words: usize) -> bool {
-        self.holes.len() + holes <= self.max_holes && self.words + words <= self.max_words
+        !self.bounded
+            || (self.holes.len() + holes <= self.setup.limits.max_holes
+                && self.words + words <= self.max_words)
     }
 
     /// `parent` with `hole` expanded by its `shape`-th candidate.
