@@ -598,6 +598,58 @@ proptest! {
     }
 }
 
+/// What a lane's program codes to in its chunk: with its literals
+/// partitioned into classes of rows where that is smaller.
+fn partitioned_size(p: &Program<Literal>, words: &[u32], hint: Hint) -> usize {
+    size(&synth::with_partitions(p.clone(), words, hint))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// A deeper search (a larger budget, or all of a long stream's words
+    /// searched) never yields a lane that codes larger than the default
+    /// search's once both are partitioned, as packing partitions them: the
+    /// deeper search weighs its programs before partitions.
+    #[test]
+    fn a_deeper_search_never_codes_larger_than_the_default(
+        format in 0usize..5,
+        row in prop::sample::select(vec![64usize, 384, 1000]),
+        scales in 1usize..9,
+        budget in prop::sample::select(vec![16usize, 32]),
+        whole in any::<bool>(),
+        seed: u64,
+    ) {
+        let float = brevis::dsl::FloatFormat::ALL[format];
+        // Longer than the default search looks at.
+        let n = 2 * synth::SEARCH_WORDS;
+        let words: Arc<[u32]> = (weights(seed, n).into_iter().enumerate())
+            .map(|(i, w)| {
+                let scale = (1 + (i / row * 5 + seed as usize) % scales) as f32;
+                let x = f32::from_bits(w) * scale;
+                match float.width() {
+                    32 => x.to_bits(),
+                    16 => x.to_bits() >> 16,
+                    _ => (x.to_bits() >> 24) & 0xff,
+                }
+            })
+            .collect();
+        let width = float.width();
+        let hint = Hint { float: Some(float), rows: Some(row) };
+        let at = |opts: &SynthOptions| {
+            let p = synth::synthesize_like(&words, width, hint, opts, &[], true).unwrap();
+            prop_assert!(runs_to(&p, &words), "{}", p);
+            Ok(partitioned_size(&p, &words, hint))
+        };
+        let deeper = SynthOptions {
+            search_words: if whole { synth::MATCH_WORDS } else { synth::SEARCH_WORDS },
+            ..opts(budget)
+        };
+        let (d, s) = (at(&deeper)?, at(&opts(synth::DEFAULT_BUDGET))?);
+        prop_assert!(d <= s, "budget {budget}: {d} > default {s}");
+    }
+}
+
 /// F32 weights whose rows of 256 have one of four scales (an embedding's
 /// tokens of different norms): a literal of their exponents becomes a
 /// Partition of rows, smaller than the program without it, that yields the
