@@ -25,7 +25,7 @@ pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use matches::{match_program, match_streams, min_match};
 pub use palette::palette_streams;
-pub use partition::{with_partitions, MIN_GROUP};
+pub use partition::{may_partition, with_partitions, MIN_GROUP};
 pub use prior::Prior;
 pub use production::Production;
 pub use refit::{byte_planes_cost, order0_bytes, plane_counts, strided_planes_cost, Template};
@@ -469,12 +469,12 @@ pub fn synthesize_like(
 }
 
 /// [`synthesize_shared`] of a lane; where `opts` search deeper than the
-/// default (a larger budget, or more words), the default search's program
-/// too, and of the two the one that codes smaller once its literals are
-/// partitioned (as the chunk will be, see [`with_partitions`]). A deeper
-/// search weighs its programs before partitions: on minilm-f32's matrices a
-/// budget of 32 found fields that code smaller as they are, where the
-/// default's 8-bit field codes smaller still in classes of rows.
+/// default (a larger budget, or more words) and the lane's literals may be
+/// partitioned (see [`with_partitions`]), the default search's program too,
+/// and of the two the one that codes smaller once partitioned. A search
+/// weighs its programs before partitions: on minilm-f32's matrices a budget
+/// of 32 found fields that code smaller as they are, where the default's
+/// 8-bit field codes smaller still in classes of rows.
 fn deeper_or_default(
     words: &Arc<[u32]>,
     width: u32,
@@ -482,7 +482,7 @@ fn deeper_or_default(
     opts: &SynthOptions,
 ) -> Program<Literal> {
     let deeper = opts.budget > DEFAULT_BUDGET || opts.search_words > SEARCH_WORDS;
-    if !deeper {
+    if !(deeper && opts.partitions && may_partition(words.len(), hint)) {
         return synthesize_shared(words, width, hint, opts);
     }
     let default = SynthOptions {
@@ -494,10 +494,7 @@ fn deeper_or_default(
         || synthesize_shared(words, width, hint, opts),
         || synthesize_shared(words, width, hint, &default),
     );
-    let coded = |p: &Program<Literal>| match opts.partitions {
-        true => exact_cost(&with_partitions(p.clone(), words, hint)),
-        false => exact_cost(p),
-    };
+    let coded = |p: &Program<Literal>| exact_cost(&with_partitions(p.clone(), words, hint));
     if coded(&shallow) < coded(&found) {
         shallow
     } else {

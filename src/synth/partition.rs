@@ -45,7 +45,7 @@ pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program
     let (Some(rows), Some(float)) = (hint.rows, hint.float) else {
         return p;
     };
-    if rows < MIN_GROUP || lane.len() < MIN_WORDS || float.width() != p.ty.width {
+    if !may_partition(lane.len(), hint) || float.width() != p.ty.width {
         return p;
     }
     let order = std::cell::OnceCell::new();
@@ -55,6 +55,13 @@ pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program
             .as_slice()
     };
     partition_literals(p, rows, &order)
+}
+
+/// Whether [`with_partitions`] may partition a program of a lane of `len`
+/// words with `hint`: float words in rows long enough, and enough of them.
+pub fn may_partition(len: usize, hint: Hint) -> bool {
+    let rows = hint.rows.filter(|_| hint.float.is_some());
+    rows.is_some_and(|rows| rows >= MIN_GROUP && len >= MIN_WORDS)
 }
 
 /// The groups of `rows` words of `lane`, in order of their exponents' sum
