@@ -554,6 +554,28 @@ fn a_stream_of_one_word_nearly_everywhere_becomes_sparse() {
     assert!(format!("{found}").contains("sparse"), "{found}");
 }
 
+/// `n` weights in `float`'s words, in rows of `row` whose scales cycle
+/// through `scales` values (1 to `scales`).
+fn scaled_rows(
+    seed: u64,
+    n: usize,
+    row: usize,
+    scales: usize,
+    float: brevis::dsl::FloatFormat,
+) -> Vec<u32> {
+    (weights(seed, n).into_iter().enumerate())
+        .map(|(i, w)| {
+            let scale = (1 + (i / row * 5 + seed as usize) % scales) as f32;
+            let x = f32::from_bits(w) * scale;
+            match float.width() {
+                32 => x.to_bits(),
+                16 => x.to_bits() >> 16,
+                _ => (x.to_bits() >> 24) & 0xff,
+            }
+        })
+        .collect()
+}
+
 /// Finds a Partition node anywhere in `p`: its group length and class count.
 fn partition_in(p: &Program<Literal>) -> Option<(usize, usize)> {
     match &p.op {
@@ -577,18 +599,7 @@ proptest! {
         seed: u64,
     ) {
         let float = brevis::dsl::FloatFormat::ALL[format];
-        let n = 20_000;
-        let words: Vec<u32> = (weights(seed, n).into_iter().enumerate())
-            .map(|(i, w)| {
-                let scale = (1 + (i / row * 5 + seed as usize) % scales) as f32;
-                let x = f32::from_bits(w) * scale;
-                match float.width() {
-                    32 => x.to_bits(),
-                    16 => x.to_bits() >> 16,
-                    _ => (x.to_bits() >> 24) & 0xff,
-                }
-            })
-            .collect();
+        let words = scaled_rows(seed, 20_000, row, scales, float);
         let width = float.width();
         let hint = Hint { float: Some(float), rows: Some(row) };
         let found = synth::synthesize(&words, width, hint, &opts(8));
@@ -622,18 +633,7 @@ proptest! {
     ) {
         let float = brevis::dsl::FloatFormat::ALL[format];
         // Longer than the default search looks at.
-        let n = 2 * synth::SEARCH_WORDS;
-        let words: Arc<[u32]> = (weights(seed, n).into_iter().enumerate())
-            .map(|(i, w)| {
-                let scale = (1 + (i / row * 5 + seed as usize) % scales) as f32;
-                let x = f32::from_bits(w) * scale;
-                match float.width() {
-                    32 => x.to_bits(),
-                    16 => x.to_bits() >> 16,
-                    _ => (x.to_bits() >> 24) & 0xff,
-                }
-            })
-            .collect();
+        let words: Arc<[u32]> = scaled_rows(seed, 2 * synth::SEARCH_WORDS, row, scales, float).into();
         let width = float.width();
         let hint = Hint { float: Some(float), rows: Some(row) };
         let at = |opts: &SynthOptions| {

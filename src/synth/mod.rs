@@ -25,7 +25,7 @@ pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use matches::{match_program, match_streams, min_match};
 pub use palette::palette_streams;
-pub use partition::{may_partition, with_partitions, MIN_GROUP};
+pub use partition::{with_partitions, MIN_GROUP};
 pub use prior::Prior;
 pub use production::Production;
 pub use refit::{byte_planes_cost, order0_bytes, plane_counts, strided_planes_cost, Template};
@@ -482,7 +482,7 @@ fn deeper_or_default(
     opts: &SynthOptions,
 ) -> Program<Literal> {
     let deeper = opts.budget > DEFAULT_BUDGET || opts.search_words > SEARCH_WORDS;
-    if !(deeper && opts.partitions && may_partition(words.len(), hint)) {
+    if !(deeper && opts.partitions && partition::may_partition(words.len(), hint)) {
         return synthesize_shared(words, width, hint, opts);
     }
     let default = SynthOptions {

@@ -59,7 +59,7 @@ pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program
 
 /// Whether [`with_partitions`] may partition a program of a lane of `len`
 /// words with `hint`: float words in rows long enough, and enough of them.
-pub fn may_partition(len: usize, hint: Hint) -> bool {
+pub(super) fn may_partition(len: usize, hint: Hint) -> bool {
     let rows = hint.rows.filter(|_| hint.float.is_some());
     rows.is_some_and(|rows| rows >= MIN_GROUP && len >= MIN_WORDS)
 }
