@@ -26,6 +26,9 @@
 //! Version 7 adds the Partition operator: matrices whose rows differ in
 //! scale.
 //!
+//! Version 8 adds the Mirror operator: rows that are their own mirror
+//! image.
+//!
 //! Version 4 adds differences from a base: `difference-tuned` (every value of
 //! every float width moved by a few units in its last place) is packed against
 //! `difference-base`.
@@ -74,7 +77,8 @@ fn main() {
         5 => sparse(dir),
         6 => seeded_rans(dir),
         7 => partitioned(dir),
-        _ => panic!("{usage}: VERSION is 1 to 7"),
+        8 => mirrored(dir),
+        _ => panic!("{usage}: VERSION is 1 to 8"),
     }
 }
 
@@ -340,6 +344,52 @@ fn partitioned(dir: &Path) {
     std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
     let a = pack(&src, 64 * 1024, None);
     assert_eq!(a.version(), 7, "classes of rows make a version 7 archive");
+}
+
+/// Version 8, the Mirror operator: an STFT basis of windowed cosines and
+/// sines whose rows are their mirror image (the cosines) or its negation
+/// (the sines, whose zeros keep their sign, as silero-vad's do), F32 in
+/// chunks of 64 KiB (the last chunk two rows, which re-fit the first's
+/// program), and BF16 rows of symmetric filters (palindromes of 33 words),
+/// which the packer stores as each row's first half and the differences of
+/// the rest from their mirror words.
+fn mirrored(dir: &Path) {
+    let n = 128usize;
+    let half = n / 2 + 1;
+    let basis = (0..2 * half).flat_map(|row| {
+        let (k, sine) = (row % half, row >= half);
+        let head: Vec<f32> = (0..half)
+            .map(|i| {
+                let tau = 2.0 * std::f64::consts::PI;
+                let window = 0.5 - 0.5 * (tau * i as f64 / n as f64).cos();
+                let phase = tau * ((k * i) % n) as f64 / n as f64;
+                let wave = if sine { phase.sin() } else { phase.cos() };
+                (window * wave) as f32
+            })
+            .collect();
+        let tail = (half..n).map(|i| head[n - i]);
+        let tail = tail.map(|x| if sine && x != 0.0 { -x } else { x });
+        let row: Vec<u32> = head.iter().copied().chain(tail).map(f32::to_bits).collect();
+        row
+    });
+    let filters = f32s(32 * 17, 83, 0.05);
+    let palindromes = filters.chunks(17).flat_map(|h| {
+        let rest = h[..16].iter().rev();
+        h.iter().chain(rest).map(|&x| bf16(x)).collect::<Vec<_>>()
+    });
+    let tensors = vec![
+        tensor(
+            "stft.basis",
+            "F32",
+            &[2 * half as u64, 1, n as u64],
+            bytes32(basis),
+        ),
+        tensor("filters.bf16", "BF16", &[32, 33], bytes16(palindromes)),
+    ];
+    let src = dir.join("mirror-basis.safetensors");
+    std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
+    let a = pack(&src, 64 * 1024, None);
+    assert_eq!(a.version(), 8, "mirrored rows make a version 8 archive");
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and

@@ -28,7 +28,16 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 7] = [(1, 10), (2, 3), (3, 1), (4, 3), (5, 1), (6, 4), (7, 1)];
+const VERSIONS: [(u8, usize); 8] = [
+    (1, 10),
+    (2, 3),
+    (3, 1),
+    (4, 3),
+    (5, 1),
+    (6, 4),
+    (7, 1),
+    (8, 1),
+];
 
 #[test]
 fn golden_archives_decode_to_their_originals() {
@@ -152,6 +161,14 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
         Op::Match { .. } => "match".into(),
         Op::Sparse { .. } => "sparse".into(),
         Op::Partition { parts, .. } => format!("partition {}", parts.len()),
+        Op::Mirror { row, pivot, .. } => {
+            let about = if pivot == row {
+                "past the row"
+            } else {
+                "its middle"
+            };
+            format!("mirror about {about}")
+        }
     };
     out.insert(feature);
     p.children().for_each(|c| features(c, out));
@@ -364,6 +381,24 @@ fn version_7_golden_archives_use_partitions_and_version_6_refuses_them() {
     found
         .iter()
         .for_each(|brv| refused_as_older(brv, 7, "unknown operator"));
+}
+
+#[test]
+fn version_8_golden_archives_use_mirrors_and_version_7_refuses_them() {
+    let found = archives(8);
+    let seen = coverage_of(8, found.clone());
+    for feature in [
+        "mirror about past the row",
+        "mirror about its middle",
+        "dtype F32",
+        "dtype BF16",
+    ] {
+        assert!(seen.contains(feature), "{feature} not covered: {seen:?}");
+    }
+    // A Mirror is not an operator of version 7.
+    found
+        .iter()
+        .for_each(|brv| refused_as_older(brv, 8, "unknown operator"));
 }
 
 #[test]

@@ -5,8 +5,8 @@
 use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
 use brevis::synth::{
-    expansions, match_program, match_streams, palette_streams, prediction_slack, scaled_streams,
-    sparse_leaf, synthesize, Hint, SynthOptions,
+    expansions, match_program, match_streams, mirror_program, mirror_streams, palette_streams,
+    prediction_slack, scaled_streams, sparse_leaf, synthesize, Hint, Mirroring, SynthOptions,
 };
 use brevis::wire::WireError;
 use proptest::prelude::*;
@@ -969,6 +969,110 @@ fn decoder_checks_partition_counts() {
         decode_program(&[11, 0, 0], Type { width: 8, len: 1 }, Limits::default()),
         Err(WireError {
             reason: "partition of fewer than two words",
+            ..
+        })
+    ));
+}
+
+/// Rows that mirror themselves, of every width: rows of `row` words whose
+/// last `tail` words are their mirror words xor the row's mask, but for a
+/// few strays; with a mirroring that fits.
+fn mirrored() -> impl Strategy<Value = (u32, Vec<u32>, Mirroring)> {
+    (1u32..=32, 2usize..40, 1usize..20, any::<bool>()).prop_flat_map(|(width, row, rows, mid)| {
+        let tail = if mid { row / 2 } else { (row - 1) / 2 }.max(1);
+        let pivot = if mid || 2 * tail >= row { row - 1 } else { row };
+        let m = Mirroring { row, tail, pivot };
+        let word = any::<u32>().prop_map(move |w| w & mask(width));
+        let words = prop::collection::vec(word, row * rows);
+        let masks = prop::collection::vec(prop_oneof![Just(0u32), Just(mask(width))], rows);
+        let strays = prop::collection::vec((0..row * rows, any::<u32>()), 0..4);
+        (Just(width), words, masks, strays).prop_map(move |(width, mut t, masks, strays)| {
+            for (r, words) in t.chunks_mut(row).enumerate() {
+                for c in row - tail..row {
+                    words[c] = words[pivot - c] ^ masks[r];
+                }
+            }
+            strays
+                .into_iter()
+                .for_each(|(at, w)| t[at] = w & mask(width));
+            (width, t, m)
+        })
+    })
+}
+
+/// The Mirror node of `t` with mirroring `m`, its head and differences as
+/// their best leaves.
+fn mirror_of(t: &[u32], width: u32, m: Mirroring) -> Program<Literal> {
+    let (head, diffs) = mirror_streams(t, m);
+    let ty = Type {
+        width,
+        len: t.len(),
+    };
+    mirror_program(ty, m, leaf(head, width), leaf(diffs, width))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A Mirror yields its rows through bytes in every word type, whatever
+    /// its rows and strays; a version 7 reader (no Mirror) refuses it as an
+    /// unknown operator.
+    #[test]
+    fn mirror_yields_its_target((width, t, m) in mirrored()) {
+        prop_assert!(mirror_fits(t.len(), m.row, m.tail, m.pivot));
+        let p = mirror_of(&t, width, m);
+        prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+        let ty = Type { width, len: t.len() };
+        let v7 = Limits { mirror: false, ..Limits::default() };
+        let err = decode_program(&encoded(&p), ty, v7).unwrap_err();
+        prop_assert_eq!(err.reason, "unknown operator");
+    }
+}
+
+/// The bytes of a Mirror of 8-bit words with these parameters (encoded as
+/// `row - 2`, `tail - 1`, `pivot + 1 - row`) and two constant children.
+fn mirror_bytes(row: u8, tail: u8, pivot_offset: u8) -> Vec<u8> {
+    vec![12, row - 2, tail - 1, pivot_offset, 1, 5, 1, 0]
+}
+
+/// Every parameter of a Mirror is checked against the node's length before
+/// its children are read: rows that do not divide it, a tail longer than
+/// half a row, a pivot that would read a mirrored word or past the row.
+#[test]
+fn decoder_checks_mirror_parameters() {
+    let ty = Type { width: 8, len: 12 };
+    let run = |bytes: &[u8]| run_bytes(bytes, ty);
+    // Rows of 4 whose last word mirrors column 0, 1 or 2, whose last two
+    // mirror columns 1 and 0; rows of 6 whose last two mirror 3 and 2.
+    assert_eq!(run(&mirror_bytes(4, 1, 0)).unwrap(), [5; 12]);
+    assert_eq!(run(&mirror_bytes(4, 2, 0)).unwrap(), [5; 12]);
+    assert_eq!(run(&mirror_bytes(6, 2, 2)).unwrap(), [5; 12]);
+    let reject = |bytes: &[u8], why: &str| rejected(bytes, ty, why);
+    reject(
+        &mirror_bytes(5, 1, 0),
+        "mirror rows do not divide its words",
+    );
+    reject(&[12, 11], "mirror row longer than its program");
+    reject(
+        &mirror_bytes(4, 3, 0),
+        "mirror tail longer than half its row",
+    );
+    reject(
+        &mirror_bytes(6, 2, 3),
+        "mirror pivot reads past its kept words",
+    );
+    reject(
+        &mirror_bytes(4, 2, 1),
+        "mirror pivot reads past its kept words",
+    );
+    assert!(matches!(
+        decode_program(
+            &[12, 0, 0, 0, 1, 5, 1, 0],
+            Type { width: 8, len: 1 },
+            Limits::default()
+        ),
+        Err(WireError {
+            reason: "mirror of fewer than two words",
             ..
         })
     ));

@@ -524,6 +524,99 @@ fn repeated_words_become_a_match() {
     assert_eq!(p, synth::search(&w, 32, F32, &opts).program);
 }
 
+/// A basis of cosines and sines of `n` columns, `2 * (n / 2 + 1)` rows,
+/// windowed by `a - (1 - a) cos` (0.5 Hann's, 0.54 Hamming's), made as an
+/// STFT's is: each row's columns past `n / 2` are its columns below
+/// mirrored (column `n - i` is column `i`), negated in the sine rows but
+/// where they are zero.
+fn fourier_basis(n: usize, a: f64) -> Vec<u32> {
+    let half = n / 2 + 1;
+    (0..2 * half)
+        .flat_map(|row| {
+            let (k, sine) = (row % half, row >= half);
+            let head: Vec<f32> = (0..half)
+                .map(|i| {
+                    let tau = 2.0 * std::f64::consts::PI;
+                    let window = a - (1.0 - a) * (tau * i as f64 / n as f64).cos();
+                    let phase = tau * ((k * i) % n) as f64 / n as f64;
+                    (window * if sine { phase.sin() } else { phase.cos() }) as f32
+                })
+                .collect();
+            let tail = (half..n).map(|i| head[n - i]);
+            let tail = tail.map(|x| if sine && x != 0.0 { -x } else { x });
+            head.clone()
+                .into_iter()
+                .chain(tail)
+                .map(f32::to_bits)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Rows that are their own mirror image become a Mirror where the stream's
+/// rows are known, far smaller than the program found without them, and
+/// its template re-fits another chunk of the same rows; a palindrome's rows
+/// (about their middle) too. Weights in rows are left as they were.
+#[test]
+fn rows_that_mirror_themselves_become_a_mirror() {
+    let opts = opts(synth::DEFAULT_BUDGET);
+    let n = 128;
+    let t = fourier_basis(n, 0.5);
+    let rows = |row| Hint {
+        rows: Some(row),
+        ..F32
+    };
+    let p = synth::synthesize(&t, 32, rows(n), &opts);
+    assert!(runs_to(&p, &t));
+    let Op::Mirror {
+        row, tail, pivot, ..
+    } = p.op
+    else {
+        panic!("not a mirror: {p}");
+    };
+    assert_eq!((row, tail, pivot), (n, n / 2 - 1, n));
+    let plain = synth::synthesize(&t, 32, F32, &opts);
+    assert!(
+        size(&p) * 4 < size(&plain) * 3,
+        "{} vs {}",
+        size(&p),
+        size(&plain)
+    );
+    // Another window's basis re-fits its template.
+    let hamming: Arc<[u32]> = fourier_basis(n, 0.54).into();
+    let refit = synth::Template::of(&p).apply(&hamming).expect("re-fits");
+    assert!(runs_to(&refit, &hamming), "{refit}");
+    assert!(matches!(refit.op, Op::Mirror { .. }), "{refit}");
+    // Palindromes: rows of 33 whose last 16 words mirror their first 16.
+    let w = weights(9, 64 * 17);
+    let t: Vec<u32> = (w.chunks(17))
+        .flat_map(|h| {
+            h.iter()
+                .chain(h[..16].iter().rev())
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let p = synth::synthesize(&t, 32, rows(33), &opts);
+    assert!(runs_to(&p, &t));
+    assert!(
+        matches!(
+            p.op,
+            Op::Mirror {
+                row: 33,
+                tail: 16,
+                pivot: 32,
+                ..
+            }
+        ),
+        "{p}"
+    );
+    // Weights in rows: no Mirror, the search's program as before.
+    let w = weights(5, 16384);
+    let p = synth::synthesize(&w, 32, rows(128), &opts);
+    assert_eq!(p, synth::synthesize(&w, 32, F32, &opts));
+}
+
 /// The high bytes of a fine-tune's small differences from its base are
 /// zero nearly everywhere: their leaf is a Sparse node (fill, gaps and
 /// values), smaller than any literal of them, and the search's program of

@@ -4,7 +4,8 @@
 #![forbid(unsafe_code)]
 
 use super::format::{
-    MATCH_VERSION, PARTITION_VERSION, QUANTIZED_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION,
+    MATCH_VERSION, MIRROR_VERSION, PARTITION_VERSION, QUANTIZED_VERSION, SEEDED_RANS_VERSION,
+    SPARSE_VERSION,
 };
 use crate::codec::Word;
 use crate::codec::{peek_codec, Codec};
@@ -47,6 +48,7 @@ pub fn program_limits(version: u8) -> Limits {
         sparse: version >= SPARSE_VERSION,
         seeded_rans: version >= SEEDED_RANS_VERSION,
         partition: version >= PARTITION_VERSION,
+        mirror: version >= MIRROR_VERSION,
         ..Limits::default()
     }
 }
@@ -56,7 +58,8 @@ pub fn program_limits(version: u8) -> Limits {
 /// need ([`QUANTIZED_VERSION`] for an operator for quantized weights,
 /// [`MATCH_VERSION`] for a Match, [`SPARSE_VERSION`] for a Sparse node,
 /// [`SEEDED_RANS_VERSION`] for a rANS literal of tag 4,
-/// [`PARTITION_VERSION`] for a Partition), else 1.
+/// [`PARTITION_VERSION`] for a Partition, [`MIRROR_VERSION`] for a Mirror),
+/// else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
     fn needs(p: &dsl::Program<dsl::EncodedLit>) -> u8 {
         let own = match p.op {
@@ -64,6 +67,7 @@ pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
             dsl::Op::Match { .. } => MATCH_VERSION,
             dsl::Op::Sparse { .. } => SPARSE_VERSION,
             dsl::Op::Partition { .. } => PARTITION_VERSION,
+            dsl::Op::Mirror { .. } => MIRROR_VERSION,
             dsl::Op::Lit(l) if peek_codec(l.bytes) == Ok(Codec::Rans) => SEEDED_RANS_VERSION,
             _ => 1,
         };

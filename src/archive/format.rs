@@ -15,8 +15,9 @@ use crate::wire::{put_varint, Reader, WireError};
 /// whose programs use a version 4 operator (Match), version 5 for one whose
 /// programs use a Sparse node, version 6 for one with a rANS literal of tag 4
 /// (tables of counts to a few bits, seeded states), version 7 for one whose
-/// programs use a Partition node.
-pub const FORMAT_VERSION: u8 = 7;
+/// programs use a Partition node, version 8 for one whose programs use a
+/// Mirror node.
+pub const FORMAT_VERSION: u8 = 8;
 
 /// The first version whose programs may use the operators for quantized
 /// weights (Palette, Scaled).
@@ -41,6 +42,11 @@ pub const SEEDED_RANS_VERSION: u8 = 6;
 /// The first version whose programs may use the Partition operator (groups
 /// of words drawn from a stream per class).
 pub const PARTITION_VERSION: u8 = 7;
+
+/// The first version whose programs may use the Mirror operator (rows that
+/// are their own mirror image, up to a difference).
+pub const MIRROR_VERSION: u8 = 8;
+
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
 

@@ -19,8 +19,8 @@ pub use decode::{decode_record, program_limits, record_version};
 pub use encode::{encode_record, literal_fallbacks};
 pub use format::{
     assemble, BaseEntry, BaseSpan, ChunkEntry, Index, DIFFERENCE_VERSION, FORMAT_VERSION,
-    HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, PARTITION_VERSION, QUANTIZED_VERSION,
-    SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
+    HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, MIRROR_VERSION, PARTITION_VERSION,
+    QUANTIZED_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use run_bases::RunBases;

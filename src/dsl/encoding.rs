@@ -24,6 +24,7 @@ const TAG_SCALED: u8 = 8;
 const TAG_MATCH: u8 = 9;
 const TAG_SPARSE: u8 = 10;
 const TAG_PARTITION: u8 = 11;
+const TAG_MIRROR: u8 = 12;
 
 /// Bounds on the shape of a decoded program; anything larger is rejected.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +50,8 @@ pub struct Limits {
     /// Whether the Partition operator is accepted (format version 7 and
     /// later).
     pub partition: bool,
+    /// Whether the Mirror operator is accepted (format version 8 and later).
+    pub mirror: bool,
 }
 
 impl Default for Limits {
@@ -62,6 +65,7 @@ impl Default for Limits {
             sparse: true,
             seeded_rans: true,
             partition: true,
+            mirror: true,
         }
     }
 }
@@ -263,6 +267,20 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             encode_program(classes, out);
             parts.iter().for_each(|q| encode_program(q, out));
         }
+        Op::Mirror {
+            row,
+            tail,
+            pivot,
+            head,
+            diffs,
+        } => {
+            out.push(TAG_MIRROR);
+            put_varint(out, *row as u64 - 2);
+            put_varint(out, *tail as u64 - 1);
+            put_varint(out, (*pivot + 1 - row) as u64);
+            encode_program(head, out);
+            encode_program(diffs, out);
+        }
     }
 }
 
@@ -330,6 +348,13 @@ fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) 
             }
             Op::Partition { group, parts, .. } => {
                 varint_len(*group as u64 - 1) + part_lens_len(parts)
+            }
+            Op::Mirror {
+                row, tail, pivot, ..
+            } => {
+                varint_len(*row as u64 - 2)
+                    + varint_len(*tail as u64 - 1)
+                    + varint_len((*pivot + 1 - row) as u64)
             }
         }
 }
@@ -433,6 +458,7 @@ impl<'a> Decoder<'a> {
             TAG_MATCH if self.limits.matches => self.matches(ty, depth)?,
             TAG_SPARSE if self.limits.sparse => self.sparse(ty, depth)?,
             TAG_PARTITION if self.limits.partition => self.partition(ty, depth)?,
+            TAG_MIRROR if self.limits.mirror => self.mirror(ty, depth)?,
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })
@@ -760,6 +786,56 @@ impl<'a> Decoder<'a> {
             group,
             classes,
             parts,
+        })
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// A Mirror: rows of `2 <= row <= n` words that divide `n`, the last
+    /// `1 <= tail <= row / 2` of each mirrored from column `pivot - c`,
+    /// `row - 1 <= pivot < 2 * (row - tail)` (see [`super::mirror_fits`]).
+    fn mirror(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
+        let at = self.r.pos();
+        if ty.len < 2 {
+            return self.fail(at, "mirror of fewer than two words");
+        }
+        let row = self
+            .r
+            .varint_max(ty.len as u64 - 2, "mirror row longer than its program")?
+            as usize
+            + 2;
+        if !ty.len.is_multiple_of(row) {
+            return self.fail(at, "mirror rows do not divide its words");
+        }
+        let tail = self
+            .r
+            .varint_max(row as u64 / 2 - 1, "mirror tail longer than half its row")?
+            as usize
+            + 1;
+        let pivot = self.r.varint_max(
+            (row - 2 * tail) as u64,
+            "mirror pivot reads past its kept words",
+        )? as usize
+            + row
+            - 1;
+        debug_assert!(super::mirror_fits(ty.len, row, tail, pivot));
+        let rows = ty.len / row;
+        let head = Type {
+            width: ty.width,
+            len: rows * (row - tail),
+        };
+        let diffs = Type {
+            width: ty.width,
+            len: rows * tail,
+        };
+        let head = Box::new(self.node(head, depth + 1)?);
+        let diffs = Box::new(self.node(diffs, depth + 1)?);
+        Ok(Op::Mirror {
+            row,
+            tail,
+            pivot,
+            head,
+            diffs,
         })
     }
 }

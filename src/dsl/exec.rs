@@ -250,6 +250,21 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
                 run_partition::<T, T, L>(partition, out, |rows, words| rows.copy_from_slice(words))?
             }
         }
+        Op::Mirror {
+            row,
+            tail,
+            pivot,
+            head,
+            diffs,
+        } => {
+            // The head's words go first, then move to their rows.
+            execute(head, &mut out[..head.ty.len])?;
+            with_scratch(diffs.ty.len, |d: &mut [T]| {
+                execute(diffs, d)?;
+                super::mirror_rows(out, *row, *tail, *pivot, d);
+                Ok(())
+            })?
+        }
     }
     Ok(())
 }

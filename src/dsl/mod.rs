@@ -113,6 +113,20 @@ pub enum Op<L> {
         classes: Box<Program<L>>,
         parts: Vec<Program<L>>,
     },
+    /// Rows that mirror themselves (format version 8): the words are rows of
+    /// `row` words; the first `row - tail` words of each row are the next
+    /// words of `head`, and each of its last `tail` words, at column `c`, is
+    /// the word at column `pivot - c` of the same row xor the next word of
+    /// `diffs`. A basis of cosines and sines (an STFT's) is its rows' mirror
+    /// image or its negation. See [`mirror_rows`] for the bounds a decoder
+    /// checks.
+    Mirror {
+        row: usize,
+        tail: usize,
+        pivot: usize,
+        head: Box<Program<L>>,
+        diffs: Box<Program<L>>,
+    },
 }
 
 /// A literal as the synthesizer holds it: the words and the codec chosen for them.
@@ -194,6 +208,7 @@ impl<L> Program<L> {
             Op::Match { parts } => (&parts[..], None, None),
             Op::Sparse { gaps, values, .. } => (&[], Some(gaps), Some(values)),
             Op::Partition { classes, parts, .. } => (parts, Some(classes), None),
+            Op::Mirror { head, diffs, .. } => (&[], Some(head), Some(diffs)),
         };
         slice.iter().chain(first).chain(second)
     }
@@ -380,6 +395,45 @@ pub fn gather_partition<T, F>(
     Ok(())
 }
 
+/// Whether a Mirror of rows of `row` words may take the last `tail` of
+/// each from column `pivot - c`: the rows are whole (`len` a multiple of
+/// `row`), each keeps at least as many words as it mirrors, and every
+/// mirrored word reads a kept one (`row - 1 <= pivot <= 2 * (row - tail) - 1`).
+pub fn mirror_fits(len: usize, row: usize, tail: usize, pivot: usize) -> bool {
+    row >= 2
+        && len.is_multiple_of(row)
+        && (1..=row / 2).contains(&tail)
+        && pivot >= row - 1
+        && pivot < 2 * (row - tail)
+}
+
+/// Makes a Mirror's rows in `out` (see [`Op::Mirror`]), whose first
+/// `out.len() / row * (row - tail)` words hold the head's words: each row's
+/// kept words are moved to its place (the last row first, as every row
+/// moves forward), then its last `tail` words read their mirror words xor
+/// the next of `diffs`. The parameters must satisfy [`mirror_fits`] and
+/// `diffs` hold `tail` words a row, which the program's types guarantee.
+/// Work is O(out.len()).
+pub fn mirror_rows<T: codec::Word>(
+    out: &mut [T],
+    row: usize,
+    tail: usize,
+    pivot: usize,
+    diffs: &[T],
+) {
+    let kept = row - tail;
+    let rows = out.len() / row;
+    for r in (1..rows).rev() {
+        out.copy_within(r * kept..(r + 1) * kept, r * row);
+    }
+    for (words, diffs) in out.chunks_exact_mut(row).zip(diffs.chunks_exact(tail)) {
+        let (head, mirrored) = words.split_at_mut(kept);
+        for (c, (w, &d)) in (kept..).zip(mirrored.iter_mut().zip(diffs)) {
+            *w = T::from_u32(head[pivot - c].to_u32() ^ d.to_u32());
+        }
+    }
+}
+
 /// A readable one-line form, e.g. `merge[bf16](lit:huffman 8[4096], lit:raw 8[4096])`.
 /// `literal_name` names a literal's codec.
 pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> String {
@@ -421,6 +475,17 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
             classes,
             parts,
         } => format!("partition /{group}({}; {})", inner(classes), list(parts)),
+        Op::Mirror {
+            row,
+            tail,
+            pivot,
+            head,
+            diffs,
+        } => format!(
+            "mirror /{row} last {tail} from {pivot}({}, {})",
+            inner(head),
+            inner(diffs)
+        ),
     }
 }
 

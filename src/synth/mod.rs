@@ -12,6 +12,7 @@
 mod context;
 mod expand;
 mod matches;
+mod mirror;
 mod palette;
 mod partition;
 pub mod prior;
@@ -24,6 +25,7 @@ mod sparse;
 pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use matches::{match_program, match_streams, min_match};
+pub use mirror::{mirror_program, mirror_streams, mirroring, Mirroring};
 pub use palette::palette_streams;
 pub use partition::{with_partitions, MIN_GROUP};
 pub use prior::Prior;
@@ -231,7 +233,9 @@ pub const MATCH_WORDS: usize = 1 << 18;
 
 /// The program [`search`] finds on at most `opts.search_words` words (at
 /// least one), re-fit to all of them (their smallest leaf where it does not
-/// re-fit), or a Match node where that is smaller (see [`with_matches`]).
+/// re-fit), or a Match node where that is smaller (see [`with_matches`]),
+/// or a Mirror node where the rows mirror themselves and that is smaller
+/// still (see [`mirror::with_mirror`]).
 pub fn synthesize(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
     synthesize_shared(&words.into(), width, hint, opts)
 }
@@ -244,20 +248,29 @@ fn synthesize_shared(
     hint: Hint,
     opts: &SynthOptions,
 ) -> Program<Literal> {
+    let found = searched(words, width, hint, opts);
+    let found = if words.len() > MATCH_WORDS {
+        found
+    } else {
+        with_matches(words, width, hint, opts, found)
+    };
+    mirror::with_mirror(words, width, hint, opts, found)
+}
+
+/// The program [`search`] finds on at most `opts.search_words` of `words`
+/// (at least one), re-fit to all of them (their smallest leaf where it
+/// does not re-fit).
+fn searched(words: &Arc<[u32]>, width: u32, hint: Hint, opts: &SynthOptions) -> Program<Literal> {
     let sample = &words[..words.len().min(opts.search_words.max(1))];
     let found = match upcast_low(sample, width, hint) {
         Some(low) => upcast(sample, low, hint, opts),
         None => search(sample, width, hint, opts).program,
     };
-    let found = if words.len() > sample.len() {
+    if words.len() > sample.len() {
         (Template::of(&found).apply(words)).unwrap_or_else(|| leaf(words.clone(), width).0)
     } else {
         found
-    };
-    if words.len() > MATCH_WORDS {
-        return found;
     }
-    with_matches(words, width, hint, opts, found)
 }
 
 /// The low half of every word, if `words` are f32 values whose low halves
@@ -371,6 +384,19 @@ pub fn with_matches(
     if per_word >= MATCH_MARGIN * found_cost as f64 / words.len() as f64 + MATCH_SLACK {
         return found;
     }
+    searched_match(words, width, hint, opts, found)
+}
+
+/// `found`, or the Match node of `words` (at least two) with its four
+/// streams searched (the literal words with `hint`) where its exact cost is
+/// smaller.
+fn searched_match(
+    words: &[u32],
+    width: u32,
+    hint: Hint,
+    opts: &SynthOptions,
+    found: Program<Literal>,
+) -> Program<Literal> {
     let Some(streams) = matches::match_streams(words, width) else {
         return found;
     };
@@ -394,7 +420,7 @@ pub fn with_matches(
         len: words.len(),
     };
     let m = matches::match_program(ty, kids);
-    if exact_cost(&m) < found_cost && runs_to(&m, words) {
+    if exact_cost(&m) < exact_cost(&found) && runs_to(&m, words) {
         m
     } else {
         found

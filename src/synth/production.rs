@@ -36,6 +36,10 @@ pub enum Production {
     /// [`Production::ALL`]; a literal of the words of a tensor's rows may
     /// become one (see [`super::with_partitions`]).
     Partition,
+    /// A Mirror node (format version 8): like Match, outside
+    /// [`Production::ALL`]; the packer offers one at a lane's root where
+    /// the tensor's rows mirror themselves (see `super::mirror`).
+    Mirror,
 }
 
 impl Production {
@@ -106,6 +110,7 @@ impl Production {
             Op::Match { .. } => Production::Match,
             Op::Sparse { .. } => Production::Sparse,
             Op::Partition { .. } => Production::Partition,
+            Op::Mirror { .. } => Production::Mirror,
         }
     }
 
@@ -135,7 +140,7 @@ impl Production {
     /// Whether nodes of this production cost a full pass over their words when
     /// decoding, without changing how many there are (Maps, Scans, a
     /// Palette's table lookups, a Scaled node's products, a Partition's
-    /// gathering of its groups).
+    /// gathering of its groups, a Mirror's rows).
     pub fn is_full_pass(self) -> bool {
         self.is_map()
             || matches!(
@@ -146,6 +151,7 @@ impl Production {
                     | Production::Scaled
                     | Production::Match
                     | Production::Partition
+                    | Production::Mirror
             )
     }
 
@@ -172,6 +178,7 @@ impl Production {
             Production::Match => "match",
             Production::Sparse => "sparse",
             Production::Partition => "partition",
+            Production::Mirror => "mirror",
         }
     }
 

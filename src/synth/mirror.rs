@@ -1,0 +1,156 @@
+//! Mirrors: rows of a tensor that are their own mirror image, up to a
+//! difference per word (format version 8).
+//!
+//! A basis of cosines and sines, as an STFT's convolution holds, has rows
+//! that are symmetric (the cosines) or antisymmetric (the sines) about
+//! their middle: the second half of each row is the first half reversed,
+//! its signs flipped or not. A Mirror keeps each row's first half (its
+//! head) and codes the rest as the xor of each word with the word it
+//! mirrors, which is one word per row but where a zero keeps its sign.
+
+use super::{exact_cost, runs_to, searched, searched_match, synthesize_shared, Hint};
+use super::{SynthOptions, MATCH_WORDS};
+use crate::dsl::{mirror_fits, Literal, Op, Program, Type};
+use std::sync::Arc;
+
+/// Where a Mirror's rows take their mirrored words from: rows of `row`
+/// words whose last `tail` words, at column `c`, mirror column `pivot - c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mirroring {
+    pub row: usize,
+    pub tail: usize,
+    pub pivot: usize,
+}
+
+/// Rows shorter than this are not mirrored: a row's difference words are
+/// then too few to code as a run.
+const MIN_ROW: usize = 8;
+
+/// A Mirror is built only where at most one mirrored word in this many
+/// differs from its row's first difference: such differences code to
+/// almost nothing, others to about what the words would.
+const MAX_STRAY_DIVISOR: usize = 16;
+
+/// The mirroring of `words`' rows (`hint.rows` words each), if they mirror
+/// themselves: about the column past the last (`pivot = row`, a row of a
+/// discrete Fourier basis, whose column `row - n` is column `n`'s mirror),
+/// or about their middle (`pivot = row - 1`, a palindrome), with at most one
+/// word in [`MAX_STRAY_DIVISOR`] whose difference from its mirror differs
+/// from the row's first. The first row alone rejects most streams.
+pub fn mirroring(words: &[u32], hint: Hint) -> Option<Mirroring> {
+    let row = hint.rows.filter(|&r| r >= MIN_ROW)?;
+    let candidates = [
+        Mirroring {
+            row,
+            tail: (row - 1) / 2,
+            pivot: row,
+        },
+        Mirroring {
+            row,
+            tail: row / 2,
+            pivot: row - 1,
+        },
+    ];
+    (candidates.into_iter())
+        .filter(|m| words.len() >= m.row && mirror_fits(words.len(), m.row, m.tail, m.pivot))
+        .find(|m| {
+            let allowed = |rows: usize| rows * m.tail / MAX_STRAY_DIVISOR;
+            strays(&words[..row], *m) <= allowed(1)
+                && words
+                    .chunks_exact(row)
+                    .map(|r| strays(r, *m))
+                    .sum::<usize>()
+                    <= allowed(words.len() / row)
+        })
+}
+
+/// The mirrored words of one row whose difference from their mirror word
+/// is not the row's first.
+fn strays(row: &[u32], m: Mirroring) -> usize {
+    let kept = m.row - m.tail;
+    let diff = |c: usize| row[c] ^ row[m.pivot - c];
+    let first = diff(kept);
+    (kept..m.row).filter(|&c| diff(c) != first).count()
+}
+
+/// The head (each row's first `row - tail` words, rows in order) and the
+/// differences (each mirrored word xor its mirror) of `words`, whose length
+/// `m` fits (see [`mirror_fits`]).
+pub fn mirror_streams(words: &[u32], m: Mirroring) -> (Arc<[u32]>, Arc<[u32]>) {
+    let kept = m.row - m.tail;
+    let rows = words.chunks_exact(m.row);
+    let head = rows.clone().flat_map(|r| &r[..kept]).copied().collect();
+    let diffs = rows
+        .flat_map(|r| (kept..m.row).map(move |c| r[c] ^ r[m.pivot - c]))
+        .collect();
+    (head, diffs)
+}
+
+/// The Mirror node of type `ty` with `m` and these children.
+pub fn mirror_program(
+    ty: Type,
+    m: Mirroring,
+    head: Program<Literal>,
+    diffs: Program<Literal>,
+) -> Program<Literal> {
+    Program {
+        ty,
+        op: Op::Mirror {
+            row: m.row,
+            tail: m.tail,
+            pivot: m.pivot,
+            head: Box::new(head),
+            diffs: Box::new(diffs),
+        },
+    }
+}
+
+/// `found`, or a Mirror yielding `words` where their rows mirror themselves
+/// (see [`mirroring`]) and it costs less. Its head is searched as rows of
+/// their own, and a Match of it tried whatever `super::with_matches`'s
+/// estimate says: the heads of a Fourier basis repeat words rows apart,
+/// which the estimate's sample of the first rows misses (silero-vad's
+/// heads code to half the bytes with a Match, which the estimate
+/// rejected). Its differences are synthesized as words that are not floats
+/// and not rows, so that they are not mirrored again.
+pub fn with_mirror(
+    words: &Arc<[u32]>,
+    width: u32,
+    hint: Hint,
+    opts: &SynthOptions,
+    found: Program<Literal>,
+) -> Program<Literal> {
+    let Some(m) = mirroring(words, hint) else {
+        return found;
+    };
+    let (head, diffs) = mirror_streams(words, m);
+    let head_hint = Hint {
+        rows: Some(m.row - m.tail),
+        ..hint
+    };
+    let plain = Hint {
+        float: None,
+        rows: None,
+    };
+    // The two syntheses are independent: run them at once.
+    let (head, diffs) = rayon::join(
+        || {
+            let found = searched(&head, width, head_hint, opts);
+            match head.len() {
+                2..=MATCH_WORDS => searched_match(&head, width, head_hint, opts, found),
+                _ => found,
+            }
+        },
+        || synthesize_shared(&diffs, width, plain, opts),
+    );
+    let ty = Type {
+        width,
+        len: words.len(),
+    };
+    let mirrored = mirror_program(ty, m, head, diffs);
+    if exact_cost(&mirrored) < exact_cost(&found) && runs_to(&mirrored, words) {
+        mirrored
+    } else {
+        found
+    }
+}
