@@ -161,8 +161,8 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
         Op::Match { .. } => "match".into(),
         Op::Sparse { .. } => "sparse".into(),
         Op::Partition { parts, .. } => format!("partition {}", parts.len()),
-        Op::Mirror { row, pivot, .. } => {
-            let about = if pivot == row {
+        Op::Mirror { at, .. } => {
+            let about = if at.pivot == at.row {
                 "past the row"
             } else {
                 "its middle"

@@ -6,7 +6,7 @@ use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
 use brevis::synth::{
     expansions, match_program, match_streams, mirror_program, mirror_streams, palette_streams,
-    prediction_slack, scaled_streams, sparse_leaf, synthesize, Hint, Mirroring, SynthOptions,
+    prediction_slack, scaled_streams, sparse_leaf, synthesize, Hint, SynthOptions,
 };
 use brevis::wire::WireError;
 use proptest::prelude::*;
@@ -1019,7 +1019,7 @@ proptest! {
     /// unknown operator.
     #[test]
     fn mirror_yields_its_target((width, t, m) in mirrored()) {
-        prop_assert!(mirror_fits(t.len(), m.row, m.tail, m.pivot));
+        prop_assert!(m.fits(t.len()));
         let p = mirror_of(&t, width, m);
         prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
         let ty = Type { width, len: t.len() };

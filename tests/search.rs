@@ -5,7 +5,7 @@
 
 mod common;
 
-use brevis::dsl::{encoded_len, mask, Literal, Op, Program};
+use brevis::dsl::{encoded_len, mask, Literal, Mirroring, Op, Program};
 use brevis::synth::{self, runs_to, shapes, Hint, Limits, Order, Production, SynthOptions};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -568,13 +568,10 @@ fn rows_that_mirror_themselves_become_a_mirror() {
     };
     let p = synth::synthesize(&t, 32, rows(n), &opts);
     assert!(runs_to(&p, &t));
-    let Op::Mirror {
-        row, tail, pivot, ..
-    } = p.op
-    else {
+    let Op::Mirror { at, .. } = p.op else {
         panic!("not a mirror: {p}");
     };
-    assert_eq!((row, tail, pivot), (n, n / 2 - 1, n));
+    assert_eq!((at.row, at.tail, at.pivot), (n, n / 2 - 1, n));
     let plain = synth::synthesize(&t, 32, F32, &opts);
     assert!(
         size(&p) * 4 < size(&plain) * 3,
@@ -599,16 +596,13 @@ fn rows_that_mirror_themselves_become_a_mirror() {
         .collect();
     let p = synth::synthesize(&t, 32, rows(33), &opts);
     assert!(runs_to(&p, &t));
+    let palindrome = Mirroring {
+        row: 33,
+        tail: 16,
+        pivot: 32,
+    };
     assert!(
-        matches!(
-            p.op,
-            Op::Mirror {
-                row: 33,
-                tail: 16,
-                pivot: 32,
-                ..
-            }
-        ),
+        matches!(p.op, Op::Mirror { at, .. } if at == palindrome),
         "{p}"
     );
     // Weights in rows: no Mirror, the search's program as before.

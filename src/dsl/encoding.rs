@@ -8,7 +8,7 @@
 use super::exec::LiteralSource;
 use super::ops::{Fields, FloatFormat, MapOp, ScanOp};
 use super::scaled::{MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
-use super::{mask, Literal, Op, Program, Type};
+use super::{mask, Literal, Mirroring, Op, Program, Type};
 use crate::codec::{self, Codec, OrIn, Word};
 use crate::wire::{put_varint, varint_len, Reader, WireError};
 
@@ -267,17 +267,9 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             encode_program(classes, out);
             parts.iter().for_each(|q| encode_program(q, out));
         }
-        Op::Mirror {
-            row,
-            tail,
-            pivot,
-            head,
-            diffs,
-        } => {
+        Op::Mirror { at, head, diffs } => {
             out.push(TAG_MIRROR);
-            put_varint(out, *row as u64 - 2);
-            put_varint(out, *tail as u64 - 1);
-            put_varint(out, (*pivot + 1 - row) as u64);
+            mirroring_fields(*at).for_each(|v| put_varint(out, v));
             encode_program(head, out);
             encode_program(diffs, out);
         }
@@ -297,6 +289,14 @@ fn put_part_lens<L>(out: &mut Vec<u8>, parts: &[Program<L>]) {
 fn part_lens_len<L>(parts: &[Program<L>]) -> usize {
     let lens = parts[..parts.len() - 1].iter().map(|q| q.ty.len as u64);
     varint_len(parts.len() as u64 - 2) + lens.map(varint_len).sum::<usize>()
+}
+
+/// The varints a Mirror's parameters are stored as: `row - 2`, `tail - 1`,
+/// `pivot - (row - 1)`.
+fn mirroring_fields(at: Mirroring) -> impl Iterator<Item = u64> {
+    [at.row - 2, at.tail - 1, at.pivot + 1 - at.row]
+        .map(|v| v as u64)
+        .into_iter()
 }
 
 fn scaled_format_code(format: FloatFormat) -> u8 {
@@ -349,13 +349,7 @@ fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) 
             Op::Partition { group, parts, .. } => {
                 varint_len(*group as u64 - 1) + part_lens_len(parts)
             }
-            Op::Mirror {
-                row, tail, pivot, ..
-            } => {
-                varint_len(*row as u64 - 2)
-                    + varint_len(*tail as u64 - 1)
-                    + varint_len((*pivot + 1 - row) as u64)
-            }
+            Op::Mirror { at, .. } => mirroring_fields(*at).map(varint_len).sum(),
         }
 }
 
@@ -793,7 +787,7 @@ impl<'a> Decoder<'a> {
 impl<'a> Decoder<'a> {
     /// A Mirror: rows of `2 <= row <= n` words that divide `n`, the last
     /// `1 <= tail <= row / 2` of each mirrored from column `pivot - c`,
-    /// `row - 1 <= pivot < 2 * (row - tail)` (see [`super::mirror_fits`]).
+    /// `row - 1 <= pivot < 2 * (row - tail)` (see [`Mirroring::fits`]).
     fn mirror(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
         let at = self.r.pos();
         if ty.len < 2 {
@@ -818,11 +812,12 @@ impl<'a> Decoder<'a> {
         )? as usize
             + row
             - 1;
-        debug_assert!(super::mirror_fits(ty.len, row, tail, pivot));
+        let at = Mirroring { row, tail, pivot };
+        debug_assert!(at.fits(ty.len));
         let rows = ty.len / row;
         let head = Type {
             width: ty.width,
-            len: rows * (row - tail),
+            len: rows * at.kept(),
         };
         let diffs = Type {
             width: ty.width,
@@ -830,13 +825,7 @@ impl<'a> Decoder<'a> {
         };
         let head = Box::new(self.node(head, depth + 1)?);
         let diffs = Box::new(self.node(diffs, depth + 1)?);
-        Ok(Op::Mirror {
-            row,
-            tail,
-            pivot,
-            head,
-            diffs,
-        })
+        Ok(Op::Mirror { at, head, diffs })
     }
 }
 

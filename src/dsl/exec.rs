@@ -250,18 +250,12 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
                 run_partition::<T, T, L>(partition, out, |rows, words| rows.copy_from_slice(words))?
             }
         }
-        Op::Mirror {
-            row,
-            tail,
-            pivot,
-            head,
-            diffs,
-        } => {
+        Op::Mirror { at, head, diffs } => {
             // The head's words go first, then move to their rows.
             execute(head, &mut out[..head.ty.len])?;
             with_scratch(diffs.ty.len, |d: &mut [T]| {
                 execute(diffs, d)?;
-                super::mirror_rows(out, *row, *tail, *pivot, d);
+                super::mirror_rows(out, *at, d);
                 Ok(())
             })?
         }

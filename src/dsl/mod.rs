@@ -114,16 +114,14 @@ pub enum Op<L> {
         parts: Vec<Program<L>>,
     },
     /// Rows that mirror themselves (format version 8): the words are rows of
-    /// `row` words; the first `row - tail` words of each row are the next
-    /// words of `head`, and each of its last `tail` words, at column `c`, is
-    /// the word at column `pivot - c` of the same row xor the next word of
-    /// `diffs`. A basis of cosines and sines (an STFT's) is its rows' mirror
-    /// image or its negation. See [`mirror_rows`] for the bounds a decoder
-    /// checks.
+    /// `at.row` words; the first `at.row - at.tail` words of each row are
+    /// the next words of `head`, and each of its last `at.tail` words, at
+    /// column `c`, is the word at column `at.pivot - c` of the same row xor
+    /// the next word of `diffs`. A basis of cosines and sines (an STFT's)
+    /// is its rows' mirror image or its negation. See [`Mirroring::fits`]
+    /// for the bounds a decoder checks.
     Mirror {
-        row: usize,
-        tail: usize,
-        pivot: usize,
+        at: Mirroring,
         head: Box<Program<L>>,
         diffs: Box<Program<L>>,
     },
@@ -395,41 +393,55 @@ pub fn gather_partition<T, F>(
     Ok(())
 }
 
-/// Whether a Mirror of rows of `row` words may take the last `tail` of
-/// each from column `pivot - c`: the rows are whole (`len` a multiple of
-/// `row`), each keeps at least as many words as it mirrors, and every
-/// mirrored word reads a kept one (`row - 1 <= pivot <= 2 * (row - tail) - 1`).
-pub fn mirror_fits(len: usize, row: usize, tail: usize, pivot: usize) -> bool {
-    row >= 2
-        && len.is_multiple_of(row)
-        && (1..=row / 2).contains(&tail)
-        && pivot >= row - 1
-        && pivot < 2 * (row - tail)
+/// Where a Mirror's rows take their mirrored words from: rows of `row`
+/// words whose last `tail` words, at column `c`, mirror column `pivot - c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mirroring {
+    pub row: usize,
+    pub tail: usize,
+    pub pivot: usize,
+}
+
+impl Mirroring {
+    /// Whether a Mirror of `len` words may mirror so: the rows are whole
+    /// (`len` a multiple of `row`), each keeps at least as many words as it
+    /// mirrors, and every mirrored word reads a kept one (`row - 1 <= pivot
+    /// <= 2 * (row - tail) - 1`).
+    pub fn fits(self, len: usize) -> bool {
+        let Mirroring { row, tail, pivot } = self;
+        row >= 2
+            && len.is_multiple_of(row)
+            && (1..=row / 2).contains(&tail)
+            && pivot >= row - 1
+            && pivot < 2 * (row - tail)
+    }
+
+    /// The words each row keeps: its head's.
+    pub fn kept(self) -> usize {
+        self.row - self.tail
+    }
 }
 
 /// Makes a Mirror's rows in `out` (see [`Op::Mirror`]), whose first
-/// `out.len() / row * (row - tail)` words hold the head's words: each row's
-/// kept words are moved to its place (the last row first, as every row
-/// moves forward), then its last `tail` words read their mirror words xor
-/// the next of `diffs`. The parameters must satisfy [`mirror_fits`] and
-/// `diffs` hold `tail` words a row, which the program's types guarantee.
-/// Work is O(out.len()).
-pub fn mirror_rows<T: codec::Word>(
-    out: &mut [T],
-    row: usize,
-    tail: usize,
-    pivot: usize,
-    diffs: &[T],
-) {
-    let kept = row - tail;
-    let rows = out.len() / row;
+/// `out.len() / at.row * at.kept()` words hold the head's words: each
+/// row's kept words are moved to its place (the last row first, as every
+/// row moves forward), then its last `at.tail` words read their mirror
+/// words xor the next of `diffs`. `at` must fit `out` (see
+/// [`Mirroring::fits`]) and `diffs` hold `at.tail` words a row, which the
+/// program's types guarantee. Work is O(out.len()).
+pub fn mirror_rows<T: codec::Word>(out: &mut [T], at: Mirroring, diffs: &[T]) {
+    let kept = at.kept();
+    let rows = out.len() / at.row;
     for r in (1..rows).rev() {
-        out.copy_within(r * kept..(r + 1) * kept, r * row);
+        out.copy_within(r * kept..(r + 1) * kept, r * at.row);
     }
-    for (words, diffs) in out.chunks_exact_mut(row).zip(diffs.chunks_exact(tail)) {
+    for (words, diffs) in out
+        .chunks_exact_mut(at.row)
+        .zip(diffs.chunks_exact(at.tail))
+    {
         let (head, mirrored) = words.split_at_mut(kept);
         for (c, (w, &d)) in (kept..).zip(mirrored.iter_mut().zip(diffs)) {
-            *w = T::from_u32(head[pivot - c].to_u32() ^ d.to_u32());
+            *w = T::from_u32(head[at.pivot - c].to_u32() ^ d.to_u32());
         }
     }
 }
@@ -475,14 +487,11 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
             classes,
             parts,
         } => format!("partition /{group}({}; {})", inner(classes), list(parts)),
-        Op::Mirror {
-            row,
-            tail,
-            pivot,
-            head,
-            diffs,
-        } => format!(
-            "mirror /{row} last {tail} from {pivot}({}, {})",
+        Op::Mirror { at, head, diffs } => format!(
+            "mirror /{} last {} from {}({}, {})",
+            at.row,
+            at.tail,
+            at.pivot,
             inner(head),
             inner(diffs)
         ),

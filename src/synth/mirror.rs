@@ -10,17 +10,8 @@
 
 use super::{exact_cost, runs_to, searched, searched_match, synthesize_shared, Hint};
 use super::{SynthOptions, MATCH_WORDS};
-use crate::dsl::{mirror_fits, Literal, Op, Program, Type};
+use crate::dsl::{Literal, Mirroring, Op, Program, Type};
 use std::sync::Arc;
-
-/// Where a Mirror's rows take their mirrored words from: rows of `row`
-/// words whose last `tail` words, at column `c`, mirror column `pivot - c`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Mirroring {
-    pub row: usize,
-    pub tail: usize,
-    pub pivot: usize,
-}
 
 /// Rows shorter than this are not mirrored: a row's difference words are
 /// then too few to code as a run.
@@ -52,7 +43,7 @@ pub fn mirroring(words: &[u32], hint: Hint) -> Option<Mirroring> {
         },
     ];
     (candidates.into_iter())
-        .filter(|m| words.len() >= m.row && mirror_fits(words.len(), m.row, m.tail, m.pivot))
+        .filter(|m| words.len() >= m.row && m.fits(words.len()))
         .find(|m| {
             let allowed = |rows: usize| rows * m.tail / MAX_STRAY_DIVISOR;
             strays(&words[..row], *m) <= allowed(1)
@@ -67,7 +58,7 @@ pub fn mirroring(words: &[u32], hint: Hint) -> Option<Mirroring> {
 /// The mirrored words of one row whose difference from their mirror word
 /// is not the row's first.
 fn strays(row: &[u32], m: Mirroring) -> usize {
-    let kept = m.row - m.tail;
+    let kept = m.kept();
     let diff = |c: usize| row[c] ^ row[m.pivot - c];
     let first = diff(kept);
     (kept..m.row).filter(|&c| diff(c) != first).count()
@@ -75,9 +66,9 @@ fn strays(row: &[u32], m: Mirroring) -> usize {
 
 /// The head (each row's first `row - tail` words, rows in order) and the
 /// differences (each mirrored word xor its mirror) of `words`, whose length
-/// `m` fits (see [`mirror_fits`]).
+/// `m` fits (see [`Mirroring::fits`]).
 pub fn mirror_streams(words: &[u32], m: Mirroring) -> (Arc<[u32]>, Arc<[u32]>) {
-    let kept = m.row - m.tail;
+    let kept = m.kept();
     let rows = words.chunks_exact(m.row);
     let head = rows.clone().flat_map(|r| &r[..kept]).copied().collect();
     let diffs = rows
@@ -96,9 +87,7 @@ pub fn mirror_program(
     Program {
         ty,
         op: Op::Mirror {
-            row: m.row,
-            tail: m.tail,
-            pivot: m.pivot,
+            at: m,
             head: Box::new(head),
             diffs: Box::new(diffs),
         },
@@ -125,7 +114,7 @@ pub fn with_mirror(
     };
     let (head, diffs) = mirror_streams(words, m);
     let head_hint = Hint {
-        rows: Some(m.row - m.tail),
+        rows: Some(m.kept()),
         ..hint
     };
     let plain = Hint {

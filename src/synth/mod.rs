@@ -25,7 +25,7 @@ mod sparse;
 pub use context::{Context, Position};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use matches::{match_program, match_streams, min_match};
-pub use mirror::{mirror_program, mirror_streams, mirroring, Mirroring};
+pub use mirror::{mirror_program, mirror_streams, mirroring};
 pub use palette::palette_streams;
 pub use partition::{with_partitions, MIN_GROUP};
 pub use prior::Prior;

@@ -7,9 +7,9 @@
 //! less (different data, which another shape may suit better).
 
 use super::expand::{field, Shape};
-use super::{cost, leaf, mirror_program, mirror_streams, Mirroring};
+use super::{cost, leaf, mirror_program, mirror_streams};
 use crate::codec;
-use crate::dsl::{mirror_fits, Literal, Op, Program, Type};
+use crate::dsl::{Literal, Op, Program, Type};
 use std::sync::Arc;
 
 /// A found program's operators and parameters, without its literals (a
@@ -216,16 +216,8 @@ fn strip(p: &Program<Literal>) -> Program<()> {
             gaps: Box::new(strip(gaps)),
             values: Box::new(strip(values)),
         },
-        Op::Mirror {
-            row,
-            tail,
-            pivot,
-            head,
-            diffs,
-        } => Op::Mirror {
-            row: *row,
-            tail: *tail,
-            pivot: *pivot,
+        Op::Mirror { at, head, diffs } => Op::Mirror {
+            at: *at,
             head: Box::new(strip(head)),
             diffs: Box::new(strip(diffs)),
         },
@@ -261,24 +253,13 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
         Op::Const(_) | Op::Sparse { .. } => return Some(leaf(target, width).0),
         // The same mirroring, whether or not the new rows mirror as well:
         // a re-fit is weighed against its template's cost.
-        Op::Mirror {
-            row,
-            tail,
-            pivot,
-            head,
-            diffs,
-        } => {
-            if target.is_empty() || !mirror_fits(target.len(), *row, *tail, *pivot) {
+        Op::Mirror { at, head, diffs } => {
+            if target.is_empty() || !at.fits(target.len()) {
                 return None;
             }
-            let m = Mirroring {
-                row: *row,
-                tail: *tail,
-                pivot: *pivot,
-            };
-            let (h, d) = mirror_streams(&target, m);
+            let (h, d) = mirror_streams(&target, *at);
             let kids = (refit(head, h)?, refit(diffs, d)?);
-            return Some(mirror_program(ty, m, kids.0, kids.1));
+            return Some(mirror_program(ty, *at, kids.0, kids.1));
         }
         Op::Concat(parts) => {
             // The same part lengths, the last one taking what is left.
