@@ -1029,6 +1029,24 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// Synthesized with their rows known, mirrored rows (strays and all)
+    /// yield a program that runs to them and codes no larger than the one
+    /// found without the rows: a Mirror is kept only where it is smaller.
+    #[test]
+    fn known_rows_never_code_larger((width, t, m) in mirrored()) {
+        let opts = SynthOptions::default();
+        let hint = |rows| Hint { float: None, rows };
+        let with_rows = synthesize(&t, width, hint(Some(m.row)), &opts);
+        prop_assert_eq!(&through_bytes(&with_rows), &t, "{}", with_rows);
+        let without = synthesize(&t, width, hint(None), &opts);
+        let cost = brevis::synth::exact_cost;
+        prop_assert!(cost(&with_rows) <= cost(&without), "{} vs {}", with_rows, without);
+    }
+}
+
 /// The bytes of a Mirror of 8-bit words with these parameters (encoded as
 /// `row - 2`, `tail - 1`, `pivot + 1 - row`) and two constant children.
 fn mirror_bytes(row: u8, tail: u8, pivot_offset: u8) -> Vec<u8> {
