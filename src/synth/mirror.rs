@@ -6,7 +6,8 @@
 //! their middle: the second half of each row is the first half reversed,
 //! its signs flipped or not. A Mirror keeps each row's first half (its
 //! head) and codes the rest as the xor of each word with the word it
-//! mirrors, which is one word per row but where a zero keeps its sign.
+//! mirrors: one word along a row (zero for a cosine, the sign bit for a
+//! sine), but where a sine's zero keeps its sign.
 
 use super::{exact_cost, runs_to, searched, searched_match, synthesize_shared, Hint};
 use super::{SynthOptions, MATCH_WORDS};
