@@ -127,7 +127,10 @@ pub fn with_mirror(
         || {
             let found = searched(&head, width, head_hint, opts);
             match head.len() {
-                2..=MATCH_WORDS => searched_match(&head, width, head_hint, opts, found),
+                2..=MATCH_WORDS => {
+                    let cost = exact_cost(&found);
+                    searched_match(&head, width, head_hint, opts, (found, cost))
+                }
                 _ => found,
             }
         },

@@ -384,18 +384,19 @@ pub fn with_matches(
     if per_word >= MATCH_MARGIN * found_cost as f64 / words.len() as f64 + MATCH_SLACK {
         return found;
     }
-    searched_match(words, width, hint, opts, found)
+    searched_match(words, width, hint, opts, (found, found_cost))
 }
 
 /// `found`, or the Match node of `words` (at least two) with its four
 /// streams searched (the literal words with `hint`) where its exact cost is
-/// smaller.
+/// smaller than `found`'s, `found_cost` (sized once, by the caller: rANS
+/// literals are sized exactly by a pass of their coder).
 fn searched_match(
     words: &[u32],
     width: u32,
     hint: Hint,
     opts: &SynthOptions,
-    found: Program<Literal>,
+    (found, found_cost): (Program<Literal>, usize),
 ) -> Program<Literal> {
     let Some(streams) = matches::match_streams(words, width) else {
         return found;
@@ -420,7 +421,7 @@ fn searched_match(
         len: words.len(),
     };
     let m = matches::match_program(ty, kids);
-    if exact_cost(&m) < exact_cost(&found) && runs_to(&m, words) {
+    if exact_cost(&m) < found_cost && runs_to(&m, words) {
         m
     } else {
         found
