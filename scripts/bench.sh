@@ -474,6 +474,9 @@ bench_refit() {
 #             file's reads; a byte-identical copy would share them): what reading a model
 #             costs on a mount that is already running, without its start-up costs (threads,
 #             and the first touch of its buffers)
+#   passed    the original itself put beside the archives, which the mount shows as it is,
+#             read through a fresh mount: the mount's floor, what its lookup, open and read
+#             requests cost without any decoding (on small files, most of a cold read)
 #   disk      the same after dropping all caches, so the archive is read from disk (root only)
 #   warm      the presented file read again: the kernel serves it from its page cache
 #   tmpfs     the original copied to /dev/shm: the page cache's speed in the 4 KiB pages that
@@ -550,11 +553,13 @@ bench_mount() {
   "$brevis" pack -q "$work/other.safetensors" "$work/archives/$name-other.brv" >&2 ||
     die "brevis pack failed on a copy of $name"
   rm -f "$work/other.safetensors"
-  local -a cold=() serving=() disk=() warm=() plain=() shm=() lorig=() lcold=() lwarm=()
+  local original=$work/archives/$name-original.safetensors
+  cp "$src" "$original"
+  local -a cold=() serving=() passed=() disk=() warm=() plain=() shm=() lorig=() lcold=() lwarm=()
   local shm_file
   shm_file=$(shm_copy "$src") || shm_file=
   for ((i = 0; i < runs; i++)); do
-    cat "$src" "$archive" >/dev/null
+    cat "$src" "$archive" "$original" >/dev/null
     plain+=("$(read_secs "$src")")
     if [[ -n $shm_file ]]; then shm+=("$(read_secs "$shm_file")"); fi
     lorig+=("$(load_secs "$src" 5)")
@@ -565,6 +570,8 @@ bench_mount() {
     mount_fresh
     read_secs "$mnt/$name-other.safetensors" >/dev/null
     serving+=("$(read_secs "$shown")")
+    mount_fresh
+    passed+=("$(read_secs "$mnt/${original##*/}")")
     mount_fresh
     lcold+=("$(load_secs "$shown")")
     lwarm+=("$(load_secs "$shown" 5)")
@@ -580,7 +587,8 @@ bench_mount() {
   if (( ${#disk[@]} )); then dk=$(mbps "$orig" "$(median "${disk[@]}")"); fi
   if (( ${#shm[@]} )); then tm=$(mbps "$orig" "$(median "${shm[@]}")"); fi
   mount_rows+=("$(printf '%s\t' "$name" "$(ratio "$orig" "$(fsize "$archive")")" \
-    "$(mbps "$orig" "$(median "${cold[@]}")")" "$(mbps "$orig" "$(median "${serving[@]}")")" "$dk" "$(mbps "$orig" "$(median "${warm[@]}")")" \
+    "$(mbps "$orig" "$(median "${cold[@]}")")" "$(mbps "$orig" "$(median "${serving[@]}")")" \
+    "$(mbps "$orig" "$(median "${passed[@]}")")" "$dk" "$(mbps "$orig" "$(median "${warm[@]}")")" \
     "$(mbps "$orig" "$(median "${plain[@]}")")" "$tm" "$(ms "$lo")" "$(ms "$lc")" "$(times_of "$lc" "$lo")" \
     "$(ms "$lw")" "$(times_of "$lw" "$lo")")")
 }
@@ -669,9 +677,9 @@ if (( ${#rss_rows[@]} )); then
 fi
 if (( ${#mount_rows[@]} )); then
   echo
-  echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, serving = the same on a fresh mount after it read another file, disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache, tmpfs = the original copied to /dev/shm and read from there (page cache in pages of $(shm_pages)). Reads are 128 KiB, timed inside the reader from the open to the end of the file. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache and mount warm: median of 5 loads after an untimed one; mount cold: one load through a fresh mount):"
+  echo "Reads through brevis-mount (MB/s of presented bytes; cold = fresh mount with the archive in the page cache, serving = the same on a fresh mount after it read another file, passed = the original itself read through a fresh mount that shows it as it is (no decoding: the mount's floor), disk = fresh mount after dropping all caches, warm = read again, original = the original file from the page cache, tmpfs = the original copied to /dev/shm and read from there (page cache in pages of $(shm_pages)). Reads are 128 KiB, timed inside the reader from the open to the end of the file. Load = safetensors load_file + touch every page, ms, with $("$py" -c 'import torch' 2>/dev/null && echo torch || echo numpy); original from the page cache and mount warm: median of 5 loads after an untimed one; mount cold: one load through a fresh mount):"
   echo
-  print_table "$(printf 'file\tratio\tcold MB/s\tserving MB/s\tdisk MB/s\twarm MB/s\toriginal MB/s\ttmpfs MB/s\tload original ms\tload cold ms\tcold/original\tload warm ms\twarm/original\t')" "${mount_rows[@]}"
+  print_table "$(printf 'file\tratio\tcold MB/s\tserving MB/s\tpassed MB/s\tdisk MB/s\twarm MB/s\toriginal MB/s\ttmpfs MB/s\tload original ms\tload cold ms\tcold/original\tload warm ms\twarm/original\t')" "${mount_rows[@]}"
 fi
 echo
 peer_versions=
