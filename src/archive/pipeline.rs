@@ -137,12 +137,19 @@ struct Class {
 }
 
 /// A class's work under way: a search, or the re-fits of the chunks that
-/// were waiting, in order, with their results so far.
+/// were waiting, in order, with their results so far. Re-fits change no
+/// template, so chunks that come to wait while a class re-fits join its
+/// re-fits at once (until one misfits), and the fitting chunks at their
+/// head are settled as they come, so that their batch can be written.
 enum Busy {
     Search,
     Refits {
         chunks: Vec<usize>,
+        /// Each chunk's record once re-fit, `None` where it misfit, or
+        /// taken once settled (the first `settled` of them).
         results: Vec<Option<Option<Record>>>,
+        settled: usize,
+        misfit: bool,
         left: usize,
     },
 }
@@ -324,13 +331,8 @@ impl<'p> Packing<'p, '_> {
                 tasks.extend(self.next_work(&mut state, class));
             }
             Role::Refit { class, slot } => {
-                let c = state.classes.get_mut(&class).expect("a class under way");
-                let Some(Busy::Refits { results, left, .. }) = &mut c.busy else {
-                    unreachable!("a class's re-fits under way")
-                };
-                results[slot] = Some(packed.map(|(entry, encoded)| (entry, encoded.record)));
-                *left -= 1;
-                if *left == 0 {
+                let record = packed.map(|(entry, encoded)| (entry, encoded.record));
+                if state.refit(class, slot, record) {
                     tasks.extend(self.refits_done(&mut state, class));
                 }
             }
@@ -339,57 +341,67 @@ impl<'p> Packing<'p, '_> {
         tasks
     }
 
-    /// Takes in a class's re-fits, all done: they are kept up to the first
-    /// misfit, which is searched next; the chunks after it wait again, for
-    /// its templates.
+    /// Takes in a class's re-fits, all done, their fitting head settled:
+    /// the first misfit, if any, is searched next; the chunks after it wait
+    /// again, for its templates.
     fn refits_done(&self, state: &mut State, class: usize) -> Vec<Task> {
         let c = state.classes.get_mut(&class).expect("a class under way");
         let Some(Busy::Refits {
-            chunks, results, ..
+            chunks, settled, ..
         }) = c.busy.take()
         else {
             unreachable!("a class's re-fits under way")
         };
-        let fit = results
-            .iter()
-            .take_while(|r| matches!(r, Some(Some(_))))
-            .count();
-        for (i, &at) in chunks[fit..].iter().enumerate().rev() {
+        for (i, &at) in chunks[settled..].iter().enumerate().rev() {
             c.waiting.push_front((at, i == 0));
-        }
-        for (at, result) in chunks.into_iter().zip(results).take(fit) {
-            state.settle(at, result.flatten().expect("a re-fit that fits"));
         }
         self.next_work(state, class)
     }
 
-    /// The next work of class `class`, if it has none under way: its first
-    /// chunk to be searched, alone, or else the re-fits of all its chunks
-    /// waiting, in parallel.
+    /// The next work of class `class`: with none under way, its first chunk
+    /// to be searched, alone, or else the re-fits of all its chunks waiting,
+    /// in parallel; while it re-fits and none has misfit, the re-fits of
+    /// the chunks waiting too (none of them to be searched).
     fn next_work(&self, state: &mut State, class: usize) -> Vec<Task> {
         let c = state.classes.get_mut(&class).expect("a class with chunks");
-        if c.busy.is_some() || c.waiting.is_empty() {
+        let search = c.waiting.iter().position(|&(_, search)| search);
+        let joining = match &c.busy {
+            Some(Busy::Refits { misfit: false, .. }) => search.is_none(),
+            Some(_) => false,
+            None => true,
+        };
+        if !joining || c.waiting.is_empty() {
             return Vec::new();
         }
         let templates = c.templates.clone();
-        let jobs: Vec<(usize, Role)> = match c.waiting.iter().position(|&(_, search)| search) {
+        let jobs: Vec<(usize, Role)> = match search {
             Some(i) => {
                 let (at, _) = c.waiting.remove(i).expect("a chunk waiting");
                 c.busy = Some(Busy::Search);
                 vec![(at, Role::Search { class })]
             }
             None => {
-                let chunks: Vec<usize> = c.waiting.drain(..).map(|(at, _)| at).collect();
-                let n = chunks.len();
-                let roles = (0..n).map(|slot| Role::Refit { class, slot });
-                let jobs = chunks.iter().copied().zip(roles).collect();
-                let results = vec![None; n];
-                c.busy = Some(Busy::Refits {
+                let Busy::Refits {
                     chunks,
                     results,
-                    left: n,
-                });
-                jobs
+                    left,
+                    ..
+                } = c.busy.get_or_insert(Busy::Refits {
+                    chunks: Vec::new(),
+                    results: Vec::new(),
+                    settled: 0,
+                    misfit: false,
+                    left: 0,
+                })
+                else {
+                    unreachable!("a class re-fitting")
+                };
+                let first = chunks.len();
+                chunks.extend(c.waiting.drain(..).map(|(at, _)| at));
+                results.resize_with(chunks.len(), || None);
+                *left += chunks.len() - first;
+                let roles = (first..chunks.len()).map(|slot| Role::Refit { class, slot });
+                chunks[first..].iter().copied().zip(roles).collect()
             }
         };
         jobs.into_iter()
@@ -459,6 +471,40 @@ impl<'p> Packing<'p, '_> {
 }
 
 impl State {
+    /// Takes in re-fit `slot` of class `class` (`None`: it misfit), and
+    /// settles the fitting chunks at the head of the class's re-fits.
+    /// Whether they are all done.
+    fn refit(&mut self, class: usize, slot: usize, record: Option<Record>) -> bool {
+        let c = self.classes.get_mut(&class).expect("a class under way");
+        let Some(Busy::Refits {
+            chunks,
+            results,
+            settled,
+            misfit,
+            left,
+        }) = &mut c.busy
+        else {
+            unreachable!("a class's re-fits under way")
+        };
+        *misfit |= record.is_none();
+        results[slot] = Some(record);
+        *left -= 1;
+        let done = *left == 0;
+        let mut fit = Vec::new();
+        while let Some(Some(Some(_))) = results.get(*settled) {
+            let record = results[*settled]
+                .take()
+                .flatten()
+                .expect("a re-fit that fits");
+            fit.push((chunks[*settled], record));
+            *settled += 1;
+        }
+        for (at, record) in fit {
+            self.settle(at, record);
+        }
+        done
+    }
+
     /// The batch in the window that chunk `at` lies in, if it was read and
     /// not yet written.
     fn find(&mut self, at: usize) -> Option<&mut Batch> {
