@@ -476,7 +476,7 @@ bench_refit() {
 #             and the first touch of its buffers)
 #   passed    the original itself put beside the archives, which the mount shows as it is,
 #             read through a fresh mount: the mount's floor, what its lookup, open and read
-#             requests cost without any decoding (on small files, most of a cold read)
+#             requests cost without any decoding (on small files, a large part of a cold read)
 #   disk      the same after dropping all caches, so the archive is read from disk (root only)
 #   warm      the presented file read again: the kernel serves it from its page cache
 #   tmpfs     the original copied to /dev/shm: the page cache's speed in the 4 KiB pages that
