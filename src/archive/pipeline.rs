@@ -149,7 +149,6 @@ enum Busy {
         /// taken once settled (the first `settled` of them).
         results: Vec<Option<Option<Record>>>,
         settled: usize,
-        misfit: bool,
         left: usize,
     },
 }
@@ -366,7 +365,9 @@ impl<'p> Packing<'p, '_> {
         let c = state.classes.get_mut(&class).expect("a class with chunks");
         let search = c.waiting.iter().position(|&(_, search)| search);
         let joining = match &c.busy {
-            Some(Busy::Refits { misfit: false, .. }) => search.is_none(),
+            Some(Busy::Refits { results, .. }) => {
+                search.is_none() && !results.iter().any(|r| matches!(r, Some(None)))
+            }
             Some(_) => false,
             None => true,
         };
@@ -390,7 +391,6 @@ impl<'p> Packing<'p, '_> {
                     chunks: Vec::new(),
                     results: Vec::new(),
                     settled: 0,
-                    misfit: false,
                     left: 0,
                 })
                 else {
@@ -480,13 +480,11 @@ impl State {
             chunks,
             results,
             settled,
-            misfit,
             left,
         }) = &mut c.busy
         else {
             unreachable!("a class's re-fits under way")
         };
-        *misfit |= record.is_none();
         results[slot] = Some(record);
         *left -= 1;
         let done = *left == 0;
