@@ -9,6 +9,7 @@
 use crate::error::{IoContext, Result};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// A hidden name beside `dst` for this process's temporary.
 pub fn temp_path(dst: &Path) -> PathBuf {
@@ -33,14 +34,56 @@ pub fn is_temp_name(name: &str) -> bool {
 pub fn write_atomically<T>(dst: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     remove_stale_temps(dst);
     let tmp = temp_path(dst);
+    let live = Live::add(&tmp);
     let result = write(&tmp).and_then(|value| {
         std::fs::rename(&tmp, dst).at(dst)?;
         Ok(value)
     });
-    result.map_err(|e| {
+    let result = result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         e.renamed(&tmp, dst)
-    })
+    });
+    drop(live);
+    result
+}
+
+/// The temporaries this process is writing now, for [`remove_temporaries`].
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// One entry of [`LIVE`], removed from it when dropped.
+struct Live(PathBuf);
+
+impl Live {
+    fn add(tmp: &Path) -> Live {
+        lock_live().push(tmp.to_path_buf());
+        Live(tmp.to_path_buf())
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let mut live = lock_live();
+        if let Some(k) = live.iter().position(|p| *p == self.0) {
+            live.swap_remove(k);
+        }
+    }
+}
+
+fn lock_live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    // A panic elsewhere while it was held leaves a list that is still whole.
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes the temporaries this process is writing: for a process about to
+/// end on a signal, which would otherwise leave them behind. The list stays
+/// locked (the process ends holding it), so no write starts after this; one
+/// under way can no longer be renamed into place, its file being gone.
+pub fn remove_temporaries() {
+    let live = lock_live();
+    for tmp in live.iter() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    std::mem::forget(live);
 }
 
 /// Removes the temporaries of `dst` whose process no longer runs (best
@@ -96,7 +139,7 @@ pub fn start_writeback(file: &File) {
 /// and permissions; returns the bytes copied.
 pub fn copy_file(src: &Path, dst: &Path) -> Result<u64> {
     write_atomically(dst, |tmp| {
-        let mut from = File::open(src).at(src)?;
+        let mut from = crate::input::open_regular(src).at(src)?;
         let mut to = File::create(tmp).at(tmp)?;
         let copied = std::io::copy(&mut from, &mut to).at(tmp)?;
         to.sync_all().at(tmp)?;

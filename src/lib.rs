@@ -14,6 +14,7 @@ pub mod atomic;
 pub mod codec;
 pub mod dsl;
 pub mod error;
+pub mod input;
 pub mod inspect;
 #[cfg(feature = "mount")]
 pub mod mount;
@@ -22,6 +23,7 @@ pub mod remote;
 pub mod safetensors;
 pub mod scratch;
 pub mod shard;
+pub mod signals;
 pub mod space;
 pub mod synth;
 pub mod tree;

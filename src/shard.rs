@@ -9,9 +9,6 @@
 use crate::archive::{verify, Archive};
 use crate::error::{IoContext, Result};
 use crate::tree::{Action, Job};
-use sha2::{Digest, Sha256};
-use std::io::Read;
-use std::path::Path;
 
 /// This process's share: shard `index` of `count` (0-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,22 +90,11 @@ pub fn done_already(job: &Job) -> Result<bool> {
             let Ok(archive) = Archive::open_unmapped(&job.dst) else {
                 return Ok(false);
             };
-            if archive.len() != src.len() || archive.sha256() != sha256_of(&job.src)? {
+            if archive.len() != src.len() || archive.sha256() != crate::input::sha256_of(&job.src)?
+            {
                 return Ok(false);
             }
             Ok(verify(&archive, None, &|_| {}).is_ok())
-        }
-    }
-}
-
-fn sha256_of(path: &Path) -> Result<[u8; 32]> {
-    let mut file = std::fs::File::open(path).at(path)?;
-    let mut sha = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match file.read(&mut buf).at(path)? {
-            0 => return Ok(sha.finalize().into()),
-            n => sha.update(&buf[..n]),
         }
     }
 }

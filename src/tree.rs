@@ -5,6 +5,7 @@
 
 use crate::atomic::is_temp_name;
 use crate::error::{Error, IoContext, Result};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,14 +133,17 @@ pub fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
 /// folder `src` (local, or a store prefix written as its URL) into `dst`:
 /// files ending in `from_ext` are transformed and renamed to `to_ext`, every
 /// other one is copied; temporaries are left out. Sorted by path, so that
-/// output and errors do not depend on listing order.
+/// output and errors do not depend on listing order. Two files that would
+/// make one output (`m.brv` and a plain `m.safetensors`, unpacked) are an
+/// error naming both: whichever was written last would silently replace the
+/// other.
 pub fn mirror(
     src: &Path,
     dst: &Path,
     files: impl IntoIterator<Item = (PathBuf, u64)>,
     from_ext: &str,
     to_ext: &str,
-) -> Vec<Job> {
+) -> Result<Vec<Job>> {
     let mut files: Vec<(PathBuf, u64)> = files
         .into_iter()
         .filter(|(rel, _)| {
@@ -149,7 +153,7 @@ pub fn mirror(
         })
         .collect();
     files.sort();
-    files
+    let jobs: Vec<Job> = files
         .into_iter()
         .map(|(rel, len)| {
             let (action, out) = match renamed(&rel, from_ext, to_ext) {
@@ -163,18 +167,54 @@ pub fn mirror(
                 len,
             }
         })
-        .collect()
+        .collect();
+    refuse_shared_outputs(&jobs)?;
+    Ok(jobs)
+}
+
+/// An error naming both sources if two of `jobs` write one output.
+fn refuse_shared_outputs(jobs: &[Job]) -> Result<()> {
+    let mut by_output: Vec<&Job> = jobs.iter().collect();
+    by_output.sort_by(|a, b| a.dst.cmp(&b.dst));
+    match by_output.windows(2).find(|w| w[0].dst == w[1].dst) {
+        Some(pair) => Err(Error::invalid(
+            &pair[0].dst,
+            format!(
+                "would be written from both {} and {}; rename or move one of them",
+                pair[0].src.display(),
+                pair[1].src.display()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job>) -> Result<()> {
     let mut files = Vec::new();
-    list_files(src, Path::new(""), &mut files)?;
-    jobs.extend(mirror(src, dst, files, from_ext, to_ext));
+    list_files(src, Path::new(""), &mut Vec::new(), &mut files)?;
+    jobs.extend(mirror(src, dst, files, from_ext, to_ext)?);
     Ok(())
 }
 
 /// Every regular file under `dir` (which is `root/rel`), with its length.
-fn list_files(dir: &Path, rel: &Path, files: &mut Vec<(PathBuf, u64)>) -> Result<()> {
+/// `above` holds the device and inode of each folder on the way down, so that
+/// a symbolic link back to one of them is an error rather than an endless
+/// walk. A dangling symbolic link is listed (with length 0) so that its job
+/// fails naming it, and `--keep-going` goes on past it.
+fn list_files(
+    dir: &Path,
+    rel: &Path,
+    above: &mut Vec<(u64, u64)>,
+    files: &mut Vec<(PathBuf, u64)>,
+) -> Result<()> {
+    let here = std::fs::metadata(dir).at(dir)?;
+    if let Some(k) = above.iter().position(|&id| id == (here.dev(), here.ino())) {
+        let depth = above.len() - k;
+        let reason =
+            format!("a symbolic link loop: this folder is its own ancestor {depth} level(s) up");
+        return Err(Error::invalid(dir, reason));
+    }
+    above.push((here.dev(), here.ino()));
     let mut entries = std::fs::read_dir(dir)
         .at(dir)?
         .map(|e| e.map(|e| e.path()))
@@ -187,13 +227,20 @@ fn list_files(dir: &Path, rel: &Path, files: &mut Vec<(PathBuf, u64)>) -> Result
         if name.to_str().is_some_and(is_temp_name) {
             continue;
         }
-        let meta = std::fs::metadata(&path).at(&path)?;
+        let meta = match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.is_symlink() => {
+                files.push((rel.join(name), 0));
+                continue;
+            }
+            meta => meta.at(&path)?,
+        };
         if meta.is_dir() {
-            list_files(&path, &rel.join(name), files)?;
+            list_files(&path, &rel.join(name), above, files)?;
         } else if meta.is_file() {
             files.push((rel.join(name), meta.len()));
         }
     }
+    above.pop();
     Ok(())
 }
 
@@ -285,7 +332,7 @@ mod tests {
             .collect();
         listed.push(("b/.m.brv.tmp42".into(), 9));
         listed.reverse();
-        let remote = mirror(&src, Path::new("/out"), listed, "safetensors", "brv");
+        let remote = mirror(&src, Path::new("/out"), listed, "safetensors", "brv").unwrap();
         assert_eq!(local.unwrap(), remote);
         assert_eq!(remote[0].dst, Path::new("/out/a.brv"));
         assert_eq!(remote[1].src, src.join("b/c/m.safetensors"));
@@ -330,5 +377,62 @@ mod tests {
             Existing::Overwrite
         )
         .is_err());
+    }
+
+    #[test]
+    fn two_sources_of_one_output_are_refused_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("m.brv"), b"archive").unwrap();
+        std::fs::write(src.join("m.safetensors"), b"plain").unwrap();
+        let out = dir.path().join("out");
+        // Unpacking: m.brv -> m.safetensors, and the plain m.safetensors copied.
+        let err = plan(&src, &out, "brv", "safetensors", Existing::Refuse).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("m.safetensors: would be written from both"),
+            "{text}"
+        );
+        assert!(
+            text.contains("src/m.brv") && text.contains("src/m.safetensors"),
+            "{text}"
+        );
+        // Packing: m.safetensors -> m.brv, and the plain m.brv copied.
+        let err = plan(&src, &out, "safetensors", "brv", Existing::Overwrite).unwrap_err();
+        assert!(
+            err.to_string().contains("would be written from both"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn dangling_links_are_listed_and_link_loops_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("x")).unwrap();
+        std::fs::write(src.join("m.safetensors"), b"x").unwrap();
+        std::os::unix::fs::symlink("nowhere", src.join("gone.json")).unwrap();
+        let jobs = plan(
+            &src,
+            &dir.path().join("o"),
+            "safetensors",
+            "brv",
+            Existing::Refuse,
+        );
+        let names: Vec<_> = jobs.unwrap().into_iter().map(|j| j.src).collect();
+        assert_eq!(names, [src.join("gone.json"), src.join("m.safetensors")]);
+        std::os::unix::fs::symlink("..", src.join("x/a")).unwrap();
+        std::os::unix::fs::symlink("..", src.join("x/b")).unwrap();
+        let err = plan(
+            &src,
+            &dir.path().join("o"),
+            "safetensors",
+            "brv",
+            Existing::Refuse,
+        );
+        let text = err.unwrap_err().to_string();
+        assert!(text.contains("src/x/a: a symbolic link loop"), "{text}");
+        assert!(find(&src, "brv").is_err());
     }
 }

@@ -422,6 +422,7 @@ fn keep_going_reports_every_failure_and_skip_existing_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let model = model_dir(dir.path());
     std::fs::write(model.join("0-bad.safetensors"), b"not a checkpoint").unwrap();
+    std::os::unix::fs::symlink("nowhere", model.join("1-gone.json")).unwrap();
     let out = dir.path().join("out");
     fails(&["pack", "-q", s(&model), s(&out)], "0-bad.safetensors");
     assert!(!out.join("b.brv").exists(), "stopped at the first failure");
@@ -432,7 +433,12 @@ fn keep_going_reports_every_failure_and_skip_existing_resumes() {
         err.contains("0-bad.safetensors: not a valid safetensors file"),
         "{err}"
     );
-    assert!(err.contains("1 of 4 file(s) failed"), "{err}");
+    assert!(
+        err.contains("1-gone.json: a symbolic link to nowhere, which does not exist"),
+        "{err}"
+    );
+    assert!(err.contains("2 of 5 file(s) failed"), "{err}");
+    std::fs::remove_file(model.join("1-gone.json")).unwrap();
     assert!(String::from_utf8_lossy(&run.stdout).contains("packed 2 file(s) (+1 copied)"));
     ok(&["verify", s(&out.join("b.brv"))]);
     // Resume: only the missing output is attempted (and fails again alone).
@@ -651,11 +657,11 @@ fn a_header_of_many_tensors_packs_in_bounded_memory() {
     }
 }
 
-/// A FIFO given as a prior, or as the original `verify --against` compares
-/// with, is refused at once instead of waiting for a writer; a prior file far
-/// larger than any prior is refused without being read whole. (A writer
-/// opens the FIFO after 10 s, so a build that waits on it fails here rather
-/// than hanging.)
+/// A FIFO given as a prior, as the original `verify --against` compares
+/// with, or as the checkpoint `calibrate` learns from, is refused at once
+/// instead of waiting for a writer; a prior file far larger than any prior
+/// is refused without being read whole. (A writer opens the FIFO after 10 s,
+/// so a build that waits on it fails here rather than hanging.)
 #[test]
 fn fifos_and_huge_files_as_prior_or_original_are_refused_without_blocking() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -695,6 +701,12 @@ fn fifos_and_huge_files_as_prior_or_original_are_refused_without_blocking() {
         &["verify", "-q", s(&brv), "--against", s(&fifo)],
         "not a regular file",
     );
+    let prior = dir.path().join("prior.json");
+    fails(
+        &["calibrate", "-q", s(&fifo), s(&prior)],
+        "not a regular file",
+    );
+    assert!(!prior.exists());
     done.store(true, Ordering::Relaxed);
     let huge = dir.path().join("huge.json");
     std::fs::File::create(&huge)
@@ -799,4 +811,111 @@ fn chunks_against_a_base_take_whole_chunks_of_its() {
         assert!(archive.chunks().iter().any(|c| c.base.is_some()));
         ok(&["verify", "-q", s(&out), "--against", s(&tuned)]);
     }
+}
+
+/// The hidden temporaries in `dir` (outputs being written).
+fn temporaries(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".tmp"))
+        .collect()
+}
+
+/// SIGINT or SIGTERM while `pack` and `unpack` write remove their
+/// temporaries, and the process ends with 128 + the signal.
+#[test]
+fn signals_remove_the_temporaries_of_outputs_being_written() {
+    let dir = tempfile::tempdir().unwrap();
+    // Slow to pack at level 9 (every chunk searched at a high budget).
+    let bytes = weight_like_bf16(7);
+    let file = build(
+        &[tensor("w", "BF16", &[2048, 1024], bytes)],
+        &Extras::default(),
+    );
+    let src = write_temp(dir.path(), "m.safetensors", &file);
+    let brv = dir.path().join("m.brv");
+    ok(&["pack", "-q", s(&src), s(&brv)]);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let runs: [(&[&str], i32); 2] = [
+        (&["pack", "-q", "-9", "-j1", s(&src), s(&out)], libc::SIGINT),
+        (&["unpack", "-q", s(&brv), s(&out)], libc::SIGTERM),
+    ];
+    for (args, signal) in runs {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
+            .args(args)
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while temporaries(&out).is_empty() && child.try_wait().unwrap().is_none() {
+            assert!(started.elapsed().as_secs() < 30, "no temporary appeared");
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        // SAFETY: signals a child of this test by its process id.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        // Unpacking is fast: it may end before the signal comes (the pack
+        // at level 9 takes seconds).
+        if status.success() && args[0] == "unpack" {
+            eprintln!("{args:?} finished before the signal");
+            std::fs::remove_dir_all(&out).unwrap();
+            std::fs::create_dir(&out).unwrap();
+            continue;
+        }
+        assert_eq!(status.code(), Some(128 + signal), "{args:?}");
+        assert_eq!(
+            temporaries(&out),
+            Vec::<std::path::PathBuf>::new(),
+            "{args:?}"
+        );
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "{args:?}");
+    }
+}
+
+/// A file added to SRC while a shard packs may fall to no shard: the shard
+/// says so at its end (and says nothing when SRC did not change).
+#[test]
+fn a_shard_warns_when_its_source_changed_while_it_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    let file = build(
+        &[tensor("w", "BF16", &[2048, 1024], weight_like_bf16(7))],
+        &Extras::default(),
+    );
+    std::fs::write(model.join("a.safetensors"), &file).unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args([
+            "pack",
+            "-q",
+            "-9",
+            "-j1",
+            "--shard",
+            "0/1",
+            s(&model),
+            s(&out),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while temporaries(&out).is_empty() {
+        assert!(started.elapsed().as_secs() < 30, "no temporary appeared");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    std::fs::write(model.join("late.safetensors"), &file).unwrap();
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    assert!(
+        err.contains("its files changed while this shard ran"),
+        "{err}"
+    );
+    let again = brevis(&["pack", "-q", "-1", "--shard", "0/1", s(&model), s(&out)]);
+    assert!(again.status.success());
+    assert_eq!(String::from_utf8_lossy(&again.stderr), "");
+    assert!(out.join("late.brv").exists());
 }

@@ -245,6 +245,49 @@ fn a_missing_or_replaced_base_is_an_error_naming_both_files() {
     assert!(!out.exists(), "nothing is written");
 }
 
+/// `pack --force` over an archive that others need as their base is
+/// refused, naming them, unless the new archive holds the same source (its
+/// dependants read as before) or `--break-dependants` says to.
+#[test]
+fn overwriting_a_base_of_other_archives_is_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, tuned) = base_and_tuned();
+    let base_brv = packed_base(root, &base);
+    let src = write_temp(&root.join("orig"), "tuned.safetensors", &tuned);
+    let delta = root.join("base/tuned.brv");
+    ok(&["pack", "-q", "--base", s(&base_brv), s(&src), s(&delta)]);
+    let before = std::fs::read(&base_brv).unwrap();
+    for dedup in [&[][..], &["--dedup"]] {
+        let args = [&["pack", "-q", "--force"], dedup, &[s(&src), s(&base_brv)]].concat();
+        fails_with(
+            &args,
+            &[
+                s(&base_brv),
+                "is the base of 1 other archive",
+                s(&delta),
+                "--break-dependants",
+            ],
+        );
+        assert_eq!(std::fs::read(&base_brv).unwrap(), before);
+    }
+    ok(&["verify", "-q", s(&delta)]);
+    // The same source again, at another level: its dependant still reads.
+    let base_src = root.join("orig/base.safetensors");
+    ok(&["pack", "-q", "--force", "-1", s(&base_src), s(&base_brv)]);
+    ok(&["verify", "-q", s(&delta)]);
+    // Told to: replaced, and the dependant no longer reads.
+    ok(&[
+        "pack",
+        "-q",
+        "--force",
+        "--break-dependants",
+        s(&src),
+        s(&base_brv),
+    ]);
+    fails_with(&["verify", "-q", s(&delta)], &["holds another source"]);
+}
+
 #[test]
 fn a_directory_packs_against_a_directory_of_bases_by_tensor_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -634,4 +677,64 @@ fn dedup_references_no_more_bases_than_a_reader_opens() {
         "as many as a reader opens"
     );
     ok(&["verify", "-q", s(&out), "--against", s(&all)]);
+}
+
+/// `pack --base` against a base whose own bases nest too deep for a reader
+/// packs without it and says so, naming the base.
+#[test]
+fn a_base_nested_too_deep_is_named_when_packing_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, tuned) = base_and_tuned();
+    let mut prev = packed_base(root, &base);
+    let src = write_temp(&root.join("orig"), "tuned.safetensors", &tuned);
+    // Each packed against the one before: the seventh's bases nest 6 deep.
+    for k in 1..=6 {
+        let next = root.join(format!("base/chain{k}.brv"));
+        let out = brevis(&["pack", "-q", "--base", s(&prev), s(&src), s(&next)]);
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "link {k}");
+        prev = next;
+    }
+    let last = root.join("base/last.brv");
+    let out = brevis(&["pack", "-q", "--base", s(&prev), s(&src), s(&last)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("chain6.brv: its bases nest 6 deep"), "{err}");
+    assert!(err.contains("is packed without it"), "{err}");
+    assert_eq!(index_version(&last), 1, "no base named");
+    ok(&["verify", "-q", s(&last)]);
+}
+
+/// A store whose files include junk (random bytes named .brv, a dangling
+/// link, an archive whose base is gone) still serves `--dedup`: each such
+/// file is named in a warning and left out.
+#[test]
+fn dedup_skips_what_it_cannot_read_in_the_store_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (base, tuned) = base_and_tuned();
+    let base_brv = packed_base(root, &base);
+    let store = base_brv.parent().unwrap();
+    let src = write_temp(&root.join("orig"), "tuned.safetensors", &tuned);
+    let orphan = store.join("orphan.brv");
+    ok(&["pack", "-q", "--base", s(&base_brv), s(&src), s(&orphan)]);
+    let moved = root.join("moved.brv");
+    std::fs::rename(&base_brv, &moved).unwrap();
+    std::fs::write(store.join("junk.brv"), noise(9, 4096)).unwrap();
+    std::os::unix::fs::symlink("nowhere.brv", store.join("gone.brv")).unwrap();
+    std::fs::rename(&moved, store.join("model2.brv")).unwrap();
+    let out = root.join("out.brv");
+    let dedup = format!("--dedup={}", s(store));
+    let run = brevis(&["pack", "-q", &dedup, s(&src), s(&out)]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    for name in ["junk.brv", "gone.brv", "orphan.brv"] {
+        assert!(err.contains(name), "{name} not named: {err}");
+    }
+    assert!(err.contains("not matched against (--dedup)"), "{err}");
+    assert!(!err.contains("model2.brv"), "{err}");
+    ok(&["verify", "-q", s(&out)]);
+    // It matched the readable archive: the output needs it.
+    assert_eq!(index_version(&out), 2);
 }

@@ -89,6 +89,9 @@ impl Bases {
             if rewritten.as_deref().is_some_and(|d| needs(&archive, d)) {
                 continue;
             }
+            if k < named {
+                warn_if_too_deep(&archive, dst);
+            }
             let which = bases.archives.len() as u32;
             for t in source_tensors(&archive)? {
                 if sources.dedup {
@@ -182,6 +185,21 @@ impl Bases {
     }
 }
 
+/// Says so when the base `archive` (given by name) nests too deep for an
+/// archive coded against it to be read: `dst` is then packed without it.
+fn warn_if_too_deep(archive: &Archive, dst: &Path) {
+    let levels = archive.bases_load().1;
+    if !Admitted::deep_enough(levels) {
+        log::warn!(
+            "{}: its bases nest {levels} deep, and an archive coded against it would \
+             nest deeper than {MAX_BASE_DEPTH}, which no reader opens: {} is packed \
+             without it",
+            archive.path().display(),
+            dst.display()
+        );
+    }
+}
+
 /// Whether one of `archive`'s bases, or of theirs, is the file `target`
 /// (a canonical path).
 fn needs(archive: &Archive, target: &Path) -> bool {
@@ -201,13 +219,18 @@ struct Admitted {
 }
 
 impl Admitted {
+    /// Whether an archive can reference a base whose bases nest `levels` deep.
+    fn deep_enough(levels: usize) -> bool {
+        levels + 2 < MAX_BASE_DEPTH
+    }
+
     /// Whether base `which`, which opens `opened` archives `levels` deep
     /// (see [`Archive::bases_load`]), is, or can now be, referenced.
     fn admit(&mut self, which: u32, (opened, levels): (usize, usize)) -> bool {
         if self.taken.contains(&which) {
             return true;
         }
-        let fits = self.opened + 1 + opened <= MAX_OPENED_BASES && levels + 2 < MAX_BASE_DEPTH;
+        let fits = self.opened + 1 + opened <= MAX_OPENED_BASES && Self::deep_enough(levels);
         if fits {
             self.taken.insert(which);
             self.opened += 1 + opened;

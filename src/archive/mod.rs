@@ -23,8 +23,8 @@ pub use format::{
     QUANTIZED_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
 };
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
-pub use run_bases::RunBases;
-pub use source::{open_regular, ByteSource, FileSource, LocalFiles, SourceOpener};
+pub use run_bases::{refuse_orphaning, RunBases};
+pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
 pub use unpack::{for_each_chunk, unpack_file, verify};
 pub use writer::{
     calibrate, pack_file, PackOptions, PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES,

@@ -5,8 +5,9 @@ use super::format::{
     check_head, checksum, decode_trailer, BaseEntry, BaseSpan, ChunkEntry, HeadError, Index,
     HEAD_MAGIC, TRAILER_LEN,
 };
-use super::source::{open_regular, ByteSource, LocalFiles, SourceOpener};
+use super::source::{ByteSource, LocalFiles, SourceOpener};
 use crate::error::{Error, IoContext, Result};
+use crate::input::open_regular;
 use crate::safetensors::Layout;
 use memmap2::Mmap;
 use std::borrow::Cow;

@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::{base_archives, BaseSources};
+use super::{base_archives, Archive, BaseSources};
 use crate::error::{Error, IoContext, Result};
 use crate::tree::{self, Action, Job};
 use std::path::{Path, PathBuf};
@@ -127,7 +127,14 @@ fn store_archives(
         .iter()
         .filter_map(|j| j.dst.canonicalize().ok())
         .collect();
-    found.retain(|a| a.canonicalize().is_ok_and(|a| !outputs.contains(&a)));
+    found.retain(|a| !a.canonicalize().is_ok_and(|a| outputs.contains(&a)));
+    found.retain(|a| match matchable(a) {
+        Ok(()) => true,
+        Err(e) => {
+            log::warn!("{e}; not matched against (--dedup)");
+            false
+        }
+    });
     if found.len() > MAX_STORE_ARCHIVES {
         let reason = format!(
             "holds {} archives; --dedup indexes at most {MAX_STORE_ARCHIVES}",
@@ -138,6 +145,18 @@ fn store_archives(
     Ok(found)
 }
 
+/// Whether the archive at `path` can be read as a base to match against:
+/// one of the store's files may be anything (a damaged or foreign file, a
+/// dangling link, an archive of a newer version or whose base is gone), and
+/// such a file is left out rather than failing every pack that looks.
+fn matchable(path: &Path) -> Result<()> {
+    let archive = Archive::open_unmapped(path)?;
+    archive.source_layout().map_err(|reason| {
+        Error::invalid(path, format!("its source is not safetensors: {reason}"))
+    })?;
+    Ok(())
+}
+
 /// What `job` is matched against by content: the archives `kept`, then the
 /// outputs of the jobs before it that exist (written by this run, or kept).
 fn before(kept: &[PathBuf], job: &Job, jobs: &[Job]) -> Vec<PathBuf> {
@@ -146,6 +165,109 @@ fn before(kept: &[PathBuf], job: &Job, jobs: &[Job]) -> Vec<PathBuf> {
         .filter(|j| j.action == Action::Transform && j.dst.is_file())
         .map(|j| j.dst.clone());
     kept.iter().cloned().chain(written).collect()
+}
+
+/// Most archives whose bases are read to find what an overwritten archive
+/// is the base of (each is opened with its bases).
+const MAX_SCANNED_DEPENDANTS: usize = 4096;
+
+/// Refuses a run of `jobs` (packing `src` into `dst`, matching by content
+/// against `store` if given) that would replace an archive other archives
+/// need as their base with one of another source: they would all become
+/// unreadable. Archives looked at: those of DST's tree (a folder SRC) or
+/// folder (a file SRC), and of the store. An archive of the same source
+/// (re-packed at another level) is no change to them and goes ahead.
+pub fn refuse_orphaning(src: &Path, dst: &Path, store: Option<&Path>, jobs: &[Job]) -> Result<()> {
+    let replaced: Vec<(&Job, PathBuf)> = jobs
+        .iter()
+        .filter(|j| j.action == Action::Transform)
+        .filter_map(|j| Some((j, j.dst.canonicalize().ok()?)))
+        .collect();
+    if replaced.is_empty() {
+        return Ok(());
+    }
+    let folder = match src.is_dir() {
+        true => dst,
+        false => replaced[0].0.dst.parent().unwrap_or(Path::new("")),
+    };
+    let scanned = neighbours(src.is_dir(), folder, store)?;
+    let needed: Vec<(PathBuf, Vec<PathBuf>)> = scanned
+        .iter()
+        .filter_map(|path| {
+            let archive = Archive::open_unmapped(path).ok()?;
+            let bases = archive.bases().iter();
+            Some((
+                path.clone(),
+                bases.filter_map(|b| b.path().canonicalize().ok()).collect(),
+            ))
+        })
+        .collect();
+    for (job, target) in replaced {
+        let users: Vec<&Path> = (needed.iter())
+            .filter(|(_, bases)| bases.contains(&target))
+            .map(|(path, _)| path.as_path())
+            .collect();
+        if !users.is_empty() && !same_source(job)? {
+            return Err(orphaning(&job.dst, &users));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the archive at `job.dst` holds `job.src` already.
+fn same_source(job: &Job) -> Result<bool> {
+    let Ok(old) = Archive::open_unmapped(&job.dst) else {
+        return Ok(false);
+    };
+    Ok(old.len() == job.len && old.sha256() == crate::input::sha256_of(&job.src)?)
+}
+
+fn orphaning(base: &Path, users: &[&Path]) -> Error {
+    let mut named: Vec<String> = users
+        .iter()
+        .take(5)
+        .map(|p| p.display().to_string())
+        .collect();
+    if users.len() > 5 {
+        named.push(format!("and {} more", users.len() - 5));
+    }
+    let reason = format!(
+        "is the base of {} other archive(s) ({}), which could no longer be read if it \
+         held another source; unpack or `brevis detach` them first, or pass \
+         --break-dependants to replace it anyway",
+        users.len(),
+        named.join(", ")
+    );
+    Error::invalid(base, reason)
+}
+
+/// The archives that may need an output of a run (see [`refuse_orphaning`]):
+/// those under `folder` (DST, for a folder SRC) or directly in it (the
+/// output's folder, for a file SRC), and the store's.
+fn neighbours(tree: bool, folder: &Path, store: Option<&Path>) -> Result<Vec<PathBuf>> {
+    let folder = match folder.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => folder,
+    };
+    let mut found = match (tree, folder.is_dir()) {
+        (_, false) => Vec::new(),
+        (true, true) => tree::find(folder, "brv")?,
+        (false, true) => archives_in(folder)?,
+    };
+    if let Some(store) = store.filter(|s| s.is_dir()) {
+        found.extend(tree::find(store, "brv")?);
+    }
+    found.sort();
+    found.dedup();
+    if found.len() > MAX_SCANNED_DEPENDANTS {
+        let reason = format!(
+            "holds {} archives; at most {MAX_SCANNED_DEPENDANTS} are read to find the \
+             archives that need the ones being overwritten",
+            found.len()
+        );
+        return Err(Error::invalid(folder, reason));
+    }
+    Ok(found)
 }
 
 /// The archives directly in `folder` (not hidden: temporaries are).

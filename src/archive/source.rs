@@ -6,10 +6,11 @@
 
 #![forbid(unsafe_code)]
 
+use crate::input::open_regular;
 use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Bytes of one archive, read by range.
@@ -71,23 +72,4 @@ impl SourceOpener for LocalFiles {
     fn open(&self, path: &Path) -> io::Result<Box<dyn ByteSource>> {
         Ok(Box::new(FileSource::open(path)?))
     }
-}
-
-/// Opens `path` if it is a regular file (symbolic links followed). Anything
-/// else is refused without being opened (opening a device may act on it);
-/// the file is then opened without blocking and checked again, so a FIFO put
-/// in its place meanwhile is refused too instead of waiting for a writer.
-pub fn open_regular(path: &Path) -> io::Result<File> {
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    // (O_NONBLOCK changes nothing for a regular file: its reads never block.)
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    Ok(file)
 }

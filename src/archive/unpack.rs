@@ -209,7 +209,7 @@ struct Comparison<'a> {
 
 impl<'a> Comparison<'a> {
     fn open(path: &'a Path, len: u64) -> Result<Self> {
-        let file = super::source::open_regular(path).at(path)?;
+        let file = crate::input::open_regular(path).at(path)?;
         let actual = file.metadata().at(path)?.len();
         if actual != len {
             return Err(Error::invalid(

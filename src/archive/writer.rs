@@ -251,7 +251,7 @@ pub(super) struct Source<'a> {
 
 impl<'a> Source<'a> {
     fn open(path: &'a Path, chunking: Chunking, bases: Bases) -> Result<Self> {
-        let file = File::open(path).at(path)?;
+        let file = crate::input::open_regular(path).at(path)?;
         let size = file.metadata().at(path)?.len();
         let mut bases = bases;
         let plan = plan(path, &file, size, chunking, &mut bases)?;

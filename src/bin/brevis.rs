@@ -95,6 +95,12 @@ enum Command {
         /// kept, so a shard can be run again; others are overwritten.
         #[arg(long, value_name = "I/N|auto|auto/N")]
         shard: Option<String>,
+        /// Overwrite an archive even where other archives of DST (or of the
+        /// --dedup store) need it as their base and it would now hold
+        /// another source: they can then no longer be read. Without it such
+        /// a run is refused, naming them.
+        #[arg(long)]
+        break_dependants: bool,
         #[command(flatten)]
         search: SearchArgs,
     },
@@ -284,11 +290,31 @@ fn shard_share(
 }
 
 /// The jobs of shard `spec` of packing `src` into `dst`, without those whose
-/// outputs are already complete and of their source.
-fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<Vec<Job>> {
+/// outputs are already complete and of their source; and every job of the
+/// run, which the shares were cut from.
+fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<(Vec<Job>, Vec<Job>)> {
     let shard = parse_shard(src, spec)?;
-    let jobs = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite)?;
-    shard_share(shard, jobs, shard::done_already)
+    let all = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite)?;
+    Ok((shard_share(shard, all.clone(), shard::done_already)?, all))
+}
+
+/// Warns if the files of `src` are no longer those `planned` was made from:
+/// the shards, which each list SRC when they start, may then have cut
+/// different shares and left files to none of them.
+fn warn_if_source_changed(src: &Path, dst: &Path, planned: &[Job]) {
+    let files = |jobs: &[Job]| -> Vec<(PathBuf, u64)> {
+        jobs.iter().map(|j| (j.src.clone(), j.len)).collect()
+    };
+    let now = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite);
+    if now.is_ok_and(|now| files(&now) == files(planned)) {
+        return;
+    }
+    eprintln!(
+        "brevis: warning: {}: its files changed while this shard ran, so the \
+         shards may have split different lists and packed none of some files; \
+         run every shard again (complete outputs are kept)",
+        src.display()
+    );
 }
 
 fn warn_if_nothing_to_pack(src: &Path, jobs: &[Job]) {
@@ -355,7 +381,7 @@ fn pack_with_store(
 const MAX_PRIOR_BYTES: u64 = 16 << 20;
 
 fn read_prior(path: &Path) -> Result<Prior> {
-    let file = brevis::archive::open_regular(path).at(path)?;
+    let file = brevis::input::open_regular(path).at(path)?;
     let mut text = String::new();
     (file.take(MAX_PRIOR_BYTES + 1).read_to_string(&mut text)).at(path)?;
     if text.len() as u64 > MAX_PRIOR_BYTES {
@@ -373,8 +399,14 @@ fn main() -> ExitCode {
     // SAFETY: sets the default disposition of one signal before any other
     // thread exists; no handler runs. Test: `a_closed_output_pipe_ends_quietly`.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format(|out, record| {
+            let level = record.level().as_str().to_lowercase();
+            writeln!(out, "brevis: {level}: {}", record.args())
+        })
+        .init();
     let cli = Cli::parse_from(expand_level_flags(std::env::args_os()));
+    end_cleanly_on_signals();
     if let Some(n) = cli.threads {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
@@ -393,6 +425,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// Makes SIGINT, SIGTERM and SIGHUP remove the temporaries of the outputs
+/// being written before the process ends (with 128 + the signal's number,
+/// as a shell reports it). Called before any other thread starts.
+fn end_cleanly_on_signals() {
+    let signals = brevis::signals::block();
+    std::thread::spawn(move || {
+        let signal = brevis::signals::wait(&signals);
+        brevis::atomic::remove_temporaries();
+        eprintln!("brevis: stopped by signal {signal}; outputs being written were removed");
+        std::process::exit(128 + signal);
+    });
+}
+
 fn run(cli: &Cli) -> Result<()> {
     match &cli.command {
         Command::Pack {
@@ -403,6 +448,7 @@ fn run(cli: &Cli) -> Result<()> {
             base,
             dedup,
             shard,
+            break_dependants,
             search,
         } => {
             let opts = search.options(*chunk_size)?;
@@ -415,9 +461,12 @@ fn run(cli: &Cli) -> Result<()> {
                 }
                 return pack_with_store(cli, src, dst, outputs, shard.as_deref(), &opts);
             }
-            let jobs = match shard {
-                Some(spec) => shard_jobs(src, dst, spec)?,
-                None => tree::plan(src, dst, "safetensors", "brv", outputs.existing())?,
+            let (jobs, planned) = match shard {
+                Some(spec) => shard_jobs(src, dst, spec).map(|(mine, all)| (mine, Some(all)))?,
+                None => {
+                    let jobs = tree::plan(src, dst, "safetensors", "brv", outputs.existing())?;
+                    (jobs, None)
+                }
             };
             let skipped = outputs.existing() == Existing::Skip || shard.is_some();
             if !skipped {
@@ -429,8 +478,11 @@ fn run(cli: &Cli) -> Result<()> {
                 return Err(Error::invalid(src, reason));
             }
             let dedup = dedup.as_ref().map(Option::as_deref);
+            if !break_dependants {
+                archive::refuse_orphaning(src, dst, dedup.flatten(), &jobs)?;
+            }
             let bases = RunBases::new(src, dst, base.as_deref(), dedup, &jobs)?;
-            run_jobs(
+            let packed = run_jobs(
                 cli,
                 Direction::Pack,
                 (src, &jobs),
@@ -445,7 +497,11 @@ fn run(cli: &Cli) -> Result<()> {
                         Ok(summary.bytes_out)
                     })
                 },
-            )
+            );
+            if let Some(planned) = planned {
+                warn_if_source_changed(src, dst, &planned);
+            }
+            packed
         }
         Command::Calibrate {
             src,
@@ -453,7 +509,7 @@ fn run(cli: &Cli) -> Result<()> {
             force,
             chunk_size,
         } => {
-            if !force && prior.exists() {
+            if !force && std::fs::symlink_metadata(prior).is_ok() {
                 return Err(Error::invalid(
                     prior,
                     "already exists (use --force to overwrite)",
@@ -461,7 +517,11 @@ fn run(cli: &Cli) -> Result<()> {
             }
             let learned = archive::calibrate(src, *chunk_size)?;
             let text = format!("{:#}\n", learned.to_json());
-            std::fs::write(prior, text).at(prior)?;
+            brevis::atomic::write_atomically(prior, |tmp| {
+                let mut file = std::fs::File::create(tmp).at(tmp)?;
+                file.write_all(text.as_bytes()).at(tmp)?;
+                file.sync_all().at(tmp)
+            })?;
             if !cli.quiet {
                 let counts: Vec<String> = learned
                     .totals()

@@ -192,7 +192,7 @@ pub fn serve(
     options: &MountOptions,
     ready: impl FnOnce(),
 ) -> Result<()> {
-    let signals = block_signals();
+    let signals = crate::signals::block();
     // After the signals are blocked, so that the decoding threads inherit
     // it; now rather than on the first read, which would wait for them.
     let threads = options.decode_threads.map_or(0, |n| n.max(1));
@@ -255,7 +255,10 @@ pub fn serve(
         let _ = ended.send(Event::Ended(session.run()));
     });
     std::thread::spawn(move || loop {
-        if events.send(Event::Signal(wait_signal(&signals))).is_err() {
+        if events
+            .send(Event::Signal(crate::signals::wait(&signals)))
+            .is_err()
+        {
             break;
         }
     });
@@ -401,31 +404,6 @@ fn detach(mountpoint: &Path, cause: std::io::Error) {
             std::io::Error::last_os_error()
         );
     }
-}
-
-/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and the threads it starts)
-/// and returns the set, for `wait_signal`.
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: the set is initialised by sigemptyset before use, and only valid
-    // signal numbers are added; pthread_sigmask gets valid pointers.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, signal);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
-/// Waits for one of the blocked signals.
-fn wait_signal(set: &libc::sigset_t) -> i32 {
-    let mut signal = 0;
-    // SAFETY: both pointers are valid for the call; sigwait only fails for an
-    // invalid set, which `block_signals` never builds.
-    unsafe { libc::sigwait(set, &mut signal) };
-    signal
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ impl Mirror {
                         files.push((PathBuf::from(rel), info.len));
                         sources.insert(Path::new(base).join(rel), info);
                     }
-                    let jobs = tree::mirror(Path::new(base), dst, files, from_ext, to_ext);
+                    let jobs = tree::mirror(Path::new(base), dst, files, from_ext, to_ext)?;
                     (jobs, true)
                 }
             }

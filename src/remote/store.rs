@@ -337,7 +337,7 @@ impl Store {
     pub fn put_file(&self, path: &std::path::Path, key: &str) -> io::Result<u64> {
         use object_store::{PutPayload, WriteMultipart};
         use std::io::Read;
-        let mut file = std::fs::File::open(path)?;
+        let mut file = crate::input::open_regular(path)?;
         let len = file.metadata()?.len();
         let client = self.client.clone();
         let target = key_path(key);
