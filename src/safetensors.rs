@@ -100,6 +100,9 @@ pub struct TensorInfo {
     pub end: u64,
 }
 
+/// A header's `__metadata__`: its keys and string values, in the header's order.
+pub type Metadata = Vec<(String, String)>;
+
 /// The parsed layout of a safetensors file.
 #[derive(Clone, Debug)]
 pub struct SourceLayout {
@@ -107,6 +110,8 @@ pub struct SourceLayout {
     pub header_end: u64,
     /// Tensors in order of their data offsets.
     pub tensors: Vec<TensorInfo>,
+    /// The header's `__metadata__`, if it has one.
+    pub metadata: Option<Metadata>,
 }
 
 /// Parses the header of a file of `file_size` bytes; `read_header(n)` returns the
@@ -160,7 +165,7 @@ fn parse_header(json: &[u8], header_end: u64, file_size: u64) -> Result<SourceLa
         file_size,
     };
     let mut de = serde_json::Deserializer::from_slice(json);
-    let mut tensors = serde::Deserializer::deserialize_map(&mut de, visitor)
+    let (mut tensors, metadata) = serde::Deserializer::deserialize_map(&mut de, visitor)
         .and_then(|t| de.end().map(|()| t))
         .map_err(|e| match e.classify() {
             serde_json::error::Category::Data => format!("header is not a JSON object: {e}"),
@@ -176,10 +181,25 @@ fn parse_header(json: &[u8], header_end: u64, file_size: u64) -> Result<SourceLa
             ));
         }
     }
+    refuse_duplicate_names(&tensors)?;
     Ok(SourceLayout {
         header_end,
         tensors,
+        metadata,
     })
+}
+
+/// A name given twice would leave readers that look tensors up by name (as
+/// safetensors' loaders do) with one of two tensors.
+fn refuse_duplicate_names(tensors: &[TensorInfo]) -> Result<(), String> {
+    // Borrowed names, not a set of owned ones: a header of a million tensors
+    // is not held twice.
+    let mut names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    match names.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(format!("tensor '{}' appears twice in the header", w[0])),
+        None => Ok(()),
+    }
 }
 
 /// Reads the header's entries one at a time, each tensor's JSON dropped once
@@ -193,7 +213,7 @@ struct Entries {
 impl<'de> serde::de::Visitor<'de> for Entries {
     /// A header that is JSON but not a valid safetensors header is the inner
     /// error, so that its message is ours, not the JSON reader's.
-    type Value = Result<Vec<TensorInfo>, String>;
+    type Value = Result<(Vec<TensorInfo>, Option<Metadata>), String>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a JSON object")
@@ -201,13 +221,18 @@ impl<'de> serde::de::Visitor<'de> for Entries {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut tensors = Vec::new();
+        let mut metadata = None;
         while let Some(name) = map.next_key::<String>()? {
             let entry: Value = map.next_value()?;
-            if name == "__metadata__" {
-                continue;
-            }
-            match parse_tensor(name, &entry, self.header_end, self.file_size) {
-                Ok(t) => tensors.push(t),
+            let parsed = if name != "__metadata__" {
+                parse_tensor(name, &entry, self.header_end, self.file_size).map(|t| tensors.push(t))
+            } else if metadata.is_none() {
+                parse_metadata(entry).map(|m| metadata = Some(m))
+            } else {
+                Err("__metadata__ appears twice in the header".into())
+            };
+            match parsed {
+                Ok(()) => {}
                 // The rest is still read, so that invalid JSON later is
                 // reported as such.
                 Err(e) => {
@@ -219,8 +244,22 @@ impl<'de> serde::de::Visitor<'de> for Entries {
                 }
             }
         }
-        Ok(Ok(tensors))
+        Ok(Ok((tensors, metadata)))
     }
+}
+
+/// `__metadata__` as safetensors reads it: an object of strings.
+fn parse_metadata(entry: Value) -> Result<Metadata, String> {
+    let bad = || "__metadata__ is not an object of strings".to_string();
+    let Value::Object(map) = entry else {
+        return Err(bad());
+    };
+    map.into_iter()
+        .map(|(key, value)| match value {
+            Value::String(s) => Ok((key, s)),
+            _ => Err(bad()),
+        })
+        .collect()
 }
 
 fn parse_tensor(
@@ -312,6 +351,7 @@ mod tests {
         let l = layout(h, 40).unwrap();
         assert_eq!(l.tensors[0].name, "a");
         assert_eq!(l.tensors[1].start, l.header_end + 16);
+        assert_eq!(l.metadata, Some(vec![("k".into(), "v".into())]));
     }
 
     #[test]
@@ -333,6 +373,23 @@ mod tests {
                 r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}"#,
                 6,
                 "overlap",
+            ),
+            (
+                r#"{"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}"#,
+                0,
+                "'a' appears twice",
+            ),
+            (r#"{"__metadata__":{"k":1}}"#, 0, "not an object of strings"),
+            (r#"{"__metadata__":[]}"#, 0, "not an object of strings"),
+            (
+                r#"{"__metadata__":{},"__metadata__":{}}"#,
+                0,
+                "__metadata__ appears twice",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]}}"#,
+                16,
+                "not a list of sizes",
             ),
         ];
         for (h, data, why) in cases {

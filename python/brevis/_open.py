@@ -1,7 +1,7 @@
 """``safe_open``: a safetensors-like view of an archive, tensor by tensor."""
 
-import json
-import struct
+import math
+import operator
 
 from ._brevis import Archive, BrevisError
 
@@ -26,27 +26,20 @@ DTYPES = {
 
 
 class _Info:
-    __slots__ = ("dtype", "shape", "start", "end")
+    __slots__ = ("name", "dtype", "shape", "start", "end")
 
-    def __init__(self, dtype, shape, start, end):
-        self.dtype, self.shape, self.start, self.end = dtype, shape, start, end
+    def __init__(self, name, dtype, shape, start, end):
+        self.name, self.dtype, self.shape, self.start, self.end = name, dtype, shape, start, end
 
 
 def _read_header(archive):
-    head = bytearray(8)
-    archive.read_into(0, head)
-    (n,) = struct.unpack("<Q", head)
-    if n > archive.source_len - 8:
-        raise BrevisError(f"{archive.path}: its original is not a safetensors file")
-    raw = bytearray(n)
-    archive.read_into(8, raw)
-    header = json.loads(bytes(raw))
-    metadata = header.pop("__metadata__", None)
-    tensors = {}
-    for name, t in header.items():
-        a, b = t["data_offsets"]
-        tensors[name] = _Info(t["dtype"], list(t["shape"]), 8 + n + a, 8 + n + b)
-    return metadata, tensors
+    """The original's metadata and tensors by name, in the order safetensors gives
+    names (sorted). The header is parsed and checked by the packer's own code, with
+    its size limit: a tensor lies inside the original and holds exactly its shape's
+    bytes, or the archive is refused."""
+    tensors, metadata = archive.header()
+    infos = {t[0]: _Info(*t) for t in sorted(tensors)}
+    return (None if metadata is None else dict(metadata)), infos
 
 
 class _Framework:
@@ -66,7 +59,7 @@ class _Framework:
             raise ValueError(f"framework {name!r} is not 'pt' or 'numpy'")
         self.device = device
 
-    def empty(self, info, nbytes):
+    def empty(self, nbytes):
         """A fresh tensor of `nbytes` bytes and a writable uint8 numpy view of it."""
         if self.torch is None:
             flat = self.np.empty(nbytes, dtype=self.np.uint8)
@@ -74,21 +67,12 @@ class _Framework:
         flat = self.torch.empty(nbytes, dtype=self.torch.uint8)
         return flat, flat.numpy()
 
-    def view(self, info, flat, shape):
-        numpy_name, torch_name, _ = _dtype(info.dtype)
+    def view(self, dtype, flat, shape):
+        """`flat` as a tensor of `dtype` (this framework's name of it) and `shape`."""
         if self.torch is None:
-            if numpy_name is None:
-                raise TypeError(f"numpy has no dtype for {info.dtype}: load it with brevis.torch")
-            return flat.view(numpy_name).reshape(shape)
-        t = flat.view(getattr(self.torch, torch_name)).reshape(shape)
+            return flat.view(dtype).reshape(shape)
+        t = flat.view(getattr(self.torch, dtype)).reshape(shape)
         return t if self.device == "cpu" else t.to(self.device)
-
-
-def _dtype(name):
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise TypeError(f"dtype {name} is not supported") from None
 
 
 class safe_open:
@@ -108,7 +92,7 @@ class safe_open:
         return False
 
     def keys(self):
-        """Tensor names, in the header's order."""
+        """Tensor names, sorted (as safetensors gives them)."""
         return list(self._tensors)
 
     def metadata(self):
@@ -121,13 +105,32 @@ class safe_open:
         except KeyError:
             raise KeyError(f"{self._archive.path}: no tensor named {name!r}") from None
 
+    def _dtype(self, info):
+        """This framework's name of `info`'s dtype, and its bytes per element."""
+        where = f"{self._archive.path}: tensor {info.name!r}"
+        try:
+            numpy_name, torch_name, size = DTYPES[info.dtype]
+        except KeyError:
+            raise BrevisError(f"{where}: dtype {info.dtype} is not supported") from None
+        if self._framework.torch is not None:
+            return torch_name, size
+        if numpy_name is None:
+            raise TypeError(f"{where}: numpy has no dtype for {info.dtype}: load it with brevis.torch")
+        return numpy_name, size
+
+    def _read(self, info, first, shape):
+        """The elements of `info` from element `first` on, as a tensor of `shape`."""
+        dtype, size = self._dtype(info)
+        nbytes = math.prod(shape) * size
+        flat, out = self._framework.empty(nbytes)
+        if nbytes:
+            self._archive.read_into(info.start + first * size, out)
+        return self._framework.view(dtype, flat, shape)
+
     def get_tensor(self, name):
         """The whole tensor `name`."""
         info = self._info(name)
-        flat, out = self._framework.empty(info, info.end - info.start)
-        if info.end > info.start:
-            self._archive.read_into(info.start, out)
-        return self._framework.view(info, flat, info.shape)
+        return self._read(info, 0, info.shape)
 
     def get_slice(self, name):
         """A lazy view of tensor `name`: indexing it decodes only the rows it needs."""
@@ -135,25 +138,21 @@ class safe_open:
 
     def _rows(self, info, first, stop):
         """Rows `first..stop` (along the first dimension) of `info`."""
-        row = _dtype(info.dtype)[2]
-        for d in info.shape[1:]:
-            row *= d
-        flat, out = self._framework.empty(info, (stop - first) * row)
-        if stop > first and row:
-            self._archive.read_into(info.start + first * row, out)
-        return self._framework.view(info, flat, [stop - first] + info.shape[1:])
+        rest = info.shape[1:]
+        return self._read(info, first * math.prod(rest), [stop - first] + rest)
 
     def _load_all(self):
         """Every tensor, decoded in parallel, then the whole original's SHA-256 checked."""
+        # Every dtype is checked before anything is decoded.
+        dtypes = {name: self._dtype(info)[0] for name, info in self._tensors.items()}
         allocated = {}
         targets = []
         for name, info in self._tensors.items():
-            flat, out = self._framework.empty(info, info.end - info.start)
-            allocated[name] = flat
+            allocated[name], out = self._framework.empty(info.end - info.start)
             if info.end > info.start:
                 targets.append((info.start, out))
         self._archive.read_all_into(targets)
-        return {n: self._framework.view(self._tensors[n], f, self._tensors[n].shape)
+        return {n: self._framework.view(dtypes[n], f, self._tensors[n].shape)
                 for n, f in allocated.items()}
 
 
@@ -170,25 +169,36 @@ class _Slice:
         return self._info.dtype
 
     def __getitem__(self, key):
+        """The tensor indexed by `key` as numpy indexes it. Where the first index is an
+        integer or a slice, only the rows it picks are decoded, and indexed by the same
+        key with that index moved onto them; other keys decode the whole tensor."""
         info = self._info
-        if not info.shape:
-            return self._opened._rows(info, 0, 1).reshape([])[key]
-        key = key if isinstance(key, tuple) else (key,)
-        first, rest = (key[0], key[1:]) if key else (slice(None), ())
-        rows = info.shape[0]
-        if isinstance(first, int):
-            i = first + rows if first < 0 else first
-            if not 0 <= i < rows:
-                raise IndexError(f"index {first} is out of range for {rows} rows")
-            return self._opened._rows(info, i, i + 1)[(0,) + tuple(rest)]
-        if isinstance(first, slice):
-            picked = range(*first.indices(rows))
-            if not picked:
-                return self._opened._rows(info, 0, 0)[(slice(None),) + tuple(rest)]
-            lo, hi = min(picked), max(picked) + 1
-            part = self._opened._rows(info, lo, hi)
-            stop = picked.stop - lo
-            local = slice(picked.start - lo, stop if stop >= 0 else None, picked.step)
-            return part[(local,) + tuple(rest)]
-        # Anything else (lists, arrays, Ellipsis): the whole tensor, indexed.
-        return self._opened._rows(info, 0, rows)[key]
+        keys = key if isinstance(key, tuple) else (key,)
+        picked = _rows_picked(keys[0], info.shape[0]) if info.shape and keys else None
+        if picked is None:
+            return self._opened._read(info, 0, info.shape)[key]
+        first, stop, local = picked
+        return self._opened._rows(info, first, stop)[(local,) + keys[1:]]
+
+
+def _rows_picked(index, rows):
+    """The rows `first..stop` that `index` picks of `rows` and the index that picks
+    the same of those rows alone; None where `index` is not an integer or a slice
+    (None, Ellipsis, a bool, an array, a list)."""
+    if isinstance(index, slice):
+        picked = range(*index.indices(rows))
+        if not picked:
+            return 0, 0, slice(0, 0)
+        first = min(picked)
+        # Up from their row 0, or down to it: the picked rows end where these do.
+        return first, max(picked) + 1, slice(picked.start - first, None, picked.step)
+    if isinstance(index, bool):
+        return None
+    try:
+        i = operator.index(index)
+    except TypeError:
+        return None
+    if not -rows <= i < rows:
+        raise IndexError(f"index {i} is out of bounds for axis 0 with size {rows}")
+    i %= rows
+    return i, i + 1, 0

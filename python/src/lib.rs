@@ -8,6 +8,7 @@
 
 use brevis::archive::{self, Archive as Inner, PackOptions};
 use brevis::error::Error;
+use brevis::safetensors::{self, Metadata, SourceLayout};
 use brevis::tree::{self, Action, Existing};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -102,6 +103,20 @@ impl Archive {
         .map_err(to_py)
     }
 
+    /// The original's safetensors header, checked as the packer checks it
+    /// (the same code, the same size limit): its tensors, as `(name, dtype,
+    /// shape, start, end)` in the order of their bytes (offsets in the
+    /// original), and its `__metadata__` as `(key, value)` pairs, or None.
+    fn header(&self, py: Python<'_>) -> PyResult<(Vec<Tensor>, Option<Metadata>)> {
+        let layout = py
+            .allow_threads(|| source_layout(&self.inner))
+            .map_err(to_py)?;
+        let tensors = (layout.tensors.into_iter())
+            .map(|t| (t.name, t.dtype, t.shape, t.start, t.end))
+            .collect();
+        Ok((tensors, layout.metadata))
+    }
+
     /// Decodes everything, checking every chunk checksum and the SHA-256 of
     /// the original.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
@@ -118,6 +133,31 @@ impl Archive {
                 "bytes {offset}..+{len} lie beyond the original's {} bytes",
                 self.inner.len()
             ))),
+        }
+    }
+}
+
+/// A tensor of `Archive.header`: name, dtype, shape, start and end.
+type Tensor = (String, String, Vec<u64>, u64, u64);
+
+/// The layout of `archive`'s original, parsed and checked by the packer's
+/// own code. An archive that cannot be read fails with its own error, not as
+/// an original that is not safetensors.
+fn source_layout(archive: &Inner) -> brevis::Result<SourceLayout> {
+    let mut unreadable = None;
+    let parsed = safetensors::parse(archive.len(), |n| {
+        let mut head = vec![0; n as usize];
+        (archive.read_at(0, &mut head).map(|_| head)).map_err(|e| {
+            unreadable = Some(e);
+            std::io::ErrorKind::Other.into()
+        })
+    });
+    match (parsed, unreadable) {
+        (_, Some(e)) => Err(e),
+        (Ok(layout), None) => Ok(layout),
+        (Err(reason), None) => {
+            let reason = format!("its original is not a safetensors file: {reason}");
+            Err(Error::invalid(archive.path(), reason))
         }
     }
 }
@@ -347,6 +387,91 @@ fn verify(py: Python<'_>, path: PathBuf) -> PyResult<()> {
     .map_err(to_py)
 }
 
+/// Writes at `dst` an archive whose original is `original` followed by zero
+/// bytes up to `source_len` bytes in all, checking nothing of it: for tests
+/// of what readers do with an original the packer refuses (an archive made
+/// by hand, or by an older packer). Zeros cost a few bytes per 16 MiB, so the
+/// archive of a large original can be small.
+#[pyfunction]
+#[pyo3(signature = (dst, original, source_len = None))]
+fn _store_unchecked(
+    py: Python<'_>,
+    dst: PathBuf,
+    original: &[u8],
+    source_len: Option<u64>,
+) -> PyResult<()> {
+    let padding = source_len.map_or(Some(0), |n| n.checked_sub(original.len() as u64));
+    let padding = padding
+        .ok_or_else(|| PyValueError::new_err("source_len is below the original's length"))?;
+    py.allow_threads(|| unchecked::write(&dst, original, padding))
+        .map_err(to_py)
+}
+
+mod unchecked {
+    use brevis::archive::{assemble, encode_record, record_version, ChunkEntry, Index};
+    use brevis::error::Error;
+    use brevis::safetensors::Layout;
+    use brevis::synth::{Hint, SynthOptions};
+    use sha2::{Digest, Sha256};
+    use std::path::Path;
+    use twox_hash::XxHash3_64;
+
+    /// Bytes of `original` per chunk.
+    const CHUNK: usize = 64 << 10;
+    /// Zero bytes per chunk of the padding: every whole one has one record.
+    const ZEROS: u64 = 16 << 20;
+
+    /// The archive of `original` and `padding` zero bytes, each chunk coded
+    /// as bytes by the quickest search.
+    pub fn write(dst: &Path, original: &[u8], padding: u64) -> brevis::Result<()> {
+        let opts = SynthOptions {
+            budget: 0,
+            ..SynthOptions::default()
+        };
+        let (mut records, mut chunks, mut sha) = (Vec::new(), Vec::new(), Sha256::new());
+        let mut push = |bytes: &[u8], times: u64| {
+            let hint = Hint {
+                float: None,
+                rows: None,
+            };
+            let record = encode_record(bytes, Layout::Bytes, hint, &opts);
+            let entry = ChunkEntry {
+                layout: Layout::Bytes,
+                src_len: bytes.len() as u64,
+                rec_len: record.len() as u64,
+                checksum: XxHash3_64::oneshot(bytes),
+                base: None,
+            };
+            for _ in 0..times {
+                sha.update(bytes);
+                records.push(record.clone());
+                chunks.push(entry);
+            }
+        };
+        original.chunks(CHUNK).for_each(|c| push(c, 1));
+        let zeros = vec![0; ZEROS.min(padding) as usize];
+        let (whole, rest) = (padding / ZEROS, (padding % ZEROS) as usize);
+        if whole > 0 {
+            push(&zeros, whole);
+        }
+        if rest > 0 {
+            push(&zeros[..rest], 1);
+        }
+        let index = Index {
+            source_len: original.len() as u64 + padding,
+            sha256: sha.finalize().into(),
+            chunk_size: CHUNK as u64,
+            bases: Vec::new(),
+            chunks,
+        };
+        let needs = (records.iter().zip(&index.chunks))
+            .map(|(r, c)| record_version(r, c.layout, c.src_len as usize));
+        let version = needs.fold(index.version(), u8::max);
+        let bytes = assemble(records.iter().map(Vec::as_slice), &index, version);
+        std::fs::write(dst, bytes).map_err(|e| Error::io(dst, e))
+    }
+}
+
 /// Mirrors `src` into `dst` as the command line does: files ending in
 /// `exts.0` through `each`, others copied. Returns the bytes written.
 /// The jobs that mirror `src` into `dst`, renaming `from` files to `to`.
@@ -390,5 +515,6 @@ fn _brevis(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack, m)?)?;
     m.add_function(wrap_pyfunction!(unpack, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(_store_unchecked, m)?)?;
     Ok(())
 }

@@ -4,15 +4,23 @@ built from a state dict loaded out of an archive."""
 
 import glob
 import importlib.util
+import json
+import math
 import os
 import shutil
+import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from safetensors import SafetensorError, safe_open as st_safe_open
 from safetensors.numpy import load_file as st_numpy_load, save_file as st_numpy_save
 
 import brevis
 import brevis.numpy
+from brevis._brevis import _store_unchecked
+from brevis._open import DTYPES
 
 CORPUS = os.environ.get("BREVIS_CORPUS", os.path.expanduser("~/.cache/brevis-corpus"))
 CORPUS_FILES = sorted(glob.glob(os.path.join(CORPUS, "*", "model.safetensors")))
@@ -164,6 +172,271 @@ def test_read_into_checks_buffers_and_spans(packed):
     head = bytearray(8)
     archive.read_into(0, head)
     assert int.from_bytes(head, "little") < archive.source_len
+
+
+def original(header, data=b""):
+    """A safetensors file's bytes: `header` (a dict, or its JSON's bytes) and `data`."""
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+F32 = np.arange(8, dtype=np.float32).tobytes()
+
+# Headers the packer refuses (so archives of them are made by hand): each one's
+# original, and what the refusal says.
+BAD_HEADERS = {
+    "shape-larger-than-its-bytes": (original({
+        "a": {"dtype": "F32", "shape": [1000, 4], "data_offsets": [0, 16]},
+        "b": {"dtype": "F32", "shape": [4], "data_offsets": [16, 32]}}, F32),
+        r"tensor 'a': 16 bytes do not hold shape \[1000, 4\] of F32"),
+    "negative-dimension": (original({
+        "a": {"dtype": "F32", "shape": [-1, 4], "data_offsets": [0, 64]}}, F32 * 2),
+        "tensor 'a': shape is not a list of sizes"),
+    "offsets-beyond-the-file": (original({
+        "a": {"dtype": "F32", "shape": [16], "data_offsets": [0, 64]}}, F32),
+        r"tensor 'a': data_offsets \[0, 64\] do not fit"),
+    "overlapping-tensors": (original({
+        "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+        "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, F32),
+        "tensors 'a' and 'b' overlap"),
+    "name-given-twice": (original(
+        b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},'
+        b'"a":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}}', F32),
+        "tensor 'a' appears twice"),
+    "missing-offsets": (original({"a": {"dtype": "F32", "shape": [4]}}, F32),
+                        "tensor 'a': data_offsets is not a pair"),
+    "metadata-not-strings": (original({"__metadata__": {"step": 1}}),
+                             "__metadata__ is not an object of strings"),
+    "a-list-not-an-object": (original(b"[1, 2]"), "header does not start with '{'"),
+    "header-size-0": (struct.pack("<Q", 0) + F32, "header size 0 does not fit"),
+    "not-json": (original(b'{"a": nope}'), "header is not valid JSON"),
+    "not-utf-8": (original(b'{"\xff": 1}'), "header is not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_HEADERS))
+def test_archives_of_headers_the_packer_refuses_are_refused_by_the_reader(tmp_path, case):
+    """Such archives verify (their chunks and SHA-256 are intact): only a check of
+    the header stops a reader taking, say, the next tensor's bytes as rows of `a`.
+    The reader's check is the packer's (and refuses what safetensors refuses)."""
+    data, reason = BAD_HEADERS[case]
+    src, brv = tmp_path / "m.safetensors", tmp_path / "m.brv"
+    src.write_bytes(data)
+    _store_unchecked(brv, data)
+    brevis.verify(brv)
+    with pytest.raises(brevis.BrevisError, match=f"m.safetensors.*{reason}"):
+        brevis.pack(src, tmp_path / "packed.brv")
+    with pytest.raises(SafetensorError):
+        st_safe_open(str(src), framework="numpy")
+    refused = f"m.brv: its original is not a safetensors file: {reason}"
+    with pytest.raises(brevis.BrevisError, match=refused):
+        brevis.safe_open(brv, framework="numpy")
+    with pytest.raises(brevis.BrevisError, match=refused):
+        brevis.numpy.load_file(brv)
+
+
+def test_a_header_size_beyond_the_limit_is_refused_before_anything_is_allocated(tmp_path):
+    """The original declares a 512 MiB header and is 512 MiB long (all zeros after the
+    size), so the header fits the file; its archive is a few hundred bytes. The
+    limit is the packer's (100 MB): the reader refuses it at once, in a process of
+    its own whose peak memory is measured."""
+    brv = tmp_path / "bomb.brv"
+    _store_unchecked(brv, struct.pack("<Q", 512 << 20), (512 << 20) + 8)
+    assert os.path.getsize(brv) < 4096
+    probe = (
+        "import resource, sys, time, numpy, brevis\n"
+        "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "before, start = peak(), time.monotonic()\n"
+        "try:\n"
+        "    brevis.safe_open(sys.argv[1], framework='numpy')\n"
+        "except brevis.BrevisError as e:\n"
+        "    print(e)\n"
+        "print(peak() - before, time.monotonic() - start)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(brv)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out[0] == (f"{brv}: its original is not a safetensors file: header size "
+                      f"{512 << 20} exceeds the limit of {100 << 20} bytes"), out
+    grown_kib, seconds = out[1].split()
+    assert int(grown_kib) < 16 << 10 and float(seconds) < 2, out
+
+
+def test_dtypes_a_framework_lacks_are_refused_naming_the_file_and_tensor(tmp_path):
+    """The packer keeps unknown dtypes' bytes (the file is valid safetensors): the
+    reader gives the other tensors and refuses the unknown one by name."""
+    src, brv = tmp_path / "m.safetensors", tmp_path / "m.brv"
+    src.write_bytes(original({
+        "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+        "h": {"dtype": "BF16", "shape": [2], "data_offsets": [8, 12]},
+        "g": {"dtype": "X9", "shape": [3], "data_offsets": [12, 17]}}, F32[:17]))
+    brevis.pack(src, brv)
+    with brevis.safe_open(brv, framework="numpy") as f:
+        assert f.keys() == ["a", "g", "h"]
+        assert np.array_equal(f.get_tensor("a"), [0, 1])
+        with pytest.raises(brevis.BrevisError, match="m.brv: tensor 'g': dtype X9 is not supported"):
+            f.get_tensor("g")
+        with pytest.raises(brevis.BrevisError, match="m.brv: tensor 'g': dtype X9"):
+            f.get_slice("g")[1:]
+        with pytest.raises(TypeError, match="m.brv: tensor 'h': numpy has no dtype for BF16"):
+            f.get_tensor("h")
+    with pytest.raises(brevis.BrevisError, match="m.brv: tensor 'g': dtype X9"):
+        brevis.numpy.load_file(brv)
+
+
+def random_index(rng, size):
+    """One index of an axis of `size` as numpy takes them, in range or not."""
+    n = size + 2
+    pick = int(rng.integers(9))
+    if pick == 0:
+        return int(rng.integers(-n, n))
+    if pick == 1:
+        return np.int64(rng.integers(-n, n))
+    if pick <= 4:
+        bound = lambda: None if rng.integers(4) == 0 else int(rng.integers(-n, n))
+        step = [None, 1, 2, 3, -1, -2, -5][int(rng.integers(7))]
+        return slice(bound(), bound(), step)
+    if pick == 5:
+        return [None, Ellipsis][int(rng.integers(2))]
+    if pick == 6:
+        return [True, False, np.True_][int(rng.integers(3))]
+    if pick == 7:
+        return [int(i) for i in rng.integers(-n, n, int(rng.integers(0, 3)))]
+    return np.array(rng.integers(-n, n))
+
+
+def outcome(index):
+    """`index()`'s array, or the type of what it raised."""
+    try:
+        return index()
+    except (IndexError, TypeError, ValueError) as e:
+        return type(e)
+
+
+def test_get_slice_indexes_as_numpy_indexes_the_whole_tensor(tmp_path):
+    """A seeded random walk over keys of every kind numpy takes (integers, numpy
+    integers, slices with negative steps, None, Ellipsis, bools, lists, 0-d arrays,
+    up to one index more than the tensor has axes)."""
+    rng = np.random.default_rng(11)
+    tensors = {
+        "v": np.arange(7, dtype=np.int16),
+        "m": rng.standard_normal((9, 5)).astype(np.float32),
+        "c": np.arange(4 * 3 * 5, dtype=np.int64).reshape(4, 3, 5),
+        "e": np.zeros((0, 3), dtype=np.float64),
+        "s": np.array(2.5, dtype=np.float32),
+    }
+    src, brv = tmp_path / "m.safetensors", tmp_path / "m.brv"
+    st_numpy_save(tensors, str(src))
+    brevis.pack(src, brv, level=1)
+    with brevis.safe_open(brv, framework="numpy") as f:
+        assert f.get_slice("m")[True].shape == (1, 9, 5)
+        for name, want in tensors.items():
+            whole, lazy = f.get_tensor(name), f.get_slice(name)
+            assert np.array_equal(whole, want)
+            for _ in range(400):
+                axes = want.shape + (3,)
+                key = tuple(random_index(rng, axes[i]) for i in range(int(rng.integers(len(axes) + 1))))
+                key = key[0] if len(key) == 1 and rng.integers(2) else key
+                expected, got = outcome(lambda: whole[key]), outcome(lambda: lazy[key])
+                if isinstance(expected, type):
+                    assert got is expected, (name, key)
+                else:
+                    assert isinstance(got, np.ndarray) or np.isscalar(got), (name, key)
+                    assert got.dtype == expected.dtype and got.shape == expected.shape, (name, key)
+                    assert np.array_equal(got, expected), (name, key)
+
+
+def mutated_header(rng):
+    """A header, as JSON-ready objects, that is valid or damaged in one of many ways;
+    and the data it describes."""
+    header = {"__metadata__": {"format": "np"}}
+    at = 0
+    for i in range(int(rng.integers(0, 4))):
+        dtype = list(DTYPES)[int(rng.integers(len(DTYPES)))]
+        shape = [int(d) for d in rng.integers(0, 4, int(rng.integers(0, 3)))]
+        end = at + math.prod(shape) * DTYPES[dtype][2]
+        header[f"t{i}"] = {"dtype": dtype, "shape": shape, "data_offsets": [at, end]}
+        at = end + int(rng.integers(0, 2))
+    data = bytes(rng.integers(0, 256, at + int(rng.integers(0, 3)), dtype=np.uint8))
+    odd = [-1, 0, 1, 3, 2**64, 2**63, 1.5, "4", None, [], {}, True]
+    for _ in range(int(rng.integers(0, 3))):
+        names = list(header)
+        if not names:
+            break
+        entry = header[names[int(rng.integers(len(names)))]]
+        fields = list(entry)
+        if fields and rng.integers(4):
+            field = fields[int(rng.integers(len(fields)))]
+            value = entry[field]
+            if isinstance(value, list) and value and rng.integers(2):
+                value[int(rng.integers(len(value)))] = odd[int(rng.integers(len(odd)))]
+            elif rng.integers(2):
+                entry[field] = odd[int(rng.integers(len(odd)))]
+            else:
+                del entry[field]
+        else:
+            entry["dtype"] = "X9"
+    return header, data
+
+
+def mutated_bytes(rng, raw):
+    """`raw` with a few bytes changed, dropped or doubled."""
+    raw = bytearray(raw)
+    for _ in range(int(rng.integers(1, 4))):
+        if not raw:
+            break
+        i = int(rng.integers(len(raw)))
+        how = int(rng.integers(3))
+        if how == 0:
+            raw[i] = int(rng.integers(256))
+        elif how == 1:
+            del raw[i]
+        else:
+            raw.insert(i, raw[i])
+    return bytes(raw)
+
+
+def test_random_and_mutated_headers_are_refused_or_describe_their_bytes(tmp_path):
+    """A seeded fuzz of the reader's header check (the packer's): every header is
+    refused with a BrevisError, never another exception, or each tensor lies inside
+    the file, after the header, apart from the others, holds its shape's bytes, and
+    reads back as them. The packer accepts exactly the headers the reader does."""
+    rng = np.random.default_rng(5)
+    accepted = 0
+    for case in range(300):
+        header, data = mutated_header(rng)
+        raw = json.dumps(header).encode()
+        if case % 2:
+            raw = mutated_bytes(rng, raw)
+        whole = original(raw, data)
+        if case % 7 == 0:
+            whole = mutated_bytes(rng, whole[:8]) + whole[8:]
+        src, brv = tmp_path / f"{case}.safetensors", tmp_path / f"{case}.brv"
+        src.write_bytes(whole)
+        _store_unchecked(brv, whole)
+        try:
+            f = brevis.safe_open(brv, framework="numpy")
+        except brevis.BrevisError as e:
+            prefix = f"{brv}: its original is not a safetensors file: "
+            assert str(e).startswith(prefix), e
+            with pytest.raises(brevis.BrevisError) as packer:
+                brevis.pack(src, tmp_path / f"{case}-packed.brv", level=1)
+            assert str(packer.value).endswith(str(e)[len(prefix):]), (packer.value, e)
+            continue
+        accepted += 1
+        header_end = 8 + struct.unpack("<Q", whole[:8])[0]
+        spans = sorted((t.start, t.end) for t in f._tensors.values())
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), header
+        for name in f.keys():
+            t = f._tensors[name]
+            assert header_end <= t.start <= t.end <= len(whole), (header, name)
+            if t.dtype not in DTYPES:
+                continue
+            assert t.end - t.start == math.prod(t.shape) * DTYPES[t.dtype][2], (header, name)
+            if DTYPES[t.dtype][0] is not None:
+                got = f.get_tensor(name)
+                assert list(got.shape) == t.shape and got.tobytes() == whole[t.start:t.end]
+        brevis.pack(src, tmp_path / f"{case}-packed.brv", level=1)
+    assert 30 < accepted < 270, accepted
 
 
 torch_only = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed in this venv")
