@@ -33,12 +33,12 @@ class _Info:
 
 
 def _read_header(archive):
-    """The original's metadata and tensors by name, in the order safetensors gives
-    names (sorted). The header is parsed and checked by the packer's own code, with
-    its size limit: a tensor lies inside the original and holds exactly its shape's
-    bytes, or the archive is refused."""
+    """The original's metadata and tensors by name, in the order of their bytes (as
+    safetensors' load_file gives them). The header is parsed and checked by the
+    packer's own code, with its size limit: a tensor lies inside the original and
+    holds exactly its shape's bytes, or the archive is refused."""
     tensors, metadata = archive.header()
-    infos = {t[0]: _Info(*t) for t in sorted(tensors)}
+    infos = {t[0]: _Info(*t) for t in sorted(tensors, key=lambda t: (t[3], t[4], t[0]))}
     return (None if metadata is None else dict(metadata)), infos
 
 
@@ -93,7 +93,7 @@ class safe_open:
 
     def keys(self):
         """Tensor names, sorted (as safetensors gives them)."""
-        return list(self._tensors)
+        return sorted(self._tensors)
 
     def metadata(self):
         """The header's ``__metadata__`` (a dict of strings), or None."""

@@ -321,9 +321,13 @@ enum Dedup {
 /// archives `base` if given. With `dedup` (True, or the store's folder),
 /// tensors are matched by content too, against `base`, the archives
 /// already in the store (by default `dst`) and the files packed before.
+/// With `force`, an archive that others need as their base is only
+/// replaced by one of another source if `break_dependants` says so.
 /// Returns the bytes written.
 #[pyfunction]
-#[pyo3(signature = (src, dst, *, level = archive::DEFAULT_LEVEL, base = None, dedup = Dedup::Flag(false), force = false))]
+// Each is a keyword argument of the Python function.
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (src, dst, *, level = archive::DEFAULT_LEVEL, base = None, dedup = Dedup::Flag(false), force = false, break_dependants = false))]
 fn pack(
     py: Python<'_>,
     src: PathBuf,
@@ -332,6 +336,7 @@ fn pack(
     base: Option<PathBuf>,
     dedup: Dedup,
     force: bool,
+    break_dependants: bool,
 ) -> PyResult<u64> {
     if !archive::LEVELS.contains(&level) {
         return Err(PyValueError::new_err(format!(
@@ -345,6 +350,9 @@ fn pack(
     };
     py.allow_threads(|| {
         let jobs = plan(&src, &dst, ("safetensors", "brv"), force)?;
+        if !break_dependants {
+            archive::refuse_orphaning(&src, &dst, dedup.flatten(), &jobs)?;
+        }
         let bases = archive::RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
         run(&jobs, |job| {
             let opts = PackOptions {
