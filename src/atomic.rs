@@ -236,8 +236,12 @@ mod tests {
     fn a_failed_copy_leaves_nothing_under_the_final_name() {
         let dir = tempfile::tempdir().unwrap();
         let dst = dir.path().join("tokenizer.bin");
-        // Reading a directory fails after the temporary was created.
-        let err = copy_file(dir.path(), &dst).unwrap_err();
+        // A directory is refused before anything is made.
+        let err = copy_file(dir.path(), &dst).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        // Reading this regular file fails (EIO at address 0) after the
+        // temporary was created.
+        let err = copy_file(Path::new("/proc/self/mem"), &dst).unwrap_err();
         // Named as the destination: the temporary is gone.
         let err = err.to_string();
         assert!(err.contains(&*dst.to_string_lossy()), "{err}");
