@@ -38,6 +38,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// (11 rounds alternating).
 const WINDOW_BATCHES: usize = 3;
 
+/// Re-fits of a class under way at once beyond its settled head, per
+/// thread. A misfit sends the re-fits after it back to wait for its
+/// search's templates, so this bounds the work each misfit throws away;
+/// unbounded, a class of many tiny chunks that misfit often re-fit every
+/// chunk in the window once per misfit.
+const REFITS_AHEAD_PER_THREAD: usize = 4;
+
 /// A chunk's index entry and record.
 type Record = (ChunkEntry, Vec<u8>);
 
@@ -58,6 +65,7 @@ pub(super) fn pack_all(
         ranges,
         synth,
         progress,
+        refits_ahead: REFITS_AHEAD_PER_THREAD * rayon::current_num_threads(),
         out: Mutex::new(out),
         sha: Mutex::new(sha),
         state: Mutex::new(State::default()),
@@ -87,6 +95,8 @@ struct Packing<'p, 'o> {
     ranges: &'p [Range<usize>],
     synth: &'p SynthOptions,
     progress: &'p (dyn Fn(u64) + Sync),
+    /// Re-fits of a class under way at once (see [`REFITS_AHEAD_PER_THREAD`]).
+    refits_ahead: usize,
     /// Written by one task at a time, in order (see [`State::writing`]).
     out: Mutex<&'p mut Output<'o>>,
     /// Updated by one task at a time, in order (see [`State::hashing`]).
@@ -139,7 +149,7 @@ struct Class {
 /// A class's work under way: a search, or the re-fits of the chunks that
 /// were waiting, in order, with their results so far. Re-fits change no
 /// template, so chunks that come to wait while a class re-fits join its
-/// re-fits at once (until one misfits), and the fitting chunks at their
+/// re-fits as they have room (until one misfits), and the fitting chunks at their
 /// head are settled as they come, so that their batch can be written.
 enum Busy {
     Search,
@@ -331,8 +341,9 @@ impl<'p> Packing<'p, '_> {
             }
             Role::Refit { class, slot } => {
                 let record = packed.map(|(entry, encoded)| (entry, encoded.record));
-                if state.refit(class, slot, record) {
-                    tasks.extend(self.refits_done(&mut state, class));
+                match state.refit(class, slot, record) {
+                    true => tasks.extend(self.refits_done(&mut state, class)),
+                    false => tasks.extend(self.next_work(&mut state, class)),
                 }
             }
         }
@@ -358,16 +369,17 @@ impl<'p> Packing<'p, '_> {
     }
 
     /// The next work of class `class`: with none under way, its first chunk
-    /// to be searched, alone, or else the re-fits of all its chunks waiting,
-    /// in parallel; while it re-fits and none has misfit, the re-fits of
-    /// the chunks waiting too (none of them to be searched).
+    /// to be searched, alone, or else the re-fits of its chunks waiting, in
+    /// parallel; while it re-fits and none has misfit, the re-fits of the
+    /// chunks waiting too (none of them to be searched). At most
+    /// `refits_ahead` re-fits are under way beyond the settled ones.
     fn next_work(&self, state: &mut State, class: usize) -> Vec<Task> {
         let c = state.classes.get_mut(&class).expect("a class with chunks");
         let search = c.waiting.iter().position(|&(_, search)| search);
         let joining = match &c.busy {
-            Some(Busy::Refits { results, .. }) => {
-                search.is_none() && !results.iter().any(|r| matches!(r, Some(None)))
-            }
+            Some(Busy::Refits {
+                results, settled, ..
+            }) => search.is_none() && !results[*settled..].iter().any(|r| matches!(r, Some(None))),
             Some(_) => false,
             None => true,
         };
@@ -385,8 +397,8 @@ impl<'p> Packing<'p, '_> {
                 let Busy::Refits {
                     chunks,
                     results,
+                    settled,
                     left,
-                    ..
                 } = c.busy.get_or_insert(Busy::Refits {
                     chunks: Vec::new(),
                     results: Vec::new(),
@@ -397,7 +409,9 @@ impl<'p> Packing<'p, '_> {
                     unreachable!("a class re-fitting")
                 };
                 let first = chunks.len();
-                chunks.extend(c.waiting.drain(..).map(|(at, _)| at));
+                let room = (*settled + self.refits_ahead).saturating_sub(first);
+                let joined = c.waiting.drain(..room.min(c.waiting.len()));
+                chunks.extend(joined.map(|(at, _)| at));
                 results.resize_with(chunks.len(), || None);
                 *left += chunks.len() - first;
                 let roles = (first..chunks.len()).map(|slot| Role::Refit { class, slot });
