@@ -28,6 +28,10 @@ pub struct Meta {
     /// Identifies this version of a file: a new version gets a new inode, so
     /// the kernel never mixes pages of two.
     pub version: String,
+    /// A directory's identity however it is reached (device and inode), so
+    /// that one a symbolic link shows inside itself is found; None where
+    /// nothing links (an object store) and for files.
+    pub dir_id: Option<(u64, u64)>,
 }
 
 /// Space figures for `statfs`.
@@ -136,5 +140,6 @@ fn local_meta(meta: &std::fs::Metadata) -> Meta {
         uid: meta.uid(),
         gid: meta.gid(),
         version,
+        dir_id: meta.is_dir().then(|| (meta.dev(), meta.ino())),
     }
 }
