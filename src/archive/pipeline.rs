@@ -140,9 +140,11 @@ struct Batch {
 #[derive(Default)]
 struct Class {
     templates: Arc<Templates>,
-    /// Chunks (indices in the plan) not packed and not under way, in order,
-    /// each with whether it is to be searched.
-    waiting: VecDeque<(usize, bool)>,
+    /// Chunks (indices in the plan) not packed and not under way, in
+    /// order: those to be searched, which go before any re-fit, and those
+    /// to be re-fit.
+    searches: VecDeque<usize>,
+    waiting: VecDeque<usize>,
     busy: Option<Busy>,
 }
 
@@ -265,7 +267,10 @@ impl<'p> Packing<'p, '_> {
                 (Some(false), _) => {}
                 (None, Some(c)) => {
                     let class = state.classes.entry(c).or_default();
-                    class.waiting.push_back((at, plan[at].searched()));
+                    match plan[at].searched() {
+                        true => class.searches.push_back(at),
+                        false => class.waiting.push_back(at),
+                    }
                     classes.push(c);
                 }
                 (None, None) => {
@@ -362,8 +367,12 @@ impl<'p> Packing<'p, '_> {
         else {
             unreachable!("a class's re-fits under way")
         };
-        for (i, &at) in chunks[settled..].iter().enumerate().rev() {
-            c.waiting.push_front((at, i == 0));
+        let mut unsettled = chunks[settled..].iter();
+        if let Some(&misfit) = unsettled.next() {
+            c.searches.push_front(misfit);
+        }
+        for &at in unsettled.rev() {
+            c.waiting.push_front(at);
         }
         self.next_work(state, class)
     }
@@ -375,21 +384,22 @@ impl<'p> Packing<'p, '_> {
     /// `refits_ahead` re-fits are under way beyond the settled ones.
     fn next_work(&self, state: &mut State, class: usize) -> Vec<Task> {
         let c = state.classes.get_mut(&class).expect("a class with chunks");
-        let search = c.waiting.iter().position(|&(_, search)| search);
         let joining = match &c.busy {
             Some(Busy::Refits {
                 results, settled, ..
-            }) => search.is_none() && !results[*settled..].iter().any(|r| matches!(r, Some(None))),
+            }) => {
+                c.searches.is_empty()
+                    && !results[*settled..].iter().any(|r| matches!(r, Some(None)))
+            }
             Some(_) => false,
             None => true,
         };
-        if !joining || c.waiting.is_empty() {
+        if !joining || (c.searches.is_empty() && c.waiting.is_empty()) {
             return Vec::new();
         }
         let templates = c.templates.clone();
-        let jobs: Vec<(usize, Role)> = match search {
-            Some(i) => {
-                let (at, _) = c.waiting.remove(i).expect("a chunk waiting");
+        let jobs: Vec<(usize, Role)> = match c.searches.pop_front() {
+            Some(at) => {
                 c.busy = Some(Busy::Search);
                 vec![(at, Role::Search { class })]
             }
@@ -411,7 +421,7 @@ impl<'p> Packing<'p, '_> {
                 let first = chunks.len();
                 let room = (*settled + self.refits_ahead).saturating_sub(first);
                 let joined = c.waiting.drain(..room.min(c.waiting.len()));
-                chunks.extend(joined.map(|(at, _)| at));
+                chunks.extend(joined);
                 results.resize_with(chunks.len(), || None);
                 *left += chunks.len() - first;
                 let roles = (first..chunks.len()).map(|slot| Role::Refit { class, slot });
