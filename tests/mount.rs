@@ -132,6 +132,11 @@ fn a_symbolic_link_loop_ends_walks_and_file_links_read_as_their_targets() {
     std::fs::write(a.join("blobs/0a1b"), &original).unwrap();
     symlink("../../blobs/0a1b", a.join("snapshots/main/raw.safetensors")).unwrap();
     symlink("../../model.brv", a.join("snapshots/main/model.brv")).unwrap();
+    symlink(
+        "../../model.brv",
+        a.join("snapshots/main/linked.safetensors"),
+    )
+    .unwrap();
     symlink("../../config.json", a.join("snapshots/main/config.json")).unwrap();
     // Two links back to the root: an endless tree, twice over at each level.
     std::fs::create_dir(a.join("x")).unwrap();
@@ -162,12 +167,13 @@ fn a_symbolic_link_loop_ends_walks_and_file_links_read_as_their_targets() {
         "./snapshots",
         "./snapshots/main",
         "./snapshots/main/config.json",
+        "./snapshots/main/linked.safetensors",
         "./snapshots/main/model.safetensors",
         "./snapshots/main/raw.safetensors",
         "./x",
     ];
     assert_eq!(listed, expected);
-    for linked in ["model.safetensors", "raw.safetensors"] {
+    for linked in ["model.safetensors", "raw.safetensors", "linked.safetensors"] {
         let shown = std::fs::read(m.path(&format!("snapshots/main/{linked}"))).unwrap();
         assert!(shown == original, "{linked} differs");
     }

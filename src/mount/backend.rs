@@ -5,9 +5,11 @@
 
 #![forbid(unsafe_code)]
 
+use super::nodes::ARCHIVE_SUFFIX;
 use crate::archive::{Archive, ByteSource, FileSource};
 use std::ffi::OsString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -60,6 +62,10 @@ pub trait Backend: Send + Sync {
     fn stats(&self) -> Option<String> {
         None
     }
+    /// Whether `path` is a symbolic link to an archive (a file named `.brv`).
+    fn links_to_archive(&self, _path: &Path) -> bool {
+        false
+    }
 }
 
 /// A local directory; paths are real paths.
@@ -84,6 +90,16 @@ impl Backend for Local {
 
     fn open_archive(&self, path: &Path, _meta: &Meta) -> crate::Result<Archive> {
         Archive::open_unmapped(path)
+    }
+
+    fn links_to_archive(&self, path: &Path) -> bool {
+        let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
+        let target = || std::fs::canonicalize(path).ok();
+        link && target().is_some_and(|t| {
+            t.as_os_str()
+                .as_bytes()
+                .ends_with(ARCHIVE_SUFFIX.as_bytes())
+        })
     }
 
     fn open_plain(&self, path: &Path, _meta: &Meta) -> io::Result<Box<dyn ByteSource>> {

@@ -264,7 +264,8 @@ impl Nodes {
                 continue;
             }
             let real = dir.real.join(&real_name);
-            let Some(mut node) = (self.backend.stat(&real)).and_then(|m| dir.child(real, m, kind))
+            let Some(mut node) =
+                (self.backend.stat(&real)).and_then(|m| self.entry_node(&dir, real, m, kind))
             else {
                 continue;
             };
@@ -300,16 +301,13 @@ impl Nodes {
             let Some(name) = presented_name(&real_name) else {
                 continue;
             };
-            let wanted = if name.as_bytes() == real_name.as_bytes() {
-                Kind::Plain
-            } else {
-                Kind::Archive
-            };
-            let Some(node) = dir.child(dir.real.join(&real_name), meta, wanted) else {
+            let renamed = name.as_bytes() != real_name.as_bytes();
+            let wanted = if renamed { Kind::Archive } else { Kind::Plain };
+            let Some(node) = self.entry_node(&dir, dir.real.join(&real_name), meta, wanted) else {
                 continue;
             };
-            let archive_wins = shown.get(&name).is_some_and(|s| s.kind == Kind::Archive);
-            if !archive_wins {
+            // An archive wins over a file of its presented name, as in `lookup`.
+            if renamed || !shown.contains_key(&name) {
                 shown.insert(name, node);
             }
         }
@@ -323,6 +321,16 @@ impl Nodes {
             .collect();
         listed.sort_by(|a, b| a.2.cmp(&b.2));
         Ok(listed)
+    }
+
+    /// The node of `dir`'s entry `real`, of `meta`, if shown as `wanted`
+    /// (see [`Node::child`]); a file that links to an archive is shown as
+    /// the archive's presented file whatever its name (a snapshot's
+    /// `model.safetensors -> ../../blobs/1a2b.brv`), not as its records.
+    fn entry_node(&self, dir: &Node, real: PathBuf, meta: Meta, wanted: Kind) -> Option<Node> {
+        let linked = wanted == Kind::Plain && !meta.is_dir && self.backend.links_to_archive(&real);
+        let wanted = if linked { Kind::Archive } else { wanted };
+        dir.child(real, meta, wanted)
     }
 
     /// The kernel forgot `count` lookups of `ino`; at zero the node is dropped.
@@ -557,6 +565,29 @@ mod tests {
         assert!(matches!(
             nodes.lookup(x, OsStr::new("a")),
             Err(LookupError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn a_file_linked_to_an_archive_shows_as_the_archive() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("1a2b.brv"), b"not really an archive").unwrap();
+        symlink("1a2b.brv", d.join("model.safetensors")).unwrap();
+        let nodes = Nodes::new(local(d), d, None).unwrap();
+        let listed: Vec<_> = (nodes.list(ROOT).unwrap().into_iter())
+            .map(|(_, kind, name)| (kind, name.into_string().unwrap()))
+            .collect();
+        let archive = |name: &str| (Kind::Archive, name.to_string());
+        assert_eq!(
+            listed,
+            [archive("1a2b.safetensors"), archive("model.safetensors")]
+        );
+        // Opened as an archive, not read as one's records.
+        assert!(matches!(
+            nodes.lookup(ROOT, OsStr::new("model.safetensors")),
+            Err(LookupError::BadArchive(_))
         ));
     }
 
