@@ -151,8 +151,8 @@ struct Class {
 /// A class's work under way: a search, or the re-fits of the chunks that
 /// were waiting, in order, with their results so far. Re-fits change no
 /// template, so chunks that come to wait while a class re-fits join its
-/// re-fits as they have room (until one misfits), and the fitting chunks at their
-/// head are settled as they come, so that their batch can be written.
+/// re-fits as there is room (until one misfits), and the fitting chunks at
+/// their head are settled as they come, so that their batch can be written.
 enum Busy {
     Search,
     Refits {
