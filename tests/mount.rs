@@ -120,6 +120,66 @@ fn a_read_across_thousands_of_tiny_tensors_equals_the_original() {
     }
 }
 
+#[test]
+fn a_symbolic_link_loop_ends_walks_and_file_links_read_as_their_targets() {
+    use std::os::unix::fs::symlink;
+    let model = model();
+    let a = &model.archives;
+    // As in a Hugging Face cache: a snapshot's files link to blobs.
+    std::fs::create_dir_all(a.join("snapshots/main")).unwrap();
+    std::fs::create_dir(a.join("blobs")).unwrap();
+    let original = std::fs::read(model.originals.join("model.safetensors")).unwrap();
+    std::fs::write(a.join("blobs/0a1b"), &original).unwrap();
+    symlink("../../blobs/0a1b", a.join("snapshots/main/raw.safetensors")).unwrap();
+    symlink("../../model.brv", a.join("snapshots/main/model.brv")).unwrap();
+    symlink(
+        "../../model.brv",
+        a.join("snapshots/main/linked.safetensors"),
+    )
+    .unwrap();
+    symlink("../../config.json", a.join("snapshots/main/config.json")).unwrap();
+    // Two links back to the root: an endless tree, twice over at each level.
+    std::fs::create_dir(a.join("x")).unwrap();
+    symlink("..", a.join("x/a")).unwrap();
+    symlink("..", a.join("x/b")).unwrap();
+    let m = mount(a, &[]);
+    let found = Command::new("timeout")
+        .args(["60", "find", "."])
+        .current_dir(&m.point)
+        .output()
+        .unwrap();
+    assert!(found.status.success(), "find: {:?}", found.status);
+    let mut listed: Vec<_> = String::from_utf8(found.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    listed.sort();
+    let expected = [
+        ".",
+        "./blobs",
+        "./blobs/0a1b",
+        "./config.json",
+        "./model.safetensors",
+        "./shards",
+        "./shards/part-2.safetensors",
+        "./shards/tokenizer.json",
+        "./snapshots",
+        "./snapshots/main",
+        "./snapshots/main/config.json",
+        "./snapshots/main/linked.safetensors",
+        "./snapshots/main/model.safetensors",
+        "./snapshots/main/raw.safetensors",
+        "./x",
+    ];
+    assert_eq!(listed, expected);
+    for linked in ["model.safetensors", "raw.safetensors", "linked.safetensors"] {
+        let shown = std::fs::read(m.path(&format!("snapshots/main/{linked}"))).unwrap();
+        assert!(shown == original, "{linked} differs");
+    }
+    assert!(m.log_text().is_empty(), "{}", m.log_text());
+}
+
 /// A checkpoint of only the dtypes numpy has (no BF16 or FP8).
 fn numpy_checkpoint() -> Vec<u8> {
     let n = 50_000u64;

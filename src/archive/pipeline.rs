@@ -38,6 +38,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// (11 rounds alternating).
 const WINDOW_BATCHES: usize = 3;
 
+/// Re-fits of a class under way at once beyond its settled head, per
+/// thread. A misfit sends the re-fits after it back to wait for its
+/// search's templates, so this bounds the work each misfit throws away;
+/// unbounded, a class of many tiny chunks that misfit often re-fit every
+/// chunk in the window once per misfit.
+const REFITS_AHEAD_PER_THREAD: usize = 4;
+
 /// A chunk's index entry and record.
 type Record = (ChunkEntry, Vec<u8>);
 
@@ -58,6 +65,7 @@ pub(super) fn pack_all(
         ranges,
         synth,
         progress,
+        refits_ahead: REFITS_AHEAD_PER_THREAD * rayon::current_num_threads(),
         out: Mutex::new(out),
         sha: Mutex::new(sha),
         state: Mutex::new(State::default()),
@@ -87,6 +95,8 @@ struct Packing<'p, 'o> {
     ranges: &'p [Range<usize>],
     synth: &'p SynthOptions,
     progress: &'p (dyn Fn(u64) + Sync),
+    /// Re-fits of a class under way at once (see [`REFITS_AHEAD_PER_THREAD`]).
+    refits_ahead: usize,
     /// Written by one task at a time, in order (see [`State::writing`]).
     out: Mutex<&'p mut Output<'o>>,
     /// Updated by one task at a time, in order (see [`State::hashing`]).
@@ -130,17 +140,19 @@ struct Batch {
 #[derive(Default)]
 struct Class {
     templates: Arc<Templates>,
-    /// Chunks (indices in the plan) not packed and not under way, in order,
-    /// each with whether it is to be searched.
-    waiting: VecDeque<(usize, bool)>,
+    /// Chunks (indices in the plan) not packed and not under way, in
+    /// order: those to be searched, which go before any re-fit, and those
+    /// to be re-fit.
+    searches: VecDeque<usize>,
+    waiting: VecDeque<usize>,
     busy: Option<Busy>,
 }
 
 /// A class's work under way: a search, or the re-fits of the chunks that
 /// were waiting, in order, with their results so far. Re-fits change no
 /// template, so chunks that come to wait while a class re-fits join its
-/// re-fits at once (until one misfits), and the fitting chunks at their
-/// head are settled as they come, so that their batch can be written.
+/// re-fits as there is room (until one misfits), and the fitting chunks at
+/// their head are settled as they come, so that their batch can be written.
 enum Busy {
     Search,
     Refits {
@@ -255,7 +267,10 @@ impl<'p> Packing<'p, '_> {
                 (Some(false), _) => {}
                 (None, Some(c)) => {
                     let class = state.classes.entry(c).or_default();
-                    class.waiting.push_back((at, plan[at].searched()));
+                    match plan[at].searched() {
+                        true => class.searches.push_back(at),
+                        false => class.waiting.push_back(at),
+                    }
                     classes.push(c);
                 }
                 (None, None) => {
@@ -331,8 +346,9 @@ impl<'p> Packing<'p, '_> {
             }
             Role::Refit { class, slot } => {
                 let record = packed.map(|(entry, encoded)| (entry, encoded.record));
-                if state.refit(class, slot, record) {
-                    tasks.extend(self.refits_done(&mut state, class));
+                match state.refit(class, slot, record) {
+                    true => tasks.extend(self.refits_done(&mut state, class)),
+                    false => tasks.extend(self.next_work(&mut state, class)),
                 }
             }
         }
@@ -351,33 +367,39 @@ impl<'p> Packing<'p, '_> {
         else {
             unreachable!("a class's re-fits under way")
         };
-        for (i, &at) in chunks[settled..].iter().enumerate().rev() {
-            c.waiting.push_front((at, i == 0));
+        let mut unsettled = chunks[settled..].iter();
+        if let Some(&misfit) = unsettled.next() {
+            c.searches.push_front(misfit);
+        }
+        for &at in unsettled.rev() {
+            c.waiting.push_front(at);
         }
         self.next_work(state, class)
     }
 
     /// The next work of class `class`: with none under way, its first chunk
-    /// to be searched, alone, or else the re-fits of all its chunks waiting,
-    /// in parallel; while it re-fits and none has misfit, the re-fits of
-    /// the chunks waiting too (none of them to be searched).
+    /// to be searched, alone, or else the re-fits of its chunks waiting, in
+    /// parallel; while it re-fits and none has misfit, the re-fits of the
+    /// chunks waiting too (none of them to be searched). At most
+    /// `refits_ahead` re-fits are under way beyond the settled ones.
     fn next_work(&self, state: &mut State, class: usize) -> Vec<Task> {
         let c = state.classes.get_mut(&class).expect("a class with chunks");
-        let search = c.waiting.iter().position(|&(_, search)| search);
         let joining = match &c.busy {
-            Some(Busy::Refits { results, .. }) => {
-                search.is_none() && !results.iter().any(|r| matches!(r, Some(None)))
+            Some(Busy::Refits {
+                results, settled, ..
+            }) => {
+                c.searches.is_empty()
+                    && !results[*settled..].iter().any(|r| matches!(r, Some(None)))
             }
             Some(_) => false,
             None => true,
         };
-        if !joining || c.waiting.is_empty() {
+        if !joining || (c.searches.is_empty() && c.waiting.is_empty()) {
             return Vec::new();
         }
         let templates = c.templates.clone();
-        let jobs: Vec<(usize, Role)> = match search {
-            Some(i) => {
-                let (at, _) = c.waiting.remove(i).expect("a chunk waiting");
+        let jobs: Vec<(usize, Role)> = match c.searches.pop_front() {
+            Some(at) => {
                 c.busy = Some(Busy::Search);
                 vec![(at, Role::Search { class })]
             }
@@ -385,8 +407,8 @@ impl<'p> Packing<'p, '_> {
                 let Busy::Refits {
                     chunks,
                     results,
+                    settled,
                     left,
-                    ..
                 } = c.busy.get_or_insert(Busy::Refits {
                     chunks: Vec::new(),
                     results: Vec::new(),
@@ -397,7 +419,9 @@ impl<'p> Packing<'p, '_> {
                     unreachable!("a class re-fitting")
                 };
                 let first = chunks.len();
-                chunks.extend(c.waiting.drain(..).map(|(at, _)| at));
+                let room = (*settled + self.refits_ahead).saturating_sub(first);
+                let joined = c.waiting.drain(..room.min(c.waiting.len()));
+                chunks.extend(joined);
                 results.resize_with(chunks.len(), || None);
                 *left += chunks.len() - first;
                 let roles = (first..chunks.len()).map(|slot| Role::Refit { class, slot });

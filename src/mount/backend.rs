@@ -5,9 +5,11 @@
 
 #![forbid(unsafe_code)]
 
+use super::nodes::ARCHIVE_SUFFIX;
 use crate::archive::{Archive, ByteSource, FileSource};
 use std::ffi::OsString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,6 +30,10 @@ pub struct Meta {
     /// Identifies this version of a file: a new version gets a new inode, so
     /// the kernel never mixes pages of two.
     pub version: String,
+    /// A directory's identity however it is reached (device and inode), so
+    /// that one a symbolic link shows inside itself is found; None where
+    /// nothing links (an object store) and for files.
+    pub dir_id: Option<(u64, u64)>,
 }
 
 /// Space figures for `statfs`.
@@ -56,6 +62,10 @@ pub trait Backend: Send + Sync {
     fn stats(&self) -> Option<String> {
         None
     }
+    /// Whether `path` is a symbolic link to an archive (a file named `.brv`).
+    fn links_to_archive(&self, _path: &Path) -> bool {
+        false
+    }
 }
 
 /// A local directory; paths are real paths.
@@ -80,6 +90,16 @@ impl Backend for Local {
 
     fn open_archive(&self, path: &Path, _meta: &Meta) -> crate::Result<Archive> {
         Archive::open_unmapped(path)
+    }
+
+    fn links_to_archive(&self, path: &Path) -> bool {
+        let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
+        let target = || std::fs::canonicalize(path).ok();
+        link && target().is_some_and(|t| {
+            t.as_os_str()
+                .as_bytes()
+                .ends_with(ARCHIVE_SUFFIX.as_bytes())
+        })
     }
 
     fn open_plain(&self, path: &Path, _meta: &Meta) -> io::Result<Box<dyn ByteSource>> {
@@ -136,5 +156,6 @@ fn local_meta(meta: &std::fs::Metadata) -> Meta {
         uid: meta.uid(),
         gid: meta.gid(),
         version,
+        dir_id: meta.is_dir().then(|| (meta.dev(), meta.ino())),
     }
 }

@@ -12,7 +12,7 @@
 use super::backend::{Backend, Meta};
 use crate::archive::Archive;
 use crate::atomic::is_temp_name;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub const ARCHIVE_SUFFIX: &str = ".brv";
 pub const PRESENTED_SUFFIX: &str = ".safetensors";
 pub const ROOT: u64 = 1;
+
+/// Inodes listed but never looked up that are kept, the newest: a listing
+/// gives the kernel no reference, so it never forgets them; beyond this
+/// many the oldest are dropped (and numbered anew if listed again).
+const LISTED_KEPT: usize = 1 << 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -39,9 +44,53 @@ pub struct Node {
     pub meta: Meta,
     /// Open for `Kind::Archive` nodes that were looked up.
     pub archive: Option<Arc<Archive>>,
+    /// For a directory with an identity: it and those it is shown inside.
+    lineage: Option<Arc<Lineage>>,
+}
+
+/// A directory and the directories it is shown inside, up to the root, by
+/// [`Meta::dir_id`]. Through a symbolic link a directory can be shown
+/// inside itself (`x/up -> ..`), which would make the tree endless: such an
+/// entry is left out, as `find -L` leaves out a loop.
+struct Lineage {
+    id: (u64, u64),
+    parent: Option<Arc<Lineage>>,
+}
+
+impl Lineage {
+    fn holds(&self, id: (u64, u64)) -> bool {
+        std::iter::successors(Some(self), |l| l.parent.as_deref()).any(|l| l.id == id)
+    }
+
+    fn of(id: Option<(u64, u64)>, parent: Option<Arc<Lineage>>) -> Option<Arc<Lineage>> {
+        id.map(|id| Arc::new(Lineage { id, parent }))
+    }
 }
 
 impl Node {
+    /// The node of this directory's entry `real`, of `meta`, if it is shown
+    /// as `wanted`: archives must be files; plain entries are files or
+    /// directories (the backend follows symbolic links and leaves out other
+    /// kinds), but not this directory or one it is inside.
+    fn child(&self, real: PathBuf, meta: Meta, wanted: Kind) -> Option<Node> {
+        let kind = match (wanted, meta.is_dir) {
+            (Kind::Archive | Kind::Plain, false) => wanted,
+            (Kind::Plain, true) => Kind::Dir,
+            _ => return None,
+        };
+        let id = meta.dir_id.filter(|_| kind == Kind::Dir);
+        if id.is_some_and(|id| self.lineage.as_ref().is_some_and(|l| l.holds(id))) {
+            return None;
+        }
+        Some(Node {
+            real,
+            kind,
+            lineage: Lineage::of(id, self.lineage.clone()),
+            meta,
+            archive: None,
+        })
+    }
+
     /// Size of the file as the mount presents it.
     pub fn size(&self) -> u64 {
         match &self.archive {
@@ -110,12 +159,28 @@ pub struct Nodes {
     /// The one entry of the root directory to show (a single archive
     /// mounted alone), if not all.
     only: Option<OsString>,
+    /// Inodes only listed that are kept (see [`LISTED_KEPT`]).
+    listed_kept: usize,
 }
 
 struct State {
     by_ino: HashMap<u64, Entry>,
     by_key: HashMap<Key, u64>,
     next_ino: u64,
+    /// Inodes added by listings, oldest first: all that no lookup
+    /// references are among them.
+    listed: VecDeque<u64>,
+}
+
+impl State {
+    /// Drops inode `ino` if the kernel holds no reference to it.
+    fn drop_unreferenced(&mut self, ino: u64) {
+        let unreferenced = self.by_ino.get(&ino).is_some_and(|e| e.lookups == 0);
+        if unreferenced && ino != ROOT {
+            let entry = self.by_ino.remove(&ino).expect("present");
+            self.by_key.remove(&entry.key);
+        }
+    }
 }
 
 struct Entry {
@@ -150,6 +215,7 @@ impl Nodes {
         let node = Node {
             real: root.to_path_buf(),
             kind: Kind::Dir,
+            lineage: Lineage::of(meta.dir_id, None),
             meta,
             archive: None,
         };
@@ -165,8 +231,10 @@ impl Nodes {
                 by_ino: HashMap::from([(ROOT, entry)]),
                 by_key: HashMap::from([(key, ROOT)]),
                 next_ino: ROOT + 1,
+                listed: VecDeque::new(),
             }),
             only,
+            listed_kept: LISTED_KEPT,
         })
     }
 
@@ -196,21 +264,15 @@ impl Nodes {
                 continue;
             }
             let real = dir.real.join(&real_name);
-            let Some((kind, meta)) = self.backend.stat(&real).and_then(|m| shown_as(m, kind))
+            let Some(mut node) =
+                (self.backend.stat(&real)).and_then(|m| self.entry_node(&dir, real, m, kind))
             else {
                 continue;
             };
-            let key = Key::of(&real, &meta);
-            let archive = match kind {
-                Kind::Archive => Some(self.open_archive(&key, &meta)?),
-                _ => None,
-            };
-            let node = Node {
-                real,
-                kind,
-                meta,
-                archive,
-            };
+            let key = Key::of(&node.real, &node.meta);
+            if node.kind == Kind::Archive {
+                node.archive = Some(self.open_archive(&key, &node.meta)?);
+            }
             return Ok(self.insert(key, node, 1));
         }
         Err(LookupError::NotFound)
@@ -234,42 +296,41 @@ impl Nodes {
                 .list(&dir.real)
                 .map_err(|_| LookupError::NotFound)?,
         };
-        let mut shown: HashMap<OsString, (Kind, PathBuf, Meta)> = HashMap::new();
+        let mut shown: HashMap<OsString, Node> = HashMap::new();
         for (real_name, meta) in entries.into_iter().filter(|e| self.shows(ino, &e.0)) {
             let Some(name) = presented_name(&real_name) else {
                 continue;
             };
-            let wanted = if name.as_bytes() == real_name.as_bytes() {
-                Kind::Plain
-            } else {
-                Kind::Archive
-            };
-            let Some((kind, meta)) = shown_as(meta, wanted) else {
+            let renamed = name.as_bytes() != real_name.as_bytes();
+            let wanted = if renamed { Kind::Archive } else { Kind::Plain };
+            let Some(node) = self.entry_node(&dir, dir.real.join(&real_name), meta, wanted) else {
                 continue;
             };
-            let archive_wins = shown.get(&name).is_some_and(|s| s.0 == Kind::Archive);
-            if !archive_wins {
-                shown.insert(name, (kind, dir.real.join(&real_name), meta));
+            // An archive wins over a file of its presented name, as in `lookup`.
+            if renamed || !shown.contains_key(&name) {
+                shown.insert(name, node);
             }
         }
         let mut listed: Vec<_> = shown
             .into_iter()
-            .map(|(name, (kind, real, meta))| {
-                let node = Node {
-                    real,
-                    kind,
-                    meta,
-                    archive: None,
-                };
-                (
-                    self.insert(Key::of(&node.real, &node.meta), node, 0).0,
-                    kind,
-                    name,
-                )
+            .map(|(name, node)| {
+                let kind = node.kind;
+                let key = Key::of(&node.real, &node.meta);
+                (self.insert(key, node, 0).0, kind, name)
             })
             .collect();
         listed.sort_by(|a, b| a.2.cmp(&b.2));
         Ok(listed)
+    }
+
+    /// The node of `dir`'s entry `real`, of `meta`, if shown as `wanted`
+    /// (see [`Node::child`]); a file that links to an archive is shown as
+    /// the archive's presented file whatever its name (a snapshot's
+    /// `model.safetensors -> ../../blobs/1a2b.brv`), not as its records.
+    fn entry_node(&self, dir: &Node, real: PathBuf, meta: Meta, wanted: Kind) -> Option<Node> {
+        let linked = wanted == Kind::Plain && !meta.is_dir && self.backend.links_to_archive(&real);
+        let wanted = if linked { Kind::Archive } else { wanted };
+        dir.child(real, meta, wanted)
     }
 
     /// The kernel forgot `count` lookups of `ino`; at zero the node is dropped.
@@ -279,10 +340,7 @@ impl Nodes {
             return;
         };
         entry.lookups = entry.lookups.saturating_sub(count);
-        if entry.lookups == 0 && ino != ROOT {
-            let entry = state.by_ino.remove(&ino).expect("present");
-            state.by_key.remove(&entry.key);
-        }
+        state.drop_unreferenced(ino);
     }
 
     /// Number of inodes held.
@@ -335,21 +393,15 @@ impl Nodes {
             lookups,
         };
         state.by_ino.insert(ino, entry);
+        if lookups == 0 {
+            state.listed.push_back(ino);
+            while state.listed.len() > self.listed_kept {
+                let oldest = state.listed.pop_front().expect("more than kept");
+                state.drop_unreferenced(oldest);
+            }
+        }
         (ino, node)
     }
-}
-
-/// How an entry of `meta` is shown if it is to be shown as `wanted`:
-/// archives must be files; plain entries are files or directories (the
-/// backend follows symbolic links and leaves out other kinds).
-fn shown_as(meta: Meta, wanted: Kind) -> Option<(Kind, Meta)> {
-    let kind = match wanted {
-        Kind::Archive if !meta.is_dir => Kind::Archive,
-        Kind::Plain if !meta.is_dir => Kind::Plain,
-        Kind::Plain => Kind::Dir,
-        _ => return None,
-    };
-    Some((kind, meta))
 }
 
 #[cfg(test)]
@@ -454,5 +506,107 @@ mod tests {
             Err(LookupError::BadArchive(msg)) => assert!(msg.contains("m.brv"), "{msg}"),
             _ => panic!("a broken archive must not resolve"),
         }
+    }
+
+    /// Every path shown under `ino`, each entry looked up as the kernel
+    /// does; panics if there are more than `budget` (an endless tree).
+    fn walk(nodes: &Nodes, ino: u64, at: &Path, budget: &mut usize) -> Vec<PathBuf> {
+        let mut shown = Vec::new();
+        for (_, _, name) in nodes.list(ino).unwrap() {
+            *budget = budget.checked_sub(1).expect("a tree without end");
+            let (child, node) = nodes.lookup(ino, &name).unwrap();
+            shown.push(at.join(&name));
+            if node.kind == Kind::Dir {
+                shown.extend(walk(nodes, child, &at.join(&name), budget));
+            }
+        }
+        shown
+    }
+
+    #[test]
+    fn a_directory_linked_inside_itself_is_left_out() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("blobs")).unwrap();
+        std::fs::create_dir_all(d.join("snapshots/main")).unwrap();
+        std::fs::create_dir_all(d.join("x")).unwrap();
+        std::fs::write(d.join("blobs/1a2b"), b"weights").unwrap();
+        // As in a Hugging Face cache: files link to blobs, and a link to a
+        // directory beside it is no loop.
+        symlink(
+            "../../blobs/1a2b",
+            d.join("snapshots/main/model.safetensors"),
+        )
+        .unwrap();
+        symlink("blobs", d.join("alias")).unwrap();
+        symlink("..", d.join("x/a")).unwrap();
+        symlink("..", d.join("x/b")).unwrap();
+        symlink(".", d.join("x/here")).unwrap();
+        let nodes = Nodes::new(local(d), d, None).unwrap();
+        let mut shown = walk(&nodes, ROOT, Path::new(""), &mut 100);
+        shown.sort();
+        let expected = [
+            "alias",
+            "alias/1a2b",
+            "blobs",
+            "blobs/1a2b",
+            "snapshots",
+            "snapshots/main",
+            "snapshots/main/model.safetensors",
+            "x",
+        ];
+        assert_eq!(shown, expected.map(PathBuf::from));
+        let main = nodes.lookup(ROOT, OsStr::new("snapshots")).unwrap().0;
+        let main = nodes.lookup(main, OsStr::new("main")).unwrap().0;
+        let (_, model) = nodes.lookup(main, OsStr::new("model.safetensors")).unwrap();
+        assert_eq!((model.kind, model.size()), (Kind::Plain, 7));
+        let x = nodes.lookup(ROOT, OsStr::new("x")).unwrap().0;
+        assert!(matches!(
+            nodes.lookup(x, OsStr::new("a")),
+            Err(LookupError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn a_file_linked_to_an_archive_shows_as_the_archive() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("1a2b.brv"), b"not really an archive").unwrap();
+        symlink("1a2b.brv", d.join("model.safetensors")).unwrap();
+        let nodes = Nodes::new(local(d), d, None).unwrap();
+        let listed: Vec<_> = (nodes.list(ROOT).unwrap().into_iter())
+            .map(|(_, kind, name)| (kind, name.into_string().unwrap()))
+            .collect();
+        let archive = |name: &str| (Kind::Archive, name.to_string());
+        assert_eq!(
+            listed,
+            [archive("1a2b.safetensors"), archive("model.safetensors")]
+        );
+        // Opened as an archive, not read as one's records.
+        assert!(matches!(
+            nodes.lookup(ROOT, OsStr::new("model.safetensors")),
+            Err(LookupError::BadArchive(_))
+        ));
+    }
+
+    #[test]
+    fn inodes_only_listed_are_kept_within_a_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..10 {
+            std::fs::write(dir.path().join(format!("{i}.json")), b"{}").unwrap();
+        }
+        let mut nodes = Nodes::new(local(dir.path()), dir.path(), None).unwrap();
+        nodes.listed_kept = 4;
+        let (looked_up, _) = nodes.lookup(ROOT, OsStr::new("0.json")).unwrap();
+        for _ in 0..3 {
+            assert_eq!(nodes.list(ROOT).unwrap().len(), 10);
+        }
+        // The root, the one looked up, and the newest listed.
+        assert!(nodes.len() <= 2 + 4, "{} inodes", nodes.len());
+        assert!(nodes.get(looked_up).is_some(), "a looked-up inode stays");
+        nodes.forget(looked_up, 1);
+        assert!(nodes.len() <= 1 + 4, "{} inodes", nodes.len());
     }
 }

@@ -39,6 +39,7 @@ impl RemoteTree {
             uid: self.uid,
             gid: self.gid,
             version: info.version.clone(),
+            dir_id: None,
         }
     }
 
@@ -54,6 +55,7 @@ impl RemoteTree {
             uid: self.uid,
             gid: self.gid,
             version: String::new(),
+            dir_id: None,
         }
     }
 
