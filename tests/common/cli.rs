@@ -1,4 +1,5 @@
 //! Running the `brevis` binary from tests (included by the tests that do).
+#![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::Path;
 use std::process::{Command, Output};

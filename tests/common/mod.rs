@@ -167,3 +167,21 @@ pub fn corpus_files() -> Vec<PathBuf> {
     );
     files
 }
+
+/// A file of one one-byte U8 tensor per byte of `data`.
+pub fn one_byte_tensors(data: &[u8]) -> Vec<u8> {
+    let entries: Vec<String> = (0..data.len())
+        .map(|i| {
+            format!(
+                "\"layer.{i}.weight\":{{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[{i},{}]}}",
+                i + 1
+            )
+        })
+        .collect();
+    let mut header = format!("{{{}}}", entries.join(",")).into_bytes();
+    header.resize(header.len().div_ceil(8) * 8, b' ');
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend_from_slice(data);
+    file
+}
