@@ -285,6 +285,43 @@ fn concurrent_threads_and_processes_read_correctly() {
     }
 }
 
+/// The presented files read through memory maps, as safetensors, torch and
+/// transformers read them: four threads fault each file in from their own
+/// quarter on, wrapping around, and compare every byte with the original;
+/// a fifth reads it with `read` meanwhile.
+#[test]
+fn memory_mapped_and_plain_reads_from_several_threads_equal_the_original() {
+    let model = model();
+    let m = mount(&model.archives, &["--cache-size", "2M"]);
+    for rel in ["model.safetensors", "shards/part-2.safetensors"] {
+        let original = std::fs::read(model.originals.join(rel)).unwrap();
+        let file = File::open(m.path(rel)).unwrap();
+        // SAFETY: a read-only map of a file of a read-only mount, which
+        // nothing truncates while it is mapped.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        assert_eq!(map.len(), original.len());
+        let piece = 64 << 10;
+        let pieces = original.len().div_ceil(piece);
+        assert!(pieces > 4, "{rel}: {} bytes", original.len());
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (map, original) = (&map, &original);
+                scope.spawn(move || {
+                    for k in 0..pieces {
+                        let at = (k + t * pieces / 4) % pieces * piece;
+                        let end = (at + piece).min(original.len());
+                        assert!(
+                            map[at..end] == original[at..end],
+                            "{rel}: thread {t} at {at}"
+                        );
+                    }
+                });
+            }
+            scope.spawn(|| assert!(std::fs::read(m.path(rel)).unwrap() == original, "{rel}"));
+        });
+    }
+}
+
 #[test]
 fn a_corrupt_chunk_fails_only_the_reads_that_touch_it() {
     let model = model();
