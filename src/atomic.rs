@@ -116,9 +116,8 @@ fn remove_stale_temps(dst: &Path) {
 
 /// Starts writing back to the disk what has been written to `file` so far,
 /// without waiting for it: an output written in batches then syncs as it
-/// goes, and its final sync waits only for the end (packing minilm-f32 to
-/// a local disk ended with a sync of 33 ms, and of 0.7 ms when each batch
-/// started its writeback). Only a hint: the final sync is what makes the
+/// goes, and its final sync waits only for the last batches' writeback
+/// rather than the whole file's. Only a hint: the final sync is what makes the
 /// file durable, so an error (a filesystem without it) changes nothing.
 pub fn start_writeback(file: &File) {
     #[cfg(target_os = "linux")]

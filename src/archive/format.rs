@@ -7,16 +7,10 @@ use crate::safetensors::Layout;
 use crate::wire::{put_varint, Reader, WireError};
 
 /// The newest format version this build writes and reads; it reads every
-/// version from 1 up (docs/FORMAT.md: any change to what a reader accepts is a
-/// new version). An archive is written in the oldest version that can hold it:
-/// version 2 for an archive that references a base, version 3 for one whose
-/// programs use an operator for quantized weights (Palette, Scaled), version
-/// 4 for one with a chunk that is the difference from its base's values or
-/// whose programs use a version 4 operator (Match), version 5 for one whose
-/// programs use a Sparse node, version 6 for one with a rANS literal of tag 4
-/// (tables of counts to a few bits, seeded states), version 7 for one whose
-/// programs use a Partition node, version 8 for one whose programs use a
-/// Mirror node.
+/// version from 1 up (any change to what a reader accepts is a new version).
+/// An archive is written in the oldest version that can hold what it uses;
+/// docs/FORMAT.md (*Version*) lists what each version adds, and the
+/// `*_VERSION` constants below the first version of each feature.
 pub const FORMAT_VERSION: u8 = 8;
 
 /// The first version whose programs may use the operators for quantized

@@ -33,9 +33,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Batches in memory at once, read and not yet both written and hashed:
 /// while one thread reads a batch, the other packs the chunks of the ones
 /// before it. With two, a thread done with a batch's last chunks often
-/// waited for the next batch's read: at `-j2`, minilm-upcast, -fp8, -bf16
-/// and -f32 packed 0-11% slower than with three; four were no faster
-/// (11 rounds alternating).
+/// waited for the next batch's read; with four, packing was no faster and
+/// more is held in memory.
 const WINDOW_BATCHES: usize = 3;
 
 /// Re-fits of a class under way at once beyond its settled head, per

@@ -60,10 +60,9 @@ impl Default for PackOptions {
     }
 }
 
-/// Effort levels, as zstd's and xz's: higher is slower, and on the test
-/// corpus larger than the default only where a deeper search of a tensor's
-/// first chunk re-fits its later chunks worse (minilm-f32 at level 7, see
-/// docs/PERFORMANCE.md).
+/// Effort levels, as zstd's and xz's: higher is slower, and larger than the
+/// default only where a deeper search of a tensor's first chunk re-fits its
+/// later chunks worse (see docs/PERFORMANCE.md).
 pub const LEVELS: std::ops::RangeInclusive<u8> = 1..=9;
 /// The level `brevis pack` uses unless told otherwise.
 pub const DEFAULT_LEVEL: u8 = 5;
@@ -117,21 +116,20 @@ const BATCH_CHUNKS_MAX: usize = 4096;
 const BATCH_BYTES_PER_THREAD: u64 = 4 << 20;
 
 /// Chunks searched to learn a prior: at most this many per stratum, and in all.
-/// 8 in all packed the corpus as 12 did (minilm-f32 613 bytes smaller) in
-/// two thirds of the prior's time; 6 made silero-vad-f32 0.03% larger.
+/// More chunks in all learn no better prior and take longer; fewer learn a
+/// worse one for some files.
 const SAMPLE_PER_STRATUM: usize = 2;
 const SAMPLE_TOTAL: usize = 8;
 /// One sampled chunk per this many chunks of a stratum.
 const SAMPLE_EVERY: usize = 48;
 /// Words of each sampled lane the prior is learned from: the search's cost
-/// grows with them, the prior (which productions help) hardly does; on the
-/// corpus, the prior from whole chunks and from this many words pack alike.
+/// grows with them, the prior (which productions help) hardly does: a prior
+/// from this many words packs as one from whole chunks does.
 const SAMPLE_WORDS: usize = 1 << 16;
 /// Expansions per sampled chunk when learning a prior. A sampled search
-/// spends about as long on its budget as on its root's expansion; 32 and
-/// 64 learn priors that pack the corpus to the same bytes, 16 made
-/// minilm-bf16 0.002% larger for no time this host could measure, and 8
-/// minilm-dequant4 0.65% larger.
+/// spends about as long on its budget as on its root's expansion, so a
+/// smaller budget saves little time; a larger one learns no better prior,
+/// and a smaller one a worse one.
 pub const CALIBRATION_BUDGET: usize = 32;
 
 /// Sizes of a finished pack.
@@ -182,8 +180,8 @@ impl Planned {
 
 /// A region's last chunk takes in a remainder shorter than 1/this of a
 /// chunk, rather than leave it a chunk of its own that pays for its code
-/// tables again: minilm-bf16's 384x384 tensors (1.125 chunks) were 0.3%
-/// above their order-0 entropy as two chunks.
+/// tables again: a tensor a little longer than a chunk would otherwise pay
+/// for two chunks' tables for little more than one chunk's bytes.
 const TAIL_SHARE: u64 = 2;
 
 /// The pieces `(offset, length)` that `len` bytes are cut into at `step`:
@@ -419,15 +417,15 @@ const WIDTH_SAMPLE_CHUNKS: u64 = 4;
 /// a smaller share of their bytes, and it bounds the sample (4 MiB a tensor).
 const WIDEST_CHUNK: u64 = 1 << 20;
 /// Estimated bytes of a literal's code table per symbol, and of its other
-/// fixed parts (rANS states, lengths), in [`tensor_chunk`]'s estimate: what
-/// byte planes' rANS tables take on the corpus.
+/// fixed parts (rANS states, lengths), in [`tensor_chunk`]'s estimate: about
+/// what byte planes' rANS tables take.
 const TABLE_BYTES_PER_SYMBOL: usize = 1;
 const LITERAL_FIXED_BYTES: usize = 150;
 /// Tables a matrix's byte plane is estimated to take per chunk where its rows
-/// may be coded in classes, each class with tables of its own: wordllama-f16's
-/// chunks took 4 classes at 512 KiB and 8 at 1 MiB. Counting 8 widened the
-/// chunks of wordllama-f16, minilm-fp8 and minilm-dequant4 and made them
-/// 0.04-0.10% smaller (minilm-f32 0.003% larger, the others unchanged).
+/// may be coded in classes, each class with tables of its own: wide chunks
+/// of such matrices take about as many classes as this, and counting fewer
+/// tables underrates what narrow chunks pay for theirs, keeping chunks
+/// narrow that code smaller wide.
 const ROW_CLASS_TABLES: usize = 8;
 
 /// Tables each byte plane of a tensor of `shape` takes per chunk in
@@ -446,8 +444,7 @@ fn tables_per_plane(shape: &[u64], row_classes: bool) -> usize {
 /// order-0, each with `tables` tables, or stored raw). Small chunks follow the
 /// statistics where they change along the tensor; wide ones pay for their
 /// tables fewer times. A tensor of a few chunks keeps `chunk`: wider chunks
-/// there saved 0.045% on minilm-bf16 and made its cold reads through the
-/// mount 15-20% slower.
+/// there save little and make its cold reads through the mount slower.
 fn tensor_chunk(
     len: u64,
     (element, tables): (Element, usize),
@@ -709,11 +706,8 @@ pub(super) const MAX_TEMPLATES: usize = 4;
 ///
 /// Counting chunks keeps a tensor of wide chunks (see [`tensor_chunk`])
 /// from taking fewer chunks a thread than others. Small batches are read
-/// soon before they are packed, while their bytes are in the CPU's caches:
-/// at `-j2`, batches of 2 chunks a thread packed minilm-upcast, -fp8,
-/// -bf16 and -f32 0-5% slower than of one, of 4 chunks 1-8% slower; at
-/// `-j1`, batches of four 1 MiB chunks were 5% slower than of one on
-/// minilm-upcast.
+/// soon before they are packed, while their bytes are in the CPU's caches;
+/// batches of several chunks a thread packed slower, with one thread too.
 fn batches(plan: &[Planned], chunk: u64, threads: u64) -> impl Iterator<Item = Range<usize>> + '_ {
     let least_chunks = threads as usize;
     let least_bytes = chunk * threads;

@@ -21,8 +21,8 @@ use std::time::Instant;
 
 /// Packing allocates and frees chunk-sized buffers on every worker thread;
 /// glibc's per-thread arenas return them to the kernel and fault them in
-/// again each time, mimalloc keeps them. Its v2 line (Cargo.toml) peaks at
-/// about half the memory of v3 at the same speed (see docs/PERFORMANCE.md).
+/// again each time, mimalloc keeps them. Its v2 line (Cargo.toml): it peaks
+/// at less memory than v3 at the same speed (see docs/PERFORMANCE.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

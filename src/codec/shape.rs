@@ -3,9 +3,8 @@
 //! their exact counts: a count kept to `p` bits below its leading one is off
 //! by at most 2^-(p+1) of itself, which costs the stream about 2^-2p / 17
 //! bits a word, and neighbouring words of a weight field have counts of
-//! about the same size, so bit lengths are coded as differences. On the
-//! corpus this takes 4.5-6 bits a word where frequencies as varints took
-//! 11-14.
+//! about the same size, so bit lengths are coded as differences. This takes
+//! a fraction of the bits a word that frequencies as varints take.
 //!
 //! Each value `v` is written as the zigzag of `bitlen(v)` minus the previous
 //! value's bit length (0 before the first), in order-0 Exp-Golomb, then the

@@ -286,9 +286,8 @@ const PAIR_MIN_WORDS_PER_SLOT: usize = 4;
 /// tables of pairs: half the increments, and fewer of them wait on the one
 /// before where one word runs on (a sign and exponent's top bits, nearly
 /// constant). A word's count is the sum of the pairs it is the first or the
-/// second word of. (0.37 against 0.46 ns a word for 4-bit fields of
-/// BF16-like weights, 0.38 against 0.72 for a 3-bit field of one value
-/// nearly throughout: a micro-benchmark of 32Ki words, 400 passes.)
+/// second word of. The gain is largest where one value runs on nearly
+/// throughout, whose increments would otherwise wait on each other.
 struct PairHistogram {
     tables: Vec<u32>,
     width: u32,

@@ -160,7 +160,7 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             let first = (parts.iter().position(|p| !ors_in(p)))
                 .or_else(|| {
                     // Ahead of a nested Merge, it would leave that Merge's
-                    // fields all to be ored in (minilm-bf16 decoded 3% slower).
+                    // fields all to be ored in, which decodes slower.
                     let flat = parts
                         .iter()
                         .all(|p| matches!(p.op, Op::Lit(_) | Op::Const(_) | Op::Partition { .. }));

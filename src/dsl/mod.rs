@@ -230,8 +230,8 @@ pub fn count_width(len: usize) -> u32 {
 
 /// Copies of at most this many words are made word by word: a call of
 /// `memmove` costs more than the copy (copies and literal runs of a few
-/// words are most of a Match's tokens; silero-vad-f32's STFT basis spent a
-/// third of its decoding in those calls).
+/// words are most of a Match's tokens, so those calls would take much of
+/// its decoding).
 const SHORT_COPY: usize = 16;
 
 /// Words a short run or copy moves at once, whatever its length: one
@@ -285,10 +285,9 @@ pub fn run_matches<T: Copy>(
             return Err("match literal runs exceed the literals or the output");
         }
         if run <= 1 {
-            // Most tokens carry no literal or one (silero-vad-f32's STFT
-            // basis: 97% of 53,074). One word is moved either way, with no
-            // branch on which: where the run is empty, the copy after it
-            // writes over that word.
+            // Most tokens carry no literal or one. One word is moved either
+            // way, with no branch on which: where the run is empty, the copy
+            // after it writes over that word.
             if let (Some(d), Some(&s)) = (out.get_mut(o), lits.get(p)) {
                 *d = s;
             }
@@ -307,9 +306,9 @@ pub fn run_matches<T: Copy>(
             return Err("match copy runs past the output");
         }
         if len == 1 {
-            // A copy of one word, the most common (98% there), moves one
-            // word: a block (read across the blocks the tokens just before
-            // stored) decoded that tensor 13% slower.
+            // A copy of one word, the most common, moves one word: a block
+            // (read across the blocks the tokens just before stored) decodes
+            // slower.
             out[o] = out[o - dist];
         } else if len <= BLOCK && dist >= BLOCK && BLOCK <= n - o {
             // The block read ends before `o`: it holds only words made.

@@ -77,13 +77,10 @@ impl ArchiveReader {
         self.prefetch(cache, span.clone())?;
         // A reader's first reads, with nothing queued past them yet, queue
         // read-ahead after offering their own chunks to the pool and before
-        // taking them: the pool takes this read's chunks, then
-        // goes on to the read-ahead at once rather than after this read's
-        // decodes and while its reply is written. On fresh mounts
-        // (scripts/mount_ab.sh, 21-31 mounts): wordllama-f16 read whole in
-        // 20.2 ms instead of 22.0 and minilm-fp8 in 29.0 instead of 30.6
-        // with read-ahead queued first, silero-vad-f32 in 3.29-3.48 ms
-        // instead of 3.52-3.73 with the read's chunks offered before it.
+        // taking them: the pool takes this read's chunks first, as the
+        // reader waits on them, then goes on to the read-ahead at once
+        // rather than after this read's decodes and while its reply is
+        // written.
         let queued_early = self.ahead_until.load(Ordering::Relaxed) <= span.end;
         let done = self.offer_span(cache, span.clone());
         if queued_early {
@@ -118,9 +115,7 @@ impl ArchiveReader {
     /// reader takes them in order ([`ArchiveReader::take_span`], given the
     /// flag returned here). A batch is decoded from its last chunk back, so
     /// that the pool and the reader, going forward, meet once rather than
-    /// taking turns chunk by chunk, each waiting for the other's decode: a
-    /// read of fracast-int8 (71 small tensors, one batch) took 1.34 ms
-    /// instead of 1.57 (medians of 25 fresh mounts, alternating builds).
+    /// taking turns chunk by chunk, each waiting for the other's decode.
     fn offer_span(&self, cache: &Arc<ChunkCache>, span: Range<usize>) -> Arc<AtomicBool> {
         let done = Arc::new(AtomicBool::new(false));
         for batch in batches(&self.archive, span.start + 1..span.end) {
@@ -216,8 +211,8 @@ impl ArchiveReader {
     }
 }
 
-/// Source bytes worth a job of the decoding pool: about 50 µs of decoding,
-/// many times what handing a job to a thread and waking it costs. A file
+/// Source bytes worth a job of the decoding pool: decoding them takes many
+/// times what handing a job to a thread and waking it costs. A file
 /// of small tensors (one chunk each) offered chunk by chunk spent more time
 /// handing them over than decoding them.
 const BATCH_BYTES: u64 = 128 << 10;

@@ -457,14 +457,13 @@ const HEAD_TABLE_BITS: f64 = 12.0;
 /// mantissa bits together as one field, beside the layouts of
 /// [`merge_fields`]. The top bits of a mantissa are not uniform (a binade's
 /// values crowd toward one end in a bell-shaped distribution of weights),
-/// and how they are spread depends on the exponent: on minilm-f32 the sign,
-/// exponent and two mantissa bits as one field made the archive 0.17%
-/// smaller. It takes the number of mantissa bits (up to
+/// and how they are spread depends on the exponent, which one field of
+/// both lets a code table follow. It takes the number of mantissa bits (up to
 /// [`HEAD_MANTISSA`]) whose head codes the stream smallest order-0 (from
 /// its first words), its table counted; none where no mantissa bit pays for
 /// its table. 16-bit floats get none: the search already splits off their
-/// sign, exponent and 3 mantissa bits (a split at 4), and the extra
-/// candidate made minilm-bf16 0.005% larger at the search's budget.
+/// sign, exponent and 3 mantissa bits (a split at 4), so an extra candidate
+/// would only take part of the search's budget.
 fn float_head(t: &[u32], width: u32, float: Option<FloatFormat>) -> Option<Fields> {
     if float != Some(FloatFormat::F32) || width != 32 {
         return None;

@@ -51,8 +51,7 @@ const NONE: u32 = u32::MAX;
 
 /// Copies shorter than this are parsed lazily for words of `width` bits: a
 /// copy one word on that is longer wins, the word between becoming a
-/// literal. Bytes only (headers: fracast-int8 100,609 -> 100,569 bytes);
-/// on 32-bit words it loses (silero-vad-f32 928,360 -> 931,946).
+/// literal. Bytes only (headers, say): on 32-bit words it codes larger.
 fn lazy_below(width: u32) -> usize {
     if width <= 8 {
         32

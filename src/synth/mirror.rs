@@ -99,10 +99,10 @@ pub fn mirror_program(
 /// (see [`mirroring`]) and it costs less. Its head is searched as rows of
 /// their own, and a Match of it tried whatever `super::with_matches`'s
 /// estimate says: the heads of a Fourier basis repeat words rows apart,
-/// which the estimate's sample of the first rows misses (silero-vad's
-/// heads code to half the bytes with a Match, which the estimate
-/// rejected). Its differences are synthesized as words that are not floats
-/// and not rows, so that they are not mirrored again.
+/// which the estimate's sample of the first rows misses, rejecting a Match
+/// that codes such heads far smaller. Its differences are synthesized as
+/// words that are not floats and not rows, so that they are not mirrored
+/// again.
 pub fn with_mirror(
     words: &Arc<[u32]>,
     width: u32,

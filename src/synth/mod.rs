@@ -333,10 +333,10 @@ fn upcast(words: &[u32], low: u32, hint: Hint, opts: &SynthOptions) -> Program<L
 }
 
 /// Words up to which an upcast stream's f32 words are also searched at the
-/// root (see [`upcast`]). On the corpus's 64Ki-word streams that search took
-/// more time than the halves' and never won (its programs were 0.28% larger);
-/// on short ones it did, by a few bytes, where the halves' tables weigh, and
-/// on a constant stream (one word, where the halves take two).
+/// root (see [`upcast`]). On long streams that search takes more time than
+/// the halves' and does not win; on short ones it can, by a few bytes, where
+/// the halves' tables weigh, and on a constant stream (one word, where the
+/// halves take two).
 const UPCAST_PLAIN_WORDS: usize = 4096;
 
 /// The high halves of f32 `words` with `hint`, as bf16 words and their hint.
@@ -430,13 +430,10 @@ fn searched_match(
 
 /// How far above the found program's cost per word a Match's estimate may
 /// be for the Match to be searched: `MATCH_MARGIN` times it plus
-/// `MATCH_SLACK` bytes. Its searched streams came to 0.79x of the estimate
-/// on silero-vad-f32's STFT basis (1.65 bytes a word against 2.09), and to
-/// a seventh of it on position ids (0.01 bytes a word against 0.07: the
-/// estimate, order-0 byte planes, misses how regular the copies are); on
-/// minilm-dequant4's Scaled and Palette chunks the estimate was 1.9-2.1x
-/// the found programs' cost, and the Matches searched came to twice it
-/// (80 ms of its `pack -j1`, none kept).
+/// `MATCH_SLACK` bytes. The estimate (order-0 byte planes) overstates what
+/// the Match's streams code to once searched, by far where the copies are
+/// regular, so a Match estimated above the found cost may still win; one
+/// estimated at about twice it or more rarely does, and costs search time.
 const MATCH_MARGIN: f64 = 1.5;
 const MATCH_SLACK: f64 = 0.125;
 
@@ -473,9 +470,9 @@ pub fn synthesize_like(
     }
     // The cheapest re-fit, if it fits its template and codes no worse than
     // the words' byte planes by far: a re-fit within its template's cost
-    // per word may still miss what makes these words cheap (minilm-f32's
-    // first embedding rows re-fit at 217 KB a chunk to a template searched
-    // at a budget of 32, and search to 138 KB).
+    // per word may still miss what makes these words cheap (embedding rows
+    // re-fit to a template from a deeper search can code far larger than a
+    // search of their own finds).
     refits.sort_by_key(|(p, _)| cost(p));
     if let Some((p, true)) = refits.first() {
         let plain = plain.unwrap_or_else(|| refit::sampled_planes_cost(words, width));
@@ -499,9 +496,9 @@ pub fn synthesize_like(
 /// default (a larger budget, or more words) and the lane's literals may be
 /// partitioned (see [`with_partitions`]), the default search's program too,
 /// and of the two the one that codes smaller once partitioned. A search
-/// weighs its programs before partitions: on minilm-f32's matrices a budget
-/// of 32 found fields that code smaller as they are, where the default's
-/// 8-bit field codes smaller still in classes of rows.
+/// weighs its programs before partitions: on a matrix a larger budget may
+/// find fields that code smaller as they are, where the default's 8-bit
+/// field codes smaller still in classes of rows.
 fn deeper_or_default(
     words: &Arc<[u32]>,
     width: u32,
@@ -591,10 +588,10 @@ pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
 }
 
 /// The codecs a prior's search sizes its leaves with: a prior counts the
-/// operators of the programs found, which Huffman's code lengths (a third
-/// of the sampled searches' sizing) hardly change where rANS's prediction
-/// stands in for them. On the corpus the prior learned so packs every file
-/// to the same bytes but silero-vad-f32 (12 bytes smaller).
+/// operators of the programs found, which Huffman's code lengths (much of
+/// the sampled searches' sizing) hardly change where rANS's prediction
+/// stands in for them, so the prior learned so packs as one learned with
+/// Huffman does.
 const LEARNING_CODECS: [codec::Codec; 3] =
     [codec::Codec::Raw, codec::Codec::BitPack, codec::Codec::Rans];
 

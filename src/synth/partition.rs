@@ -218,7 +218,7 @@ fn partitioned(lit: &Literal, ty: Type, rows: usize, order: &[u32]) -> Option<Pr
 fn build(words: &[u32], ty: Type, rows: usize, class: &[u32], k: usize) -> Program<Literal> {
     // Each class's stream made at its length and its groups copied in once
     // (grown group by group, and copied again into an Arc, the streams took
-    // a third of the time of rows in classes on minilm-fp8).
+    // much of the time of coding rows in classes).
     let mut lens = vec![0; k];
     for (g, &c) in words.chunks(rows).zip(class) {
         lens[c as usize] += g.len();

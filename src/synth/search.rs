@@ -352,10 +352,10 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     // The budget may have filled the search's bounds: the shapes set aside
     // are derived whatever the search holds, or a prior could make the
     // result worse than the root-only search's, and a larger budget worse
-    // than a smaller one (silero-vad-f32's STFT basis at budget 64: its
-    // Match's literal runs lost their Scan, 669 bytes). What they hold is
-    // still bounded: a few streams of the target's length per root shape,
-    // and no state is expanded after them.
+    // than a smaller one (a Match's literal runs could lose the Scan a
+    // smaller budget gives them). What they hold is still bounded: a few
+    // streams of the target's length per root shape, and no state is
+    // expanded after them.
     s.bounded = false;
     s.prepare_root(root, &may_win);
     for (shape, bound) in unlikely.into_iter().zip(bounds) {

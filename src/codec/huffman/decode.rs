@@ -14,8 +14,8 @@ pub(super) type Table = [u64; TABLE_SIZE];
 /// read lowest bit first, and none is longer), so those first `2^longest`
 /// slots are filled code by code and then copied up to the full size: the
 /// codes of a small tensor's exponents, a few bits long, fill a few hundred
-/// slots rather than all 4096 (building tables took 28% of decoding a file
-/// of small tensors).
+/// slots rather than all 4096 (building tables weighs heavily in decoding a
+/// file of small tensors).
 pub(super) fn build_table(set: &SymbolSet) -> Option<Box<Table>> {
     let kraft: u32 = set.values.iter().map(|&len| 1 << (MAX_LEN - len)).sum();
     if kraft != TABLE_SIZE as u32 {

@@ -11,11 +11,10 @@ pub(super) const MULTI_WORDS: usize = 7;
 pub(super) const MULTI_SLOTS: usize = 8;
 
 /// Shortest stream decoded with the multi-word table: shorter ones gain less
-/// than building the table costs. Building it (about 30 µs) costs as much as
-/// decoding some 30000 words with the single-word table, and the cache rarely
-/// saves it (in the corpus files, 6 of about 100 streams of 16384 words or
-/// more found their code's tables), so those streams, f32 exponents among
-/// them, decode faster without it.
+/// than building the table costs. Building it costs as much as decoding
+/// tens of thousands of words with the single-word table, and the cache
+/// rarely saves it (few streams find their code's tables there), so those
+/// streams, f32 exponents among them, decode faster without it.
 pub(super) const MULTI_MIN_WORDS: usize = 16 * TABLE_SIZE;
 
 /// Decoding table indexed by the next 12 bits of a stream, holding every word
@@ -119,8 +118,7 @@ pub(super) fn store_bytes<T: Word>(bytes: u64, slots: &mut [T; MULTI_SLOTS]) {
         use std::arch::x86_64::*;
         // SSE2 is part of x86-64. Zero-extending all eight bytes at once
         // (then again to 32 bits) takes one instruction per 16 bytes stored,
-        // against six per 8 bytes in 64-bit integers; the bf16 corpus file
-        // decodes about 7% faster in memory for it.
+        // against six per 8 bytes in 64-bit integers.
         // SAFETY: `slots` is `8 * size_of::<T>()` bytes with `T` of 16 or 32
         // bits, and the stores write 16 bytes at 0, and for 32 bits 16 more
         // at 16, all within them.

@@ -16,19 +16,17 @@ pub(super) enum Slots {
     /// words, frequencies below 2^12 (at any scale, as `slot - start <
     /// freq`). One lookup per step of 4 bytes. SIMD decoders are bound by
     /// their gathers: one 4-byte lookup instead of two (a word table and a
-    /// `freq, offset` table) decoded FP8 streams at scale 14 ~1.15x as fast,
-    /// though its table (64 KiB) no longer fits the L1 cache. Tables that do
-    /// fit it at 14 (a byte word per slot, 16 KiB, and `freq, start` per
-    /// word) decoded the corpus's scale-14 archives 1.5-1.8x slower than
-    /// this one: the second lookup waits for the first, and the SIMD loop
-    /// is bound by that latency.
+    /// `freq, offset` table) decodes faster, though its table (64 KiB at
+    /// scale 14) no longer fits the L1 cache. Tables that do fit it at 14 (a
+    /// byte word per slot, 16 KiB, and `freq, start` per word) decode slower
+    /// than this one: the second lookup waits for the first, and the SIMD
+    /// loop is bound by that latency.
     Fused(Vec<u32>),
     /// `word << 32 | freq << 16 | (slot - start)` for every other model
     /// (`freq <= 2^14` and `slot - start < 2^14` each fit 16 bits): still
     /// one lookup per step, of 8 bytes. Gathering 8-byte entries loads half
     /// as many elements as two 4-byte gathers from separate word and
-    /// `freq, offset` tables, and decoded 16-bit words 1.48x as fast
-    /// (`cargo bench --bench codec -- decode_rans`, bf16: 84 -> 57 us).
+    /// `freq, offset` tables, so 16-bit words decode faster.
     Wide(Vec<u64>),
 }
 

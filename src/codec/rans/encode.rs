@@ -334,11 +334,10 @@ fn seeded_and_emitted<const G: usize>(
 /// What [`size`] is expected to be, without a pass over the words: the
 /// renormalisations that the model's cost in bits implies, less the bits
 /// the used lanes' states may hold, plus what the final states leave
-/// unfilled, [`PREDICTED_LANE_BYTES`] a lane on average. On the corpus's
-/// streams of 4Ki words and more the exact size is 2-9 bytes from it on
-/// average (standard deviation 7-30 bytes a file): a pass of the coder costs
-/// as much as encoding, and the search weighs many streams it then drops, so
-/// it weighs rANS streams by this.
+/// unfilled, [`PREDICTED_LANE_BYTES`] a lane on average. On streams of
+/// thousands of words it is a few bytes from the exact size, while a pass of
+/// the coder costs as much as encoding, and the search weighs many streams
+/// it then drops, so it weighs rANS streams by this.
 pub(in crate::codec) fn predict(words: &[u32], stats: &Stats) -> Option<usize> {
     let (model, seeded, emitted) = modelled(words, stats)?;
     let lanes = used_lanes(words.len(), model.groups);
@@ -346,7 +345,8 @@ pub(in crate::codec) fn predict(words: &[u32], stats: &Stats) -> Option<usize> {
 }
 
 /// Eighths of a byte per used lane the exact size exceeds the model's
-/// renormalisations by on average (measured on the corpus).
+/// renormalisations by on average: an empirical mean over weight streams,
+/// not a bound.
 const PREDICTED_LANE_BYTES: usize = 7;
 
 /// The model, the seeded words and the renormalisation words the model's

@@ -28,15 +28,16 @@ pub(super) const LANES: usize = 32;
 /// The states of a stream: `G` groups of [`LANES`].
 pub(super) type Groups<const G: usize> = [[u32; LANES]; G];
 /// A stream's head byte holds the scale in its low bits and log2 of the
-/// number of groups (0 or 1) from this bit on. (Four groups decoded no faster
-/// than two in the mount on the 2-core test machines, for 256 more bytes.)
+/// number of groups (0 or 1) from this bit on. (Four groups would cost more
+/// bytes of states and decoded no faster than two.)
 pub(super) const GROUPS_SHIFT: u32 = 4;
 /// In a seeded stream's head byte (tag 4), the precision of its table's
 /// counts is in the bits from this one on, and the group bit is bit 4 alone.
 pub(super) const PRECISION_SHIFT: u32 = 5;
 /// A stream takes two groups when the extra states cost at most 1/this of
-/// its estimated size, i.e. from 32000 bytes on. Such a stream of 2^17
-/// bytes decodes ~1.5x as fast with two, for 128 bytes (0.1%).
+/// its estimated size, i.e. from 32000 bytes on: the second group's states
+/// are 128 bytes, and a long stream decodes much faster with two, its SIMD
+/// decoder having twice the independent chains.
 pub(super) const GROUP_COST: i128 = 250;
 /// Lower bound of a normalised state; also every lane's initial state.
 pub(super) const STATE_LOW: u32 = 1 << 16;

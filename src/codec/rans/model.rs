@@ -20,10 +20,9 @@ pub(in crate::codec) struct Model {
 /// A stream takes the coarsest scale whose size, table included, is at
 /// most 1/this larger than the smallest any scale gives: coarser scales
 /// have smaller decoding tables, which are built faster and stay in the L1
-/// cache. Against 1/3000, 1/1000 made the corpus's archives 0.003-0.055%
-/// larger and decoded BF16, FP8, upcast and F16 3-9% faster; 1/600 was
-/// larger still and no faster (examples/decode_cpu.rs, medians of thread
-/// CPU time; docs/PERFORMANCE.md, *rANS scales*).
+/// cache, so a stream gives up a sliver of size for faster decoding; a
+/// looser bound costs more size and decodes no faster (docs/PERFORMANCE.md,
+/// *rANS scales*).
 pub(super) const SCALE_COST: i128 = 1000;
 
 /// The precision [`Model::with_cost`] starts its search from: the one the
