@@ -54,6 +54,9 @@
 #                        BENCH_RUNS rounds alternating the two, medians)
 #   BENCH_RSS=1          0 skips the peak-memory table (minilm-f32, else the largest
 #                        selected corpus file)
+#   BENCH_MODEL=0        1 adds the model-size table of scripts/bench_model.sh (a 7.3 GB
+#                        checkpoint loaded cold and cached: raw file, mount, brevis.torch,
+#                        unpack, verify, pack; needs root and ~25 GB; tens of minutes)
 #   BENCH_MOUNT=1        0 skips the mount table (reads through brevis-mount; needs root or
 #                        fusermount3, and /dev/fuse)
 #   BENCH_FILES="a b"    corpus names to run (space or comma separated; default all)
@@ -697,3 +700,9 @@ for peer in $all_peers; do
   case ${peer_status[$peer]} in ok | skipped*) ;; *) echo "$peer: ${peer_status[$peer]}" ;; esac
 done
 if (( ${#notes[@]} )); then printf '%s\n' "${notes[@]}"; fi
+if [[ ${BENCH_MODEL:-0} != 0 ]]; then
+  echo
+  echo "Loading, packing and unpacking a 7.3 GB BF16 checkpoint (scripts/bench_model.sh):"
+  echo
+  BENCH_VENV=$venv "$scripts/bench_model.sh"
+fi
