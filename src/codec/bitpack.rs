@@ -196,8 +196,163 @@ fn unpack_simd<T: Word, P: Put>(k: u32, bytes: &[u8], out: &mut [T], put: P) -> 
         // SAFETY: `available` checked that the CPU has the kernel's features.
         return unsafe { avx512::unpack(k, bytes, out, put) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if (1..=avx2::MAX_K).contains(&k) && avx2::available() {
+        // SAFETY: `available` checked that the CPU has AVX2.
+        return unsafe { avx2::unpack(k, bytes, out, put) };
+    }
     let _ = (k, bytes, out, put);
     0
+}
+
+/// Unpacking with AVX2, as the AVX-512 kernel does on half the lanes: each
+/// 128-bit half of a vector takes four words, its lanes gathering the 4
+/// bytes that hold their word with one in-lane byte shuffle of a 16-byte
+/// load (the second half loaded from the byte that holds word 4's first
+/// bit), then shifting and masking.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::super::word::{Put, Word};
+    use std::arch::x86_64::*;
+
+    /// Words per step: one vector of u32 lanes.
+    const STEP: usize = 8;
+    /// Bytes each half of a step loads.
+    const LOAD: usize = 16;
+    /// Widest word a lane can gather: starting up to 7 bits into its first
+    /// byte, it must end within 4 bytes.
+    pub(super) const MAX_K: u32 = 25;
+
+    /// Whether the CPU (and, in tests, the test) allows this kernel.
+    pub(super) fn available() -> bool {
+        super::super::simd::level() >= super::super::simd::Simd::Avx2
+    }
+
+    /// Unpacks whole steps of 8 words of `k` bits (`1..=MAX_K`) while both
+    /// of the step's 16-byte loads stay inside `bytes`; returns the words
+    /// done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn unpack<T: Word, P: Put>(
+        k: u32,
+        bytes: &[u8],
+        out: &mut [T],
+        put: P,
+    ) -> usize {
+        debug_assert!((1..=MAX_K).contains(&k));
+        // 8 words of k bits are k bytes; word 4 starts in byte k / 2.
+        let (stride, half) = (k as usize, (4 * k / 8) as usize);
+        let steps = match bytes.len().checked_sub(half + LOAD) {
+            Some(room) => (room / stride + 1).min(out.len() / STEP),
+            None => 0,
+        };
+        let (gather, shifts) = lanes(k, half);
+        let mask = _mm256_set1_epi32(((1u32 << k) - 1) as i32);
+        for s in 0..steps {
+            // SAFETY: `s * stride + half + LOAD <= bytes.len()` by the
+            // choice of `steps`, and `half` is at least 0.
+            let (lo, hi) = unsafe {
+                let at = bytes.as_ptr().add(s * stride);
+                (
+                    _mm_loadu_si128(at.cast()),
+                    _mm_loadu_si128(at.add(half).cast()),
+                )
+            };
+            let words = _mm256_shuffle_epi8(_mm256_set_m128i(hi, lo), gather);
+            let words = _mm256_and_si256(_mm256_srlv_epi32(words, shifts), mask);
+            // SAFETY: `(s + 1) * STEP <= out.len()` by the choice of `steps`,
+            // and every word has at most `k <= T::BITS` bits.
+            unsafe { store(out.as_mut_ptr().add(s * STEP), words, put) };
+        }
+        steps * STEP
+    }
+
+    /// The in-lane byte shuffle that gives lane `j` the 4 bytes from the one
+    /// holding bit `j * k` (counted from byte `half` for the upper four),
+    /// and each lane's shift down to its word.
+    #[target_feature(enable = "avx2")]
+    fn lanes(k: u32, half: usize) -> (__m256i, __m256i) {
+        let mut gather = [0u8; 32];
+        let mut shifts = [0u32; STEP];
+        for (j, (bytes, shift)) in gather.chunks_exact_mut(4).zip(&mut shifts).enumerate() {
+            let bit = j as u32 * k;
+            let base = if j < 4 { 0 } else { half as u32 };
+            for (b, byte) in bytes.iter_mut().enumerate() {
+                *byte = (bit / 8 - base) as u8 + b as u8;
+            }
+            *shift = bit % 8;
+        }
+        // SAFETY: both arrays are exactly 32 bytes.
+        unsafe {
+            (
+                _mm256_loadu_si256(gather.as_ptr().cast()),
+                _mm256_loadu_si256(shifts.as_ptr().cast()),
+            )
+        }
+    }
+
+    /// Puts 8 words (u32 lanes) into `out[..8]`, narrowed to `T`.
+    ///
+    /// # Safety
+    /// `out` must be valid for 8 `T`s, and every word must fit `T`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn store<T: Word, P: Put>(out: *mut T, words: __m256i, put: P) {
+        let words = match put.or_in() {
+            None => words,
+            Some(m) => {
+                // SAFETY: the caller guarantees `out` holds 8 `T`s.
+                let old = unsafe { load_widened(out) };
+                let old = _mm256_sll_epi32(old, _mm_cvtsi32_si128(m.pending as i32));
+                _mm256_or_si256(
+                    old,
+                    _mm256_sll_epi32(words, _mm_cvtsi32_si128(m.shift as i32)),
+                )
+            }
+        };
+        // SAFETY: the caller guarantees `out` holds 8 `T`s: 8, 16 or 32
+        // bytes. Narrowing truncates each lane, as the `T` shift above would.
+        unsafe {
+            match size_of::<T>() {
+                1 => {
+                    // Each lane's low byte, to the first 4 bytes of its half.
+                    let low = _mm256_setr_epi8(
+                        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
+                        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                    );
+                    let picked = _mm256_shuffle_epi8(words, low);
+                    let first = _mm256_extract_epi32::<0>(picked) as u32 as u64;
+                    let second = _mm256_extract_epi32::<4>(picked) as u32 as u64;
+                    std::ptr::write_unaligned(out.cast::<u64>(), first | second << 32);
+                }
+                2 => {
+                    // Masked first, so that packing never saturates.
+                    let low = _mm256_and_si256(words, _mm256_set1_epi32(0xffff));
+                    let packed = _mm256_packus_epi32(low, low);
+                    let ordered = _mm256_permute4x64_epi64::<0b1000>(packed);
+                    _mm_storeu_si128(out.cast(), _mm256_castsi256_si128(ordered));
+                }
+                _ => _mm256_storeu_si256(out.cast(), words),
+            }
+        }
+    }
+
+    /// The 8 `T`s at `out`, widened to u32 lanes.
+    ///
+    /// # Safety
+    /// `out` must be valid for 8 `T`s.
+    #[target_feature(enable = "avx2")]
+    unsafe fn load_widened<T: Word>(out: *const T) -> __m256i {
+        // SAFETY: the caller guarantees `out` holds 8 `T`s: 8, 16 or 32 bytes.
+        unsafe {
+            match size_of::<T>() {
+                1 => _mm256_cvtepu8_epi32(_mm_loadl_epi64(out.cast())),
+                2 => _mm256_cvtepu16_epi32(_mm_loadu_si128(out.cast())),
+                _ => _mm256_loadu_si256(out.cast()),
+            }
+        }
+    }
 }
 
 /// Unpacking with AVX-512: each of 16 u32 lanes gathers the 4 bytes holding
@@ -329,8 +484,12 @@ mod avx512 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{with_simd, xorshift};
+    use super::super::simd::{tests::with_limit, Simd};
+    use super::super::tests::xorshift;
     use super::super::{decode, decode_or_in, OrIn, Word};
+
+    /// Each kernel in turn (where the CPU has it), then the portable code.
+    const LIMITS: [Simd; 3] = [Simd::Avx512, Simd::Avx2, Simd::None];
 
     /// Word `i` of `k` bits, read bit by bit: the reference for the unpackers.
     fn naive(payload: &[u8], k: u32, i: usize) -> u32 {
@@ -353,16 +512,16 @@ mod tests {
         [vec![1, k as u8], payload].concat()
     }
 
-    /// Decodes into `T`, with SIMD or not, overwriting or oring in.
+    /// Decodes into `T`, with SIMD up to `limit`, overwriting or oring in.
     fn unpack<T: Word>(
         input: &[u8],
         width: u32,
         n: usize,
-        simd: bool,
+        limit: Simd,
         or_in: Option<OrIn>,
     ) -> Vec<T> {
         let mut out = vec![T::from_u32(0x5A5A_5A5A & (u32::MAX >> (32 - T::BITS))); n];
-        let used = with_simd(simd, || match or_in {
+        let used = with_limit(limit, || match or_in {
             None => decode(input, width, &mut out),
             Some(m) => decode_or_in(input, width, m, &mut out),
         });
@@ -384,11 +543,11 @@ mod tests {
                     shift: xorshift(seed) as u32 % (T::BITS - width + 1),
                 };
                 let fill = T::from_u32(0x5A5A_5A5A & (u32::MAX >> (32 - T::BITS)));
-                for simd in [true, false] {
+                for simd in LIMITS {
                     let got = unpack::<T>(&input, width, n, simd, None);
                     assert!(
                         got.iter().map(|w| w.to_u32()).eq(want.iter().copied()),
-                        "k {k} n {n} simd {simd}"
+                        "k {k} n {n} simd {simd:?}"
                     );
                     let got = unpack::<T>(&input, width, n, simd, Some(m));
                     let merged = want
@@ -396,7 +555,7 @@ mod tests {
                         .map(|&w| fill << m.pending | T::from_u32(w) << m.shift);
                     assert!(
                         got.iter().copied().eq(merged),
-                        "k {k} n {n} simd {simd} {m:?}"
+                        "k {k} n {n} simd {simd:?} {m:?}"
                     );
                 }
             }
@@ -462,9 +621,15 @@ mod tests {
     }
 
     /// Input and output that end right before a guard page: the unpackers
-    /// (the SIMD one loads 64 bytes at a time) touch nothing past either.
+    /// (the SIMD ones load 16 or 64 bytes at a time) touch nothing past either.
     #[test]
     fn unpackers_stay_inside_input_and_output() {
+        for limit in LIMITS {
+            with_limit(limit, unpackers_stay_inside);
+        }
+    }
+
+    fn unpackers_stay_inside() {
         let mut seed = 0x2545_F491_4F6C_DD1D;
         let (mut input, mut output) = (Guarded::new(8), Guarded::new(8));
         for k in 0..=32 {
