@@ -205,6 +205,23 @@ fn unpack_simd<T: Word, P: Put>(k: u32, bytes: &[u8], out: &mut [T], put: P) -> 
     0
 }
 
+/// For the SIMD unpackers: the byte indices that give lane `j` of `N` the 4
+/// bytes from the one holding bit `j * k` (counted from byte `base(j)` of the
+/// lane's load), and each lane's shift down to its word.
+#[cfg(target_arch = "x86_64")]
+fn lane_table<const N: usize>(k: u32, base: impl Fn(usize) -> usize) -> ([[u8; 4]; N], [u32; N]) {
+    let mut gather = [[0u8; 4]; N];
+    let mut shifts = [0u32; N];
+    for (j, (bytes, shift)) in gather.iter_mut().zip(&mut shifts).enumerate() {
+        let bit = j * k as usize;
+        for (b, byte) in bytes.iter_mut().enumerate() {
+            *byte = (bit / 8 - base(j) + b) as u8;
+        }
+        *shift = (bit % 8) as u32;
+    }
+    (gather, shifts)
+}
+
 /// Unpacking with AVX2, as the AVX-512 kernel does on half the lanes: each
 /// 128-bit half of a vector takes four words, its lanes gathering the 4
 /// bytes that hold their word with one in-lane byte shuffle of a 16-byte
@@ -274,16 +291,7 @@ mod avx2 {
     /// and each lane's shift down to its word.
     #[target_feature(enable = "avx2")]
     fn lanes(k: u32, half: usize) -> (__m256i, __m256i) {
-        let mut gather = [0u8; 32];
-        let mut shifts = [0u32; STEP];
-        for (j, (bytes, shift)) in gather.chunks_exact_mut(4).zip(&mut shifts).enumerate() {
-            let bit = j as u32 * k;
-            let base = if j < 4 { 0 } else { half as u32 };
-            for (b, byte) in bytes.iter_mut().enumerate() {
-                *byte = (bit / 8 - base) as u8 + b as u8;
-            }
-            *shift = bit % 8;
-        }
+        let (gather, shifts) = super::lane_table::<STEP>(k, |j| if j < 4 { 0 } else { half });
         // SAFETY: both arrays are exactly 32 bytes.
         unsafe {
             (
@@ -418,15 +426,7 @@ mod avx512 {
     /// holding bit `j * k`, and each lane's shift down to its word.
     #[target_feature(enable = "avx512f")]
     fn lanes(k: u32) -> (__m512i, __m512i) {
-        let mut gather = [0u8; 64];
-        let mut shifts = [0u32; STEP];
-        for (j, (bytes, shift)) in gather.chunks_exact_mut(4).zip(&mut shifts).enumerate() {
-            let bit = j as u32 * k;
-            for (b, byte) in bytes.iter_mut().enumerate() {
-                *byte = (bit / 8) as u8 + b as u8;
-            }
-            *shift = bit % 8;
-        }
+        let (gather, shifts) = super::lane_table::<STEP>(k, |_| 0);
         // SAFETY: both arrays are exactly 64 bytes.
         unsafe {
             (
