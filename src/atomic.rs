@@ -74,16 +74,19 @@ fn lock_live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Removes the temporaries this process is writing: for a process about to
-/// end on a signal, which would otherwise leave them behind. The list stays
-/// locked (the process ends holding it), so no write starts after this; one
-/// under way can no longer be renamed into place, its file being gone.
-pub fn remove_temporaries() {
+/// Removes the temporaries this process is writing and returns how many it
+/// removed: for a process about to end on a signal, which would otherwise
+/// leave them behind. The list stays locked (the process ends holding it),
+/// so no write starts after this; one under way can no longer be renamed
+/// into place, its file being gone.
+pub fn remove_temporaries() -> usize {
     let live = lock_live();
-    for tmp in live.iter() {
-        let _ = std::fs::remove_file(tmp);
-    }
+    let removed = live
+        .iter()
+        .filter(|tmp| std::fs::remove_file(tmp).is_ok())
+        .count();
     std::mem::forget(live);
+    removed
 }
 
 /// Removes the temporaries of `dst` whose process no longer runs (best

@@ -432,8 +432,9 @@ fn end_cleanly_on_signals() {
     let signals = brevis::signals::block();
     std::thread::spawn(move || {
         let signal = brevis::signals::wait(&signals);
-        brevis::atomic::remove_temporaries();
-        eprintln!("brevis: stopped by signal {signal}; outputs being written were removed");
+        if brevis::atomic::remove_temporaries() > 0 {
+            eprintln!("brevis: stopped by signal {signal}; the outputs being written were removed");
+        }
         std::process::exit(128 + signal);
     });
 }
