@@ -8,7 +8,8 @@
 
 use crate::archive::{verify, Archive};
 use crate::error::{IoContext, Result};
-use crate::tree::{Action, Job};
+use crate::tree::{Action, Existing, Job};
+use std::path::{Path, PathBuf};
 
 /// This process's share: shard `index` of `count` (0-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,18 @@ impl Shard {
         Ok(Shard { index, count })
     }
 
+    /// This shard's jobs of `jobs` (see [`Shard::select`]), without those
+    /// whose outputs `done` says are already complete and of their source.
+    pub fn todo(&self, jobs: Vec<Job>, done: impl Fn(&Job) -> Result<bool>) -> Result<Vec<Job>> {
+        let mut todo = Vec::new();
+        for job in self.select(jobs) {
+            if !done(&job)? {
+                todo.push(job);
+            }
+        }
+        Ok(todo)
+    }
+
     /// The jobs of this shard. Jobs go, largest first (ties by source path),
     /// to the shard with the fewest bytes so far (ties to the lowest index).
     pub fn select(&self, jobs: Vec<Job>) -> Vec<Job> {
@@ -74,6 +87,18 @@ impl Shard {
             .filter_map(|(j, m)| m.then_some(j))
             .collect()
     }
+}
+
+/// Whether the files of `src` are no longer those `planned` (every job of a
+/// pack of `src` into `dst`) was made from: the shards, which each list SRC
+/// when they start, may then have cut different shares and left files to
+/// none of them.
+pub fn source_changed(src: &Path, dst: &Path, planned: &[Job]) -> bool {
+    let files = |jobs: &[Job]| -> Vec<(PathBuf, u64)> {
+        jobs.iter().map(|j| (j.src.clone(), j.len)).collect()
+    };
+    let now = crate::tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite);
+    !now.is_ok_and(|now| files(&now) == files(planned))
 }
 
 /// Whether `job`'s output is already complete and of its source: an archive

@@ -273,48 +273,13 @@ fn parse_shard(src: &Path, spec: &str) -> Result<Shard> {
         .map_err(|reason| Error::invalid(src, format!("--shard {spec}: {reason}")))
 }
 
-/// This shard's jobs of `jobs`, without those whose outputs `done` says are
-/// already complete and of their source.
-fn shard_share(
-    shard: Shard,
-    jobs: Vec<Job>,
-    done: impl Fn(&Job) -> Result<bool>,
-) -> Result<Vec<Job>> {
-    let mut todo = Vec::new();
-    for job in shard.select(jobs) {
-        if !done(&job)? {
-            todo.push(job);
-        }
-    }
-    Ok(todo)
-}
-
 /// The jobs of shard `spec` of packing `src` into `dst`, without those whose
 /// outputs are already complete and of their source; and every job of the
 /// run, which the shares were cut from.
 fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<(Vec<Job>, Vec<Job>)> {
     let shard = parse_shard(src, spec)?;
     let all = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite)?;
-    Ok((shard_share(shard, all.clone(), shard::done_already)?, all))
-}
-
-/// Warns if the files of `src` are no longer those `planned` was made from:
-/// the shards, which each list SRC when they start, may then have cut
-/// different shares and left files to none of them.
-fn warn_if_source_changed(src: &Path, dst: &Path, planned: &[Job]) {
-    let files = |jobs: &[Job]| -> Vec<(PathBuf, u64)> {
-        jobs.iter().map(|j| (j.src.clone(), j.len)).collect()
-    };
-    let now = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite);
-    if now.is_ok_and(|now| files(&now) == files(planned)) {
-        return;
-    }
-    eprintln!(
-        "brevis: warning: {}: its files changed while this shard ran, so the \
-         shards may have split different lists and packed none of some files; \
-         run every shard again (complete outputs are kept)",
-        src.display()
-    );
+    Ok((shard.todo(all.clone(), shard::done_already)?, all))
 }
 
 fn warn_if_nothing_to_pack(src: &Path, jobs: &[Job]) {
@@ -348,7 +313,7 @@ fn pack_with_store(
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let (mirror, jobs) = Mirror::plan(src, dst, "safetensors", "brv", &RemoteOptions::default())?;
     let jobs = match (shard, outputs.existing()) {
-        (Some(shard), _) => shard_share(shard, jobs, |job| mirror.done_already(job))?,
+        (Some(shard), _) => shard.todo(jobs, |job| mirror.done_already(job))?,
         (None, Existing::Overwrite) => jobs,
         (None, Existing::Skip) => jobs.into_iter().filter(|j| !mirror.exists(j)).collect(),
         (None, Existing::Refuse) => {
@@ -499,8 +464,13 @@ fn run(cli: &Cli) -> Result<()> {
                     })
                 },
             );
-            if let Some(planned) = planned {
-                warn_if_source_changed(src, dst, &planned);
+            if planned.is_some_and(|planned| shard::source_changed(src, dst, &planned)) {
+                eprintln!(
+                    "brevis: warning: {}: its files changed while this shard ran, so the \
+                     shards may have split different lists and packed none of some files; \
+                     run every shard again (complete outputs are kept)",
+                    src.display()
+                );
             }
             packed
         }
