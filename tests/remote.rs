@@ -1,6 +1,6 @@
 //! `brevis-mount s3://…` mounted for real against an S3-compatible server on
 //! loopback (moto, from the tests' venv: BREVIS_PYTHON, made by
-//! scripts/pyenv.sh): presented files equal their originals, bases resolve in
+//! scripts/test/pyenv.sh): presented files equal their originals, bases resolve in
 //! the store, reads fetch only the records they touch, network faults give
 //! EIO in bounded time and never wrong bytes, and a replaced object never
 //! mixes with cached bytes.
@@ -29,7 +29,7 @@ struct Moto {
 
 fn moto() -> Moto {
     let python = std::env::var("BREVIS_PYTHON")
-        .expect("BREVIS_PYTHON: the venv of scripts/pyenv.sh, with moto[server] and boto3");
+        .expect("BREVIS_PYTHON: the venv of scripts/test/pyenv.sh, with moto[server] and boto3");
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -6,7 +6,7 @@ table; medians of --runs runs, milliseconds of wall time to load and read a byte
 every page of every tensor (safetensors maps the file and reads it lazily).
 
 usage: bench_python.py [--runs 3] [--corpus DIR] [--brevis target/release]
-Needs torch, safetensors and the brevis package (scripts/test_python.sh builds it into
+Needs torch, safetensors and the brevis package (scripts/test/python.sh builds it into
 a venv); the cold and mount columns need root (drop_caches) and /dev/fuse.
 """
 import argparse
@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--corpus", default=os.environ.get(
         "BREVIS_CORPUS", os.path.expanduser("~/.cache/brevis-corpus")))
     ap.add_argument("--brevis", default=os.path.join(
-        os.path.dirname(__file__), "..", "target", "release"))
+        os.path.dirname(__file__), "..", "..", "target", "release"))
     args = ap.parse_args()
     root = os.geteuid() == 0
     names = sorted(os.listdir(args.corpus))

@@ -2,15 +2,15 @@
 # Builds the Python package (python/, pyo3 + maturin) into a venv and runs its
 # tests (python/tests, pytest) there.
 #
-#   scripts/test_python.sh [PYTHON]
+#   scripts/test/python.sh [PYTHON]
 #
-# PYTHON is the venv's interpreter (default: the tests' venv of scripts/pyenv.sh,
+# PYTHON is the venv's interpreter (default: the tests' venv of scripts/test/pyenv.sh,
 # which has numpy and safetensors). The torch and transformers tests run where
 # the venv has them (the bench's venv, target/bench-venv, does); elsewhere they
 # are reported as skipped, loudly.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-py=${1:-$(scripts/pyenv.sh)}
+cd "$(dirname "$0")/../.."
+py=${1:-$(scripts/test/pyenv.sh)}
 # Absolute, without resolving the venv's symbolic link to its base interpreter.
 py=$(cd "$(dirname "$py")" && pwd)/$(basename "$py")
 "$py" -m pip install -q "maturin>=1.5,<2" pytest >&2

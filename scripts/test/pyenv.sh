@@ -4,7 +4,7 @@
 # mounting from object storage run on loopback; prints the path of its
 # interpreter.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 venv=target/pyenv
 if ! "$venv/bin/python" -c "import safetensors, numpy, moto.server, boto3" 2>/dev/null; then
   echo "pyenv: making $venv with safetensors, numpy, moto[server] and boto3" >&2

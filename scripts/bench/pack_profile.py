@@ -2,7 +2,7 @@
 """Where `brevis pack -j1` spends its CPU, by phase and by function, for one or
 more builds side by side.
 
-    scripts/pack_profile.py [--runs N] [--freq HZ] FILE BREVIS [BREVIS ...]
+    scripts/bench/pack_profile.py [--runs N] [--freq HZ] FILE BREVIS [BREVIS ...]
 
 Each run records every build once, in turn, every other run in reverse
 order (`perf record -e cpu-clock --call-graph dwarf`), packing FILE to

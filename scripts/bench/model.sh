@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Loading, packing and unpacking at the size people load: a 7.3 GB BF16
-# checkpoint of Llama-3-8B's shapes (scripts/make_model_checkpoint.py, made
+# checkpoint of Llama-3-8B's shapes (scripts/corpus/model_checkpoint.py, made
 # once under the work folder), measured in one run, the ways alternating
 # within each round, each cold (page cache dropped first) and cached (what
 # it reads already in the page cache). Prints a markdown table of medians:
@@ -23,7 +23,7 @@
 #   BENCH_VENV=dir         venv with torch (default target/bench-venv)
 #   BENCH_BUILD=1          0: use target/release/{brevis,brevis-mount} as they are
 set -euo pipefail
-scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 repo=$(cd "$scripts/.." && pwd)
 runs=${BENCH_RUNS:-3}
 work=${BENCH_MODEL_DIR:-$repo/target/bench-model}
@@ -62,7 +62,7 @@ if [[ ${BENCH_BUILD:-1} != 0 ]]; then
 fi
 
 mkdir -p "$work/archives" "$work/mnt"
-[[ -f $model ]] || { log "making $model"; "$py" "$scripts/make_model_checkpoint.py" "$model" >&2; }
+[[ -f $model ]] || { log "making $model"; "$py" "$scripts/corpus/model_checkpoint.py" "$model" >&2; }
 [[ -f $brv ]] || { log "packing $brv"; "$brevis" pack -q "$model" "$brv"; }
 mountpoint -q "$work/mnt" && umount "$work/mnt"
 
@@ -85,10 +85,10 @@ for round in $(seq "$runs"); do
   log "round $round of $runs"
   for state in cold cached; do
     prep() { if [[ $state == cold ]]; then cold; else warm "$@"; fi; }
-    prep "$model"; measure "raw safetensors.torch ($state)" "$py" "$scripts/bench_model_load.py" safetensors-torch "$model"
-    prep "$brv"; measure "mount safetensors.torch ($state)" "$0" through-mount "$py" "$scripts/bench_model_load.py" safetensors-torch "$presented"
+    prep "$model"; measure "raw safetensors.torch ($state)" "$py" "$scripts/bench/model_load.py" safetensors-torch "$model"
+    prep "$brv"; measure "mount safetensors.torch ($state)" "$0" through-mount "$py" "$scripts/bench/model_load.py" safetensors-torch "$presented"
     prep "$brv"; measure "mount dd ($state)" "$0" through-mount dd if="$presented" of=/dev/null bs=4M status=none
-    prep "$brv"; measure "brevis.torch ($state)" "$py" "$scripts/bench_model_load.py" brevis-torch "$brv"
+    prep "$brv"; measure "brevis.torch ($state)" "$py" "$scripts/bench/model_load.py" brevis-torch "$brv"
     prep "$brv"; measure "unpack -j2 ($state)" "$brevis" unpack -q -j2 --force "$brv" "$work/out.safetensors"
     rm -f "$work/out.safetensors"
     prep "$brv"; measure "verify -j2 ($state)" "$brevis" verify -q -j2 "$brv"

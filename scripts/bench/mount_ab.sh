@@ -2,12 +2,12 @@
 # Compares two builds of brevis-mount on whole-file reads through fresh
 # mounts, alternating the builds so that the host's drift hits both alike.
 #
-#   scripts/mount_ab.sh BUILD_A BUILD_B RUNS NAME...
+#   scripts/bench/mount_ab.sh BUILD_A BUILD_B RUNS NAME...
 #
 # NAME is a corpus checkpoint (scripts/fetch-corpus.sh), packed once into
 # target/mount-ab/NAME.brv by target/release/brevis. Each run mounts
 # target/mount-ab with one build, then the other, and reads NAME.safetensors
-# once from start to end through each fresh mount (scripts/bench_read.py:
+# once from start to end through each fresh mount (scripts/bench/read.py:
 # from the open to the end of the file, in 128 KiB reads). Prints each
 # build's median ms and MB/s per NAME. Needs /dev/fuse and root (or
 # fusermount3); the mount is a temporary directory, unmounted on exit.
@@ -19,7 +19,7 @@ if [ $# -lt 4 ]; then
 fi
 a=$1 b=$2 runs=$3
 shift 3
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 corpus=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
 archives=$root/target/mount-ab
 mnt=$(mktemp -d)
@@ -42,7 +42,7 @@ done
 # Seconds for one read of $2.safetensors through a fresh mount by build $1.
 read_once() {
     "$1" "$archives" "$mnt"
-    python3 "$root/scripts/bench_read.py" "$mnt/$2.safetensors" | cut -d' ' -f1
+    python3 "$root/scripts/bench/read.py" "$mnt/$2.safetensors" | cut -d' ' -f1
     unmount
 }
 

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Reads corpus files through `brevis-mount s3://...` from moto's S3 server on
-# loopback (the tests' venv, scripts/pyenv.sh): per file, the archive's size,
+# loopback (the tests' venv, scripts/test/pyenv.sh): per file, the archive's size,
 # a cold sequential read's MB/s (a fresh mount, nothing cached), the bytes it
 # fetched and its requests, then the same from a fresh mount whose disk cache
 # an earlier one filled; and, for scale, one plain GET of the whole archive
 # (curl). Every read is compared with the original (cmp). Needs root
 # (or fusermount3) and /dev/fuse.
 #
-#   scripts/bench_s3.sh [FILE ...]   # default: minilm-bf16 and minilm-f32
+#   scripts/bench/s3.sh [FILE ...]   # default: minilm-bf16 and minilm-f32
 # BENCH_RUNS (default 3) cold reads per file, each on a fresh mount.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${BENCH_RUNS:-3}
 corpus=$(scripts/fetch-corpus.sh)
-python=$(scripts/pyenv.sh)
+python=$(scripts/test/pyenv.sh)
 if [ $# -eq 0 ]; then
   set -- "$corpus/minilm-bf16/model.safetensors" "$corpus/minilm-f32/model.safetensors"
 fi

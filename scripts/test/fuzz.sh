@@ -6,10 +6,10 @@
 #   pack     chunk bytes packed and decoded back: no record may fall back to literals
 #   codec    each literal codec: arbitrary bytes decoded, arbitrary words round-tripped
 # Seeds for `archive` are small real archives packed from a generated checkpoint.
-#   scripts/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]     (default: 300, all five)
+#   scripts/test/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]     (default: 300, all five)
 # Crashes are saved under fuzz/artifacts/TARGET/ and make the script fail.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 seconds=${1:-300}
 shift || true
 targets=("${@:-archive record header pack codec}")

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Tests scripts/torch_to_safetensors.py without torch: writes a checkpoint in
+"""Tests scripts/corpus/torch_to_safetensors.py without torch: writes a checkpoint in
 torch.save's zip layout (data.pkl naming torch's rebuild function and storage
 classes, a file per storage), converts it, and checks every tensor's dtype,
 shape and values, including a transposed view, a tensor at an offset in a
 shared storage and an empty one; and that a pickle naming any other callable
 cannot run it. Needs numpy.
 
-    python3 scripts/torch_to_safetensors_test.py
+    python3 scripts/corpus/torch_to_safetensors_test.py
 """
 
 import collections

@@ -30,7 +30,7 @@ previous, above, high and top 3, 8 for rows and columns). Where classes see
 few symbols each (rare high bytes: the tails), the correction falls short
 of what coding them costs, so the figure is a bound from above.
 
-  python3 scripts/context_headroom.py [--low] MODEL.safetensors
+  python3 scripts/studies/context_headroom.py [--low] MODEL.safetensors
 
 Needs numpy.
 """

@@ -2,14 +2,14 @@
 # Benchmarks packing checkpoints against a base (`brevis pack --base`) and prints a
 # markdown table to stdout (progress on stderr).
 #
-# Data: scripts/finetune.py fine-tunes the corpus's minilm-f32 for 300 AdamW steps on
+# Data: scripts/corpus/finetune.py fine-tunes the corpus's minilm-f32 for 300 AdamW steps on
 # CPU, keeping checkpoints at steps 100, 200 and 300 in F32 and BF16 (cached under
 # target/store-bench/ft; needs torch and transformers, installed into the bench venv
 # target/bench-venv). Pairs: the step-300 fine-tune against the base model, and the
 # step-200 checkpoint against step 100, each in F32 and BF16.
 #
 # For each pair: the original's size, its archive alone, its archive against the base,
-# their ratios, and the order-0 references of scripts/xor_entropy.py (byte planes of the
+# their ratios, and the order-0 references of scripts/studies/xor_entropy.py (byte planes of the
 # XOR with the base, and of the difference from the base's values); pack -j1 MB/s alone and against the base; unpack -j1 MB/s of the
 # archive against the base; and the read MB/s of the fine-tune through a fresh
 # brevis-mount of the store (needs root and /dev/fuse), as scripts/bench.sh reads:
@@ -24,7 +24,7 @@
 # Env: BENCH_RUNS=3, BENCH_VENV=target/bench-venv, BREVIS_CORPUS=~/.cache/brevis-corpus
 set -euo pipefail
 
-scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 repo=$(cd "$scripts/.." && pwd)
 runs=${BENCH_RUNS:-3}
 venv=${BENCH_VENV:-$repo/target/bench-venv}
@@ -50,14 +50,14 @@ fi
 ft=$work/ft
 if [[ ! -f $ft/step300-bf16/model.safetensors ]]; then
   log "fine-tuning minilm-f32 for 300 steps (a few minutes on two cores)"
-  "$py" "$scripts/finetune.py" "$corpus/minilm-f32" "$ft" >&2
+  "$py" "$scripts/corpus/finetune.py" "$corpus/minilm-f32" "$ft" >&2
 fi
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # seconds CMD...: wall seconds of one run
 seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | "$py" -c "print(eval(input()))"; }
 # read_secs FILE: seconds to read FILE in 128 KiB reads, timed inside the reader
-read_secs() { "$py" "$scripts/bench_read.py" "$1" | cut -d' ' -f1; }
+read_secs() { "$py" "$scripts/bench/read.py" "$1" | cut -d' ' -f1; }
 mbps() { "$py" -c "print(f'{$1 / $2 / 1e6:.0f}')"; }
 ratio() { "$py" -c "print(f'{$1 / $2:.3f}')"; }
 size() { stat -c%s "$1"; }
@@ -102,8 +102,8 @@ for pair in "step300-f32 base-f32" "step300-bf16 base-bf16" "step200-f32 step100
     read_mbps="(needs root and /dev/fuse) | (needs root and /dev/fuse)"
   fi
   n=$(size "$src")
-  xor0=$("$py" "$scripts/xor_entropy.py" "$src" "$base_src")
-  diff0=$("$py" "$scripts/xor_entropy.py" "$src" "$base_src" --difference)
+  xor0=$("$py" "$scripts/studies/xor_entropy.py" "$src" "$base_src")
+  diff0=$("$py" "$scripts/studies/xor_entropy.py" "$src" "$base_src" --difference)
   echo "| $1 | $2 | $n | $(size "$alone") | $(size "$delta") | $(ratio "$n" "$(size "$alone")") | $(ratio "$n" "$(size "$delta")") | $xor0 ($(ratio "$n" "$xor0")) | $diff0 ($(ratio "$n" "$diff0")) | $(mbps "$n" "$(printf '%s\n' "${pa[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${pb[@]}" | median)") | $(mbps "$n" "$(printf '%s\n' "${un[@]}" | median)") | $read_mbps |"
 done
 

@@ -5,7 +5,7 @@ gate/up 14336x4096, down 4096x14336 and two norms, then the final norm and
 lm_head), with values drawn as weights are (normal, each row scaled by a
 log-normal factor) and rounded to BF16. 12 layers make 7.34 GB.
 
-    scripts/make_model_checkpoint.py OUT.safetensors [--layers N] [--seed S]
+    scripts/corpus/model_checkpoint.py OUT.safetensors [--layers N] [--seed S]
 
 Written tensor by tensor, a few rows at a time, so memory stays small. The
 same arguments give the same bytes."""

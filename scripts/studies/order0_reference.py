@@ -17,7 +17,7 @@ R (RB bytes): the order-0 reference; C (CB bytes): the same with each histogram'
 expected shortfall added back, an estimate of what a coder that knew each tensor's
 true distribution (and paid nothing for its tables) would need.
 
-    python3 scripts/order0_reference.py MODEL.safetensors
+    python3 scripts/studies/order0_reference.py MODEL.safetensors
 """
 
 import json
