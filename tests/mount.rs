@@ -868,7 +868,10 @@ fn reads_beside_a_slow_archive(
     let model = model();
     slow_archive(&model.archives.join("slow.brv"), 4);
     // Two threads take requests; slow chunks are too large to be cached.
-    let m = mount(&model.archives, &["--threads", "2", "--cache-size", "16M"]);
+    let m = mount(
+        &model.archives,
+        &["--request-threads", "2", "--cache-size", "16M"],
+    );
     let slow = m.path("slow.safetensors");
     let one_slow = timed_read(&slow, 0, 4096);
     let busy = std::sync::atomic::AtomicBool::new(true);

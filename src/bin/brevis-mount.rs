@@ -71,12 +71,17 @@ struct Cli {
     /// the server cannot see (e.g. on a network filesystem) takes to show.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     ttl: u64,
-    /// Threads taking requests from the kernel (decoding runs on -j threads).
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    threads: usize,
     /// Threads decoding chunks, as brevis's -j (default: one per core).
-    #[arg(short = 'j', long = "jobs", value_name = "N")]
-    jobs: Option<usize>,
+    #[arg(
+        short = 'j',
+        long = "threads",
+        visible_alias = "jobs",
+        value_name = "N"
+    )]
+    threads: Option<usize>,
+    /// Threads taking requests from the kernel (decoding runs on the -j threads).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    request_threads: usize,
     /// Let other users read the mount (needs `user_allow_other` in
     /// /etc/fuse.conf when not root). File permissions still apply.
     #[arg(long)]
@@ -151,8 +156,8 @@ fn main() -> ExitCode {
             read_ahead_bytes: cli.read_ahead as u64,
         },
         allow_other: cli.allow_other,
-        threads: cli.threads,
-        decode_threads: cli.jobs,
+        request_threads: cli.request_threads,
+        decode_threads: cli.threads,
         remote: mount::RemoteMountOptions {
             store: brevis::remote::RemoteOptions {
                 timeout: Duration::from_secs(cli.remote_timeout.max(1)),
@@ -248,7 +253,7 @@ fn child(report: File, serve: impl FnOnce(Box<dyn FnOnce()>) -> brevis::Result<(
         if let Some(mut file) = on_ready.lock().ok().and_then(|mut f| f.take()) {
             let _ = file.write_all(b"ready");
         }
-        detach_stdio();
+        close_stdio();
     });
     match serve(ready) {
         Ok(()) => 0,
@@ -264,7 +269,7 @@ fn child(report: File, serve: impl FnOnce(Box<dyn FnOnce()>) -> brevis::Result<(
 
 /// Points stdin, stdout and stderr at /dev/null, so the process started from a
 /// terminal or a pipe does not hold it open.
-fn detach_stdio() {
+fn close_stdio() {
     if let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
         for fd in 0..3 {
             // SAFETY: dup2 onto the standard descriptors, which this process owns.

@@ -5,14 +5,17 @@
 
 #![forbid(unsafe_code)]
 
-use super::nodes::ARCHIVE_SUFFIX;
 use crate::archive::{Archive, ByteSource, FileSource};
+
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The name ending of the archives a mount presents.
+pub const ARCHIVE_SUFFIX: &str = ".brv";
 
 /// What the mount shows of a real entry.
 #[derive(Clone, Debug)]

@@ -10,6 +10,7 @@
 //! kernel when a local archives directory changes.
 
 mod backend;
+mod budget;
 mod cache;
 mod fs;
 mod nodes;
@@ -35,7 +36,7 @@ pub struct MountOptions {
     /// Let users other than the one mounting read the files.
     pub allow_other: bool,
     /// Threads taking requests from the kernel.
-    pub threads: usize,
+    pub request_threads: usize,
     /// Threads decoding chunks (default: one per core).
     pub decode_threads: Option<usize>,
     /// How archives in object storage are fetched and cached.
@@ -56,7 +57,7 @@ pub struct RemoteMountOptions {
 }
 
 /// Whether `archives` names object storage (`s3://`, `http(s)://`).
-pub fn is_remote(archives: &Path) -> bool {
+fn in_store(archives: &Path) -> bool {
     #[cfg(feature = "remote")]
     return archives.to_str().is_some_and(crate::remote::is_remote);
     #[cfg(not(feature = "remote"))]
@@ -71,7 +72,7 @@ pub fn is_remote(archives: &Path) -> bool {
 /// A store URL is checked when the mount starts serving (connecting needs
 /// threads, which must not exist before `serve`).
 pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf)> {
-    if is_remote(archives) {
+    if in_store(archives) {
         let mount = check_mountpoint(mountpoint, None)?;
         return Ok((archives.to_path_buf(), mount));
     }
@@ -205,7 +206,7 @@ pub fn serve(
                 format!("cannot start the decoding threads: {e}"),
             )
         })?;
-    let (nodes, watch) = match is_remote(archives) {
+    let (nodes, watch) = match in_store(archives) {
         #[cfg(feature = "remote")]
         true => (remote_nodes(archives, &options.remote)?, false),
         _ => (local_nodes(archives)?, true),
@@ -218,7 +219,7 @@ pub fn serve(
             None
         }
     };
-    let loops = options.threads.max(1);
+    let loops = options.request_threads.max(1);
     let fs = BrevisFs::new(nodes, watcher.clone(), options.serve.clone(), loops);
     let mut config = Config::default();
     config.mount_options = vec![
@@ -277,7 +278,7 @@ pub fn serve(
                 signalled = true;
                 log::info!("signal {signal}: unmounting {}", mountpoint.display());
                 if let Err(e) = unmounter.unmount() {
-                    detach(mountpoint, e);
+                    unmount_lazily(mountpoint, e);
                 }
             }
         }
@@ -308,7 +309,7 @@ fn remote_nodes(archives: &Path, options: &RemoteMountOptions) -> Result<Nodes> 
         Some(dir) => Some(DiskCache::open(dir, options.disk_cache_bytes).at(dir)?),
         None => None,
     };
-    let single = key.ends_with(nodes::ARCHIVE_SUFFIX);
+    let single = key.ends_with(backend::ARCHIVE_SUFFIX);
     if single && store.head(&key).at(archives)?.is_none() {
         return Err(Error::invalid(archives, "no such archive in the store"));
     }
@@ -387,7 +388,7 @@ const READ_AHEAD_KB: u32 = 4096;
 
 /// Unmounts lazily after a plain unmount failed (files still open): the mount
 /// leaves the namespace now and the server ends when the last file closes.
-fn detach(mountpoint: &Path, cause: std::io::Error) {
+fn unmount_lazily(mountpoint: &Path, cause: std::io::Error) {
     let path = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes());
     let Ok(path) = path else { return };
     // SAFETY: `path` is NUL-terminated and outlives the call.

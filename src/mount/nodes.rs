@@ -9,7 +9,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::backend::{Backend, Meta};
+use super::backend::{Backend, Meta, ARCHIVE_SUFFIX};
 use crate::archive::Archive;
 use crate::atomic::is_temp_name;
 use std::collections::{HashMap, VecDeque};
@@ -18,7 +18,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub const ARCHIVE_SUFFIX: &str = ".brv";
 pub const PRESENTED_SUFFIX: &str = ".safetensors";
 pub const ROOT: u64 = 1;
 
