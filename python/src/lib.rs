@@ -10,7 +10,6 @@ use brevis::archive::{self, Archive as Inner, PackOptions};
 use brevis::error::Error;
 use brevis::safetensors::{self, Metadata, SourceLayout};
 use brevis::tree::{self, Action, Existing};
-use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -91,6 +90,10 @@ impl Archive {
         {
             return Err(PyValueError::new_err("the buffers' spans overlap"));
         }
+        let all: Vec<&Target> = spans.iter().map(|(_, t)| t).collect();
+        if Target::overlap(&all) {
+            return Err(PyValueError::new_err("two buffers share memory"));
+        }
         py.allow_threads(|| {
             // SAFETY: as in `read_into`; the spans are disjoint buffers, each
             // sliced once.
@@ -162,30 +165,61 @@ fn source_layout(archive: &Inner) -> brevis::Result<SourceLayout> {
     }
 }
 
-/// A writable, C-contiguous Python buffer, held (exported) while this lives.
+/// A writable, C-contiguous array's memory, the array held while this lives.
+/// Its address comes from numpy's array interface rather than the buffer
+/// protocol, which the stable ABI of the Python versions supported (3.9+)
+/// lacks; any other object with the buffer protocol (a bytearray) is seen
+/// through a numpy view of it.
 struct Target {
-    buffer: PyBuffer<u8>,
+    array: Py<PyAny>,
     ptr: *mut u8,
     len: usize,
 }
 
 // SAFETY: the pointer is only dereferenced through `slice`, whose callers
-// guarantee exclusive use; the export keeps the memory alive on any thread.
+// guarantee exclusive use; the reference in `array` keeps the memory alive on
+// any thread.
 unsafe impl Send for Target {}
 // SAFETY: as for Send: shared references never touch the memory.
 unsafe impl Sync for Target {}
 
 impl Target {
     fn of(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
-        let buffer = PyBuffer::<u8>::get(obj)?;
-        if buffer.readonly() {
+        let py = obj.py();
+        let array = match obj.hasattr("__array_interface__")? {
+            true => obj.clone(),
+            false => {
+                let numpy = py.import("numpy")?;
+                let view = numpy.call_method1("frombuffer", (obj, "uint8"));
+                view.map_err(|_| PyValueError::new_err("expected a numpy array or a bytearray"))?
+            }
+        };
+        let interface = array.getattr("__array_interface__")?;
+        let (address, readonly): (usize, bool) = interface.get_item("data")?.extract()?;
+        if readonly {
             return Err(PyValueError::new_err("the buffer is read-only"));
         }
-        if !buffer.is_c_contiguous() {
+        if !interface.get_item("strides")?.is_none() {
             return Err(PyValueError::new_err("the buffer is not C-contiguous"));
         }
-        let (ptr, len) = (buffer.buf_ptr() as *mut u8, buffer.len_bytes());
-        Ok(Target { buffer, ptr, len })
+        let len: usize = array.getattr("nbytes")?.extract()?;
+        Ok(Target {
+            array: array.unbind(),
+            ptr: address as *mut u8,
+            len,
+        })
+    }
+
+    /// Whether two targets share memory (the same array passed twice, or
+    /// views of one): decoding into both would alias it.
+    fn overlap(targets: &[&Target]) -> bool {
+        let mut spans: Vec<(usize, usize)> = targets
+            .iter()
+            .filter(|t| t.len > 0)
+            .map(|t| (t.ptr as usize, t.ptr as usize + t.len))
+            .collect();
+        spans.sort_unstable();
+        spans.windows(2).any(|w| w[0].1 > w[1].0)
     }
 
     /// The buffer's bytes.
@@ -196,12 +230,15 @@ impl Target {
     /// has not shared (a fresh numpy array or tensor).
     #[allow(clippy::mut_from_ref)]
     unsafe fn slice(&self) -> &mut [u8] {
-        let _export = &self.buffer;
+        let _held = &self.array;
         if self.len == 0 {
             return &mut [];
         }
-        // SAFETY: the export in `self.buffer` keeps `len` writable, contiguous
-        // bytes at `ptr` alive; exclusivity is the caller's promise.
+        // SAFETY: numpy's interface says `len` writable, contiguous bytes are
+        // at `ptr`, and the array held in `self.array` keeps them alive (numpy
+        // refuses to resize an array others hold); exclusivity is the
+        // caller's promise, and `Target::overlap` refuses two targets in one
+        // memory.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }

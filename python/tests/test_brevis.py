@@ -178,9 +178,14 @@ def test_read_into_checks_buffers_and_spans(packed):
         archive.read_into(archive.source_len - 4, bytearray(8))
     with pytest.raises(ValueError, match="not C-contiguous"):
         archive.read_into(0, np.zeros((8, 8), dtype=np.uint8)[:, ::2])
+    with pytest.raises(ValueError, match="numpy array or a bytearray"):
+        archive.read_into(0, 12345)
     head = bytearray(8)
     archive.read_into(0, head)
     assert int.from_bytes(head, "little") < archive.source_len
+    twice = np.zeros(16, dtype=np.uint8)
+    with pytest.raises(ValueError, match="share memory"):
+        archive.read_all_into([(0, twice[:8]), (8, twice[4:12])])
 
 
 def original(header, data=b""):

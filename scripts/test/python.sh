@@ -17,7 +17,14 @@ py=$(cd "$(dirname "$py")" && pwd)/$(basename "$py")
 wheels=$PWD/target/wheels
 rm -f "$wheels"/brevis-*.whl
 (cd python && "$(dirname "$py")/maturin" build --quiet --release -i "$py" -o "$wheels" >&2)
-"$py" -m pip install -q --force-reinstall --no-deps "$wheels"/brevis-*.whl
+wheel=$(ls "$wheels"/brevis-*.whl)
+# One wheel for every CPython from 3.9 on (the stable ABI), installed with no
+# Rust toolchain involved.
+case $(basename "$wheel") in
+  *-cp39-abi3-*linux*_x86_64.whl) ;;
+  *) echo "test/python.sh: $wheel is not an abi3 wheel for CPython >= 3.9" >&2; exit 1 ;;
+esac
+"$py" -m pip install -q --force-reinstall --no-deps "$wheel"
 # From outside python/, so that the installed package is the one imported.
 cd /tmp
 "$py" -m pytest -q -p no:cacheprovider -rs "$OLDPWD/python/tests"
