@@ -4,7 +4,7 @@
 # moto's S3 server with boto3 for those of mounting from object storage, run on
 # loopback), fetches the real corpus, checks formatting and lints, then runs the
 # unit, property, golden-archive, integration, mount and corpus tests (cargo
-# features corpus and fuse-tests), the Python package's tests, the portable
+# features corpus and fuse-tests), a Slurm job array, the Python package's tests, the portable
 # decoders under Miri, and each fuzz target briefly (BREVIS_FUZZ_SECONDS,
 # default 20). The mount tests mount FUSE filesystems for real: run as root (or
 # with fusermount3) where /dev/fuse exists; as root they also mount as the user
@@ -58,6 +58,11 @@ cargo build --quiet --benches --features corpus
 # The mount soak test reads for a minute; its report line shows with --nocapture.
 export BREVIS_SOAK_SECONDS=${BREVIS_SOAK_SECONDS:-60}
 cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
+
+# A real Slurm job array (single-node slurmctld + slurmd on this machine, from
+# Debian's packages) packs a folder with --shard auto; about two minutes.
+echo "== Slurm job array"
+scripts/test/slurm.sh target/debug/brevis
 
 # The Python package, built into the tests' venv; also into the bench's venv
 # when it exists, which has torch and transformers (too heavy to install here).
