@@ -78,10 +78,15 @@ class _Framework:
 class safe_open:
     """An archive opened like ``safetensors.safe_open``: ``keys()``, ``metadata()``,
     ``get_tensor(name)`` and ``get_slice(name)[...]``, each decoding only the chunks
-    its bytes lie in."""
+    its bytes lie in. `path` is a local path or the URL of an archive in object
+    storage (``s3://bucket/key.brv``, ``https://host/path.brv``), read by ranged
+    requests, with credentials and endpoint from the AWS environment variables
+    (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+    ``AWS_ENDPOINT_URL``); a request taking longer than `timeout` seconds, retries
+    included, raises BrevisError naming the URL."""
 
-    def __init__(self, path, framework="pt", device="cpu"):
-        self._archive = Archive(str(path))
+    def __init__(self, path, framework="pt", device="cpu", *, timeout=60.0):
+        self._archive = Archive(str(path), timeout)
         self._framework = _Framework(framework, device)
         self._metadata, self._tensors = _read_header(self._archive)
 

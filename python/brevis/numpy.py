@@ -3,8 +3,9 @@
 from ._open import safe_open
 
 
-def load_file(filename):
-    """Every tensor of the archive `filename` as a dict of numpy arrays, decoded in
+def load_file(filename, *, timeout=60.0):
+    """Every tensor of the archive `filename` (a path, or an ``s3://``/``https://``
+    URL: see ``safe_open``) as a dict of numpy arrays, decoded in
     parallel and checked (every chunk, and the SHA-256 of the whole original). Raises
     TypeError for dtypes numpy lacks (BF16, F8): use ``brevis.torch.load_file``."""
-    return safe_open(filename, framework="numpy")._load_all()
+    return safe_open(filename, framework="numpy", timeout=timeout)._load_all()

@@ -8,6 +8,7 @@
 
 use brevis::archive::{self, Archive as Inner, PackOptions};
 use brevis::error::Error;
+use brevis::remote::{self, RemoteOptions};
 use brevis::safetensors::{self, Metadata, SourceLayout};
 use brevis::tree::{self, Action, Existing};
 use pyo3::create_exception;
@@ -36,11 +37,28 @@ struct Archive {
 
 #[pymethods]
 impl Archive {
-    /// Opens the archive at `path`, checking its framing and index.
+    /// Opens the archive at `path`, a local path or the URL of an object
+    /// (`s3://BUCKET/KEY`, `https://HOST/PATH`; credentials and endpoint from
+    /// the AWS environment variables), checking its framing and index. From a
+    /// store, a request that takes longer than `timeout` seconds, retries
+    /// included, fails the read that needed it.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Archive> {
+    #[pyo3(signature = (path, timeout = 60.0))]
+    fn new(py: Python<'_>, path: PathBuf, timeout: f64) -> PyResult<Archive> {
+        let url = path.to_str().filter(|p| remote::is_remote(p));
+        let timeout = std::time::Duration::try_from_secs_f64(timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| PyValueError::new_err("timeout must be a positive number of seconds"))?;
+        let options = RemoteOptions {
+            timeout,
+            ..RemoteOptions::default()
+        };
         let inner = py
-            .allow_threads(|| Inner::open_unmapped(&path))
+            .allow_threads(|| match url {
+                Some(url) => remote::open_archive(url, options),
+                None => Inner::open_unmapped(&path),
+            })
             .map_err(to_py)?;
         Ok(Archive { inner })
     }
@@ -274,7 +292,9 @@ mod whole {
     /// Decodes `spans` (sorted, disjoint) in parallel and checks the SHA-256
     /// of the whole original: its bytes in order, the spans' where they hold
     /// them and the rest decoded for the hash. Hashing, which is sequential,
-    /// runs beside the decoding of the next spans.
+    /// runs beside the decoding of the next spans, and so does fetching the
+    /// records of the spans after those (from a store: a few large requests
+    /// ahead of the decoders instead of one per record as they decode).
     pub fn decode_and_check(archive: &Archive, spans: Vec<(u64, &mut [u8])>) -> Result<()> {
         let mut hash = InOrder {
             archive,
@@ -282,25 +302,43 @@ mod whole {
             at: 0,
             scratch: Vec::new(),
         };
-        let mut done: Vec<(u64, &[u8])> = Vec::new();
-        let mut spans = spans.into_iter().peekable();
-        while spans.peek().is_some() {
-            let mut step = Vec::new();
-            let mut bytes = 0;
-            while let Some(span) = spans.next_if(|_| bytes < STEP_BYTES) {
-                bytes += span.1.len() as u64;
-                step.push(span);
+        let mut steps: Vec<Vec<(u64, &mut [u8])>> = Vec::new();
+        let mut bytes = STEP_BYTES;
+        for span in spans {
+            if bytes >= STEP_BYTES {
+                steps.push(Vec::new());
+                bytes = 0;
             }
-            let (decoded, hashed) = rayon::join(
+            bytes += span.1.len() as u64;
+            steps.last_mut().expect("pushed").push(span);
+        }
+        let chunks_of = |step: Option<&Vec<(u64, &mut [u8])>>| match step {
+            Some(step) => {
+                let (first, last) = (step.first().expect("a step"), step.last().expect("a step"));
+                let end = last.0 + last.1.len() as u64;
+                archive.chunk_at(first.0)..archive.chunk_at(end - 1) + 1
+            }
+            None => 0..0,
+        };
+        archive.prefetch(chunks_of(steps.first()))?;
+        let mut done: Vec<(u64, &[u8])> = Vec::new();
+        for k in 0..steps.len() {
+            let ahead = chunks_of(steps.get(k + 1));
+            let step = &mut steps[k];
+            let (decoded, (hashed, fetched)) = rayon::join(
                 || {
                     step.par_iter_mut()
                         .try_for_each(|(at, out)| read_parallel(archive, *at, out))
                 },
-                || hash.feed(&done),
+                || rayon::join(|| hash.feed(&done), || archive.prefetch(ahead)),
             );
             decoded?;
             hashed?;
-            done = step.into_iter().map(|(at, out)| (at, &*out)).collect();
+            fetched?;
+            done = std::mem::take(step)
+                .into_iter()
+                .map(|(at, out)| (at, &*out))
+                .collect();
         }
         hash.feed(&done)?;
         hash.finish()

@@ -2,8 +2,6 @@
 errors, and (where torch and transformers are installed) torch loading and a model
 built from a state dict loaded out of an archive."""
 
-import glob
-import importlib.util
 import json
 import math
 import os
@@ -21,40 +19,7 @@ import brevis
 import brevis.numpy
 from brevis._brevis import _store_unchecked
 from brevis._open import DTYPES
-
-CORPUS = os.environ.get("BREVIS_CORPUS", os.path.expanduser("~/.cache/brevis-corpus"))
-CORPUS_FILES = sorted(glob.glob(os.path.join(CORPUS, "*", "model.safetensors")))
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-NUMPY_DTYPES = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
-
-
-def corpus_name(path):
-    return os.path.basename(os.path.dirname(path))
-
-
-def dtypes_of(path):
-    import json
-    import struct
-
-    with open(path, "rb") as fh:
-        (n,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(n))
-    header.pop("__metadata__", None)
-    return {t["dtype"] for t in header.values()}
-
-
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    """Every corpus file packed once (level 1: these tests are about reading)."""
-    assert CORPUS_FILES, f"no corpus under {CORPUS}: run scripts/fetch-corpus.sh"
-    out = tmp_path_factory.mktemp("packed")
-    archives = {}
-    for src in CORPUS_FILES:
-        dst = out / f"{corpus_name(src)}.brv"
-        brevis.pack(src, dst, level=1)
-        archives[src] = dst
-    return archives
-
+from corpus import CORPUS, CORPUS_FILES, HAS_TORCH, NUMPY_DTYPES, corpus_name, dtypes_of
 
 def test_numpy_loads_equal_safetensors_on_every_corpus_file_numpy_can_hold(packed):
     loaded = 0

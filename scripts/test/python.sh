@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 py=${1:-$(scripts/test/pyenv.sh)}
 # Absolute, without resolving the venv's symbolic link to its base interpreter.
 py=$(cd "$(dirname "$py")" && pwd)/$(basename "$py")
-"$py" -m pip install -q "maturin>=1.5,<2" pytest >&2
+"$py" -m pip install -q "maturin>=1.5,<2" pytest boto3 "moto[server]" >&2
 wheels=$PWD/target/wheels
 rm -f "$wheels"/brevis-*.whl
 (cd python && "$(dirname "$py")/maturin" build --quiet --release -i "$py" -o "$wheels" >&2)

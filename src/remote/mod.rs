@@ -7,15 +7,18 @@
 //! bounded waits, retries); [`object`] turns an object into a
 //! [`ByteSource`](crate::archive::ByteSource) with block caching, coalesced
 //! and parallel fetches and a growing window for sequential readers; [`disk`]
-//! keeps fetched blocks on local disk, keyed by ETag. Every chunk decoded from
+//! keeps fetched blocks on local disk, keyed by ETag; [`open`] opens one
+//! archive by its URL. Every chunk decoded from
 //! these bytes is checked against its checksum by the archive reader.
 
 pub mod disk;
 pub mod mirror;
 pub mod object;
+pub mod open;
 pub mod store;
 
 pub use disk::DiskCache;
 pub use mirror::Mirror;
 pub use object::{Opener, Remote, RemoteObject, BLOCK};
+pub use open::open_archive;
 pub use store::{is_remote, split_url, ObjectInfo, RemoteOptions, Stats, Store};
