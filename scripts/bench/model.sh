@@ -54,11 +54,7 @@ fi
 "$py" -c "import torch, safetensors" 2>/dev/null || die "$py lacks torch or safetensors (run scripts/bench.sh once)"
 if [[ ${BENCH_BUILD:-1} != 0 ]]; then
   log "cargo build --release; the Python package into $venv"
-  (cd "$repo" && cargo build --release --quiet)
-  "$py" -m pip install -q "maturin>=1.5,<2" >&2
-  rm -rf "$work/wheels"
-  (cd "$repo/python" && "$venv/bin/maturin" build --quiet --release -i "$py" -o "$work/wheels" >&2)
-  "$py" -m pip install -q --force-reinstall --no-deps "$work"/wheels/brevis-*.whl >&2
+  "$scripts/bench/install_brevis.sh" "$py"
 fi
 
 mkdir -p "$work/archives" "$work/mnt"
