@@ -72,22 +72,33 @@ pids+=($!)
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 export RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0 AWS_EC2_METADATA_DISABLED=true
 
-# One load: prints "seconds bytes_down requests digest".
+# One load: prints "seconds bytes_down requests digest" (a failed one, "failed").
 stats() { "$py" -c "import socket; print(socket.create_connection(('127.0.0.1', $1)).recv(100).decode().strip())"; }
 load() {
   local how=$1 name=$2 out
   stats "$stats_port" >/dev/null
+  exec 3>&2 2>>"$work/errors"
   case $how in
     runai) out=$("$py" "$scripts/bench/s3_load.py" runai "s3://bench/$name.safetensors") ;;
     boto3) out=$("$py" "$scripts/bench/s3_load.py" boto3 "s3://bench/$name.safetensors" "$work/scratch") ;;
     brevis) out=$("$py" "$scripts/bench/s3_load.py" brevis "s3://bench/$name.brv") ;;
     mount)
+      # Mounting (which opens the archive: its trailer and index) counts.
+      local t0 t1
+      t0=$(date +%s.%N)
       "$mount_bin" "s3://bench/$name.brv" "$work/mnt" --log "$work/mount.log"
+      t1=$(date +%s.%N)
       out=$("$py" "$scripts/bench/s3_load.py" file "$work/mnt/$name.safetensors")
+      read -r secs rest <<<"$(tail -n 1 <<<"$out")"
+      out="$(echo "$secs + $t1 - $t0" | bc) $rest"
       # The last close reaches the server just after the reader exits.
       for _ in $(seq 50); do umount "$work/mnt" 2>/dev/null && break; sleep 0.1; done
       mountpoint -q "$work/mnt" && umount "$work/mnt" ;;
   esac
+  exec 2>&3 3>&-
+  # (runai-model-streamer may print its own lines first.)
+  out=$(tail -n 1 <<<"$out")
+  [[ -n $out ]] || { echo failed; return; }
   read -r secs _ _ digest <<<"$out"
   echo "$secs $(stats "$stats_port") $digest"
 }
@@ -111,6 +122,7 @@ for link in $links; do
     for _ in $(seq "$runs"); do
       for how in "${loaders[@]}"; do
         read -r s b r d <<<"$(load "$how" "$name")"
+        [[ $s != failed ]] || die "$name: $how failed: $(tail -n 5 "$work/errors")"
         secs[$how]+="$s "; bytes[$how]=$b; reqs[$how]=$r; digests[$how]=$d
       done
     done
