@@ -9,7 +9,7 @@
 //! bytes a short copy waits one word for a longer one (lazy parsing). Work
 //! is O(n * CHAIN_DEPTH) whatever the stream.
 
-use super::refit::byte_planes_cost;
+use super::cost::byte_planes_cost;
 use crate::dsl::{count_width, Literal, Op, Program, Type};
 use std::sync::Arc;
 

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod context;
+mod cost;
 mod expand;
 mod matches;
 mod mirror;
@@ -23,6 +24,9 @@ mod search;
 mod sparse;
 
 pub use context::{Context, Position};
+pub use cost::{
+    cost, exact_cost, order0_bytes, plane_counts, prediction_slack, runs_to, strided_planes_cost,
+};
 pub use expand::{expansions, shapes, Expansion, Shape};
 pub use matches::{match_program, match_streams, min_match};
 pub use mirror::{mirror_program, mirror_streams, mirroring};
@@ -30,7 +34,7 @@ pub use palette::palette_streams;
 pub use partition::{with_partitions, MIN_GROUP};
 pub use prior::Prior;
 pub use production::Production;
-pub use refit::{byte_planes_cost, order0_bytes, plane_counts, strided_planes_cost, Template};
+pub use refit::Template;
 pub use scaled::scaled_streams;
 pub use search::{Found, Limits, Order, Setup};
 pub use sparse::sparse_leaf;
@@ -460,7 +464,7 @@ pub fn synthesize_like(
             // than the words' byte planes would: then the data may have
             // changed kind, and every template is tried for the cheapest.
             if fits {
-                let plain = *plain.get_or_insert_with(|| refit::sampled_planes_cost(words, width));
+                let plain = *plain.get_or_insert_with(|| cost::sampled_planes_cost(words, width));
                 if cost(&p) * PLAIN_DIVISOR <= plain * (PLAIN_DIVISOR + 1) {
                     return Some(p);
                 }
@@ -475,7 +479,7 @@ pub fn synthesize_like(
     // search of their own finds).
     refits.sort_by_key(|(p, _)| cost(p));
     if let Some((p, true)) = refits.first() {
-        let plain = plain.unwrap_or_else(|| refit::sampled_planes_cost(words, width));
+        let plain = plain.unwrap_or_else(|| cost::sampled_planes_cost(words, width));
         if cost(p) <= plain + plain / MISFIT_DIVISOR + MISFIT_TABLE_BYTES {
             return Some(p.clone());
         }
@@ -537,55 +541,6 @@ const MISFIT_DIVISOR: usize = 8;
 /// Bytes of tables that the byte planes' estimate leaves out: without
 /// them, every small chunk would be sent to a search.
 const MISFIT_TABLE_BYTES: usize = 1024;
-
-/// One in this many raw bytes of its stream is what a Map or Scan must save to be
-/// chosen: each costs a full pass over its words when decoding, and a bijection
-/// that only reshuffles a literal's symbol table is not worth that.
-const PASS_PENALTY_DIVISOR: usize = 512;
-
-/// Bytes a node of `production` over `ty` is charged for its decode work.
-pub fn decode_penalty(production: Production, ty: Type) -> usize {
-    if production.is_full_pass() {
-        (ty.len * ty.width as usize).div_ceil(8 * PASS_PENALTY_DIVISOR)
-    } else {
-        0
-    }
-}
-
-/// What the search minimizes: encoded bytes (rANS literals' predicted, see
-/// `codec::best`) plus every node's decode penalty.
-pub fn cost(p: &Program<Literal>) -> usize {
-    dsl::encoded_len(p) + penalties(p)
-}
-
-/// [`cost`] with every literal sized exactly: what a final choice between
-/// programs compares, so that a wider search never keeps a program a
-/// prediction only made look smaller.
-pub fn exact_cost(p: &Program<Literal>) -> usize {
-    dsl::exact_len(p) + penalties(p)
-}
-
-/// Bytes by which [`cost`] may be off [`exact_cost`]: what `p`'s rANS
-/// literals' predicted sizes may be off their exact ones.
-pub fn prediction_slack(p: &Program<Literal>) -> usize {
-    let own = match &p.op {
-        Op::Lit(l) if l.codec == codec::Codec::Rans => codec::rans_prediction_slack(l.size),
-        _ => 0,
-    };
-    own + p.children().map(prediction_slack).sum::<usize>()
-}
-
-/// The decode penalties of `p`'s nodes.
-fn penalties(p: &Program<Literal>) -> usize {
-    let own = decode_penalty(Production::of_op(&p.op), p.ty);
-    own + p.children().map(penalties).sum::<usize>()
-}
-
-/// Whether `p` executes to exactly `target`.
-pub fn runs_to(p: &Program<Literal>, target: &[u32]) -> bool {
-    let mut out = vec![0u32; p.ty.len];
-    dsl::execute(p, &mut out).is_ok() && out == target
-}
 
 /// The codecs a prior's search sizes its leaves with: a prior counts the
 /// operators of the programs found, which Huffman's code lengths (much of

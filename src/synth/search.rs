@@ -13,7 +13,7 @@
 //! their leaves); each pop of either kind spends one unit of budget. Every
 //! materialized state has an exact cost, `est`: the encoded length of its program
 //! with open holes completed by leaves, plus the decode penalty of its full-pass
-//! nodes (see [`super::decode_penalty`]); the cheapest is the incumbent. A byte lower bound prunes states that
+//! nodes (see [`super::cost::decode_penalty`]); the cheapest is the incumbent. A byte lower bound prunes states that
 //! cannot beat it.
 //!
 //! The root's own expansion (its children derived and their leaves sized on
@@ -26,10 +26,11 @@
 //! prior.
 
 use super::context::{Context, Position};
+use super::cost::{decode_penalty, runs_to};
 use super::expand::{shapes, Shape};
 use super::prior::Prior;
 use super::production::Production;
-use super::{decode_penalty, leaf_among, runs_to, Hint};
+use super::{leaf_among, Hint};
 use crate::codec::{Codec, Stats};
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use rayon::prelude::*;
