@@ -5,7 +5,7 @@
 use super::palette::{palette_streams, palettes};
 use super::production::Production;
 use super::scaled::{scaled, scaled_streams};
-use super::Hint;
+use super::stream::{is_constant, Hint};
 use crate::codec::order0_bits;
 use crate::dsl::{mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type};
 use std::sync::Arc;
@@ -222,7 +222,7 @@ pub fn shapes(
     parent: Option<Production>,
     allowed: &dyn Fn(Production) -> bool,
 ) -> Vec<Shape> {
-    if super::is_constant(t) {
+    if is_constant(t) {
         return Vec::new();
     }
     // Not canonical: a Concat in a Concat, a Repeat in a Repeat, a Map in a Map

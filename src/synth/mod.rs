@@ -12,8 +12,10 @@
 mod context;
 mod cost;
 mod expand;
+mod leaf;
 mod matches;
 mod mirror;
+mod options;
 mod palette;
 mod partition;
 pub mod prior;
@@ -22,191 +24,35 @@ mod refit;
 mod scaled;
 mod search;
 mod sparse;
+mod stream;
 
 pub use context::{Context, Position};
 pub use cost::{
     cost, exact_cost, order0_bytes, plane_counts, prediction_slack, runs_to, strided_planes_cost,
 };
 pub use expand::{expansions, shapes, Expansion, Shape};
+pub use leaf::{leaf, sparse_leaf};
 pub use matches::{match_program, match_streams, min_match};
 pub use mirror::{mirror_program, mirror_streams, mirroring};
+pub use options::{
+    Order, SearchLimits, SearchLimits as Limits, SynthOptions, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK,
+    MATCH_WORDS, SEARCH_WORDS,
+};
 pub use palette::palette_streams;
 pub use partition::{with_partitions, MIN_GROUP};
 pub use prior::Prior;
 pub use production::Production;
 pub use refit::Template;
 pub use scaled::scaled_streams;
-pub use search::{Found, Limits, Order, Setup};
-pub use sparse::sparse_leaf;
+pub use search::{Found, Setup};
+pub use stream::Hint;
 
-use crate::codec::{self, Stats};
+use crate::codec;
 use crate::dsl::{self, FloatFormat, Literal, Op, Program, Type};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::sync::Arc;
-
-/// What the synthesizer knows about a stream besides its words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Hint {
-    /// The float format of the tensor's dtype, when the words are floats.
-    pub float: Option<FloatFormat>,
-    /// The length of the groups of consecutive words that lie in one row
-    /// of the tensor, when its words are its elements and it has rows: the
-    /// row's length, or the largest divisor of it on which the chunk
-    /// starts (see [`with_partitions`]).
-    pub rows: Option<usize>,
-}
-
-/// Expansions per chunk after the root's (see docs/PERFORMANCE.md, *Search settings*).
-pub const DEFAULT_BUDGET: usize = 8;
-
-/// A re-fit is kept when it costs at most 1 + 1/this times its template per
-/// word (see the measurements in docs/PERFORMANCE.md).
-pub const DEFAULT_REFIT_SLACK: usize = 100;
-
-/// How hard and in what order to search.
-#[derive(Clone, Debug)]
-pub struct SynthOptions {
-    /// States expanded after the root's own expansion; 0 is the root-only search.
-    pub budget: usize,
-    pub order: Order,
-    /// Production costs; uniform when nothing was learned.
-    pub prior: Arc<Prior>,
-    /// Below the root, productions the prior gives less probability are skipped.
-    pub min_q: f64,
-    pub limits: Limits,
-    /// Re-fit a tensor's first program to its other chunks where it costs at
-    /// most `1 + 1/refit_slack` times as much per word (see [`Template`]);
-    /// None searches every chunk.
-    pub refit_slack: Option<usize>,
-    /// Words of a stream the search looks at (see [`synthesize`]).
-    pub search_words: usize,
-    /// Offer the literals of matrix chunks a Partition of their rows (see
-    /// [`with_partitions`]).
-    pub partitions: bool,
-    /// The codecs the search sizes its leaves with (see [`learn_prior`]).
-    pub leaf_codecs: &'static [codec::Codec],
-}
-
-impl Default for SynthOptions {
-    fn default() -> Self {
-        SynthOptions {
-            budget: DEFAULT_BUDGET,
-            order: Order::AStar,
-            prior: Arc::new(Prior::uniform()),
-            min_q: 0.02,
-            limits: Limits::default(),
-            refit_slack: Some(DEFAULT_REFIT_SLACK),
-            search_words: SEARCH_WORDS,
-            partitions: true,
-            leaf_codecs: &codec::SIZING_ORDER,
-        }
-    }
-}
-
-/// Whether every word equals the first (true for no words). Blocks of words
-/// are compared without a branch per word, which the compiler vectorises: a
-/// field that is constant for long stretches (the top exponent bit of most
-/// weights) is scanned at a fraction of the cost of stopping at each word.
-pub fn is_constant(words: &[u32]) -> bool {
-    const BLOCK: usize = 64;
-    let Some(&first) = words.first() else {
-        return true;
-    };
-    let mut blocks = words.chunks_exact(BLOCK);
-    let differs = |block: &[u32]| block.iter().fold(0, |acc, &w| acc | (w ^ first)) != 0;
-    !blocks.any(differs) && !differs(blocks.remainder())
-}
-
-/// The cheapest program that stores `words` directly: a constant if they are all
-/// equal, otherwise the literal with the smallest exact encoding, or a Sparse
-/// node (fill, gaps and values) where one word is nearly everywhere and that is
-/// smaller. Also returns the number of distinct words when at most 4096.
-pub fn leaf(words: Arc<[u32]>, width: u32) -> (Program<Literal>, Option<usize>) {
-    leaf_among(&codec::SIZING_ORDER, words, width, None)
-}
-
-/// [`leaf`] of `words` whose statistics are `stats` where known, its
-/// literal sized with `codecs` only.
-pub fn leaf_among(
-    codecs: &[codec::Codec],
-    words: Arc<[u32]>,
-    width: u32,
-    stats: Option<Stats>,
-) -> (Program<Literal>, Option<usize>) {
-    let stats = match stats {
-        Some(stats) => stats,
-        None if is_constant(&words) => return const_leaf(&words, width),
-        None => Stats::new(&words, width),
-    };
-    if stats.is_constant() {
-        return const_leaf(&words, width);
-    }
-    let distinct = stats.distinct();
-    let (codec, size) = codec::best_of(codecs, &words, width, &stats);
-    (
-        literal_or_sparse(codec, size, words, width, stats),
-        distinct,
-    )
-}
-
-/// The leaf of `words`, all equal (at least one).
-fn const_leaf(words: &[u32], width: u32) -> (Program<Literal>, Option<usize>) {
-    let ty = Type {
-        width,
-        len: words.len(),
-    };
-    let op = Op::Const(words[0]);
-    (Program { ty, op }, Some(1))
-}
-
-/// The literal of `words` with `codec` in `size` bytes, or a Sparse node of
-/// them where one word is nearly everywhere and that is smaller.
-pub fn literal_or_sparse(
-    codec: codec::Codec,
-    size: usize,
-    words: Arc<[u32]>,
-    width: u32,
-    stats: Stats,
-) -> Program<Literal> {
-    let sparse =
-        sparse::fill_of(words.len(), &stats).map(|fill| sparse::sparse_leaf(&words, width, fill));
-    let ty = Type {
-        width,
-        len: words.len(),
-    };
-    let literal = Program {
-        ty,
-        op: Op::Lit(Literal::new(codec, size, words, stats)),
-    };
-    match sparse {
-        Some(s) if dsl::encoded_len(&s) < dsl::encoded_len(&literal) => s,
-        _ => literal,
-    }
-}
-
-/// A length no leaf of `words` (see [`leaf`]) encodes below, found without
-/// sizing any codec: 2 bytes for a constant, else a literal's tag and size
-/// byte plus [`codec::size_lower_bound`]; for a stream a Sparse node may
-/// store, which can code below its words' order-0 entropy, its own node's
-/// bytes and its children's.
-pub fn leaf_lower_bound(words: &[u32], width: u32) -> usize {
-    if is_constant(words) {
-        return 2;
-    }
-    leaf_lower_bound_of(words.len(), width, &Stats::new(words, width))
-}
-
-/// [`leaf_lower_bound`] of `n` words whose statistics are `stats`.
-pub fn leaf_lower_bound_of(n: usize, width: u32, stats: &Stats) -> usize {
-    if stats.is_constant() {
-        return 2;
-    }
-    if sparse::fill_of(n, stats).is_some() {
-        return sparse::LOWER_BOUND;
-    }
-    2 + codec::size_lower_bound(n, width, stats)
-}
+use stream::is_constant;
 
 /// Searches for the smallest program yielding `words`.
 pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Found {
@@ -221,19 +67,6 @@ pub fn search(words: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
     };
     search::search(words, width, &setup)
 }
-
-/// Words a search looks at by default: a longer stream is searched on its
-/// first this many, and the program found is re-fit to all of it. The
-/// search's cost grows with its words, the program it finds hardly does
-/// (see *Where packing's time goes* in docs/PERFORMANCE.md); the highest
-/// effort levels look at [`MATCH_WORDS`].
-pub const SEARCH_WORDS: usize = 1 << 16;
-
-/// Words beyond which no Match node is tried: the matcher's streams are
-/// searched like any stream, and every candidate holds streams of the
-/// words' length, so the memory stays bounded whatever `--chunk-size` is.
-/// No stream of a default-sized chunk (256 KiB) is longer.
-pub const MATCH_WORDS: usize = 1 << 18;
 
 /// The program [`search`] finds on at most `opts.search_words` words (at
 /// least one), re-fit to all of them (their smallest leaf where it does not
@@ -684,21 +517,5 @@ mod tests {
         assert!(found(&codec::SIZING_ORDER).contains(&codec::Codec::Huffman));
         let learning = found(&LEARNING_CODECS);
         assert!(!learning.is_empty() && !learning.contains(&codec::Codec::Huffman));
-    }
-
-    /// A differing word anywhere, in blocks or in the remainder, is found.
-    #[test]
-    fn is_constant_finds_a_differing_word_anywhere() {
-        assert!(is_constant(&[]));
-        for len in [1, 2, 63, 64, 65, 128, 200] {
-            let mut words = vec![7u32; len];
-            assert!(is_constant(&words), "len {len}");
-            // One word alone is constant whatever its value.
-            for at in (0..len).filter(|_| len > 1) {
-                words[at] = 7 ^ (1 << (at % 32));
-                assert!(!is_constant(&words), "len {len} at {at}");
-                words[at] = 7;
-            }
-        }
     }
 }

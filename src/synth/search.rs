@@ -28,9 +28,11 @@
 use super::context::{Context, Position};
 use super::cost::{decode_penalty, runs_to};
 use super::expand::{shapes, Shape};
+use super::leaf::{leaf_among, leaf_lower_bound, leaf_lower_bound_of};
+use super::options::{Order, SearchLimits};
 use super::prior::Prior;
 use super::production::Production;
-use super::{leaf_among, Hint};
+use super::Hint;
 use crate::codec::{Codec, Stats};
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use rayon::prelude::*;
@@ -39,42 +41,6 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// How the open list is ordered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Order {
-    /// `g + h` with the prior's production costs.
-    AStar,
-    /// Smallest size first (best-first without the A* order): a pending state is
-    /// ranked by its parent's size until materialized.
-    EstimatedSize,
-}
-
-/// Bounds that keep one search finite. The holes and words bound what the
-/// budget spends; the root shapes a prior set aside are derived after it,
-/// past them (each a few streams of the target's length).
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Holes created per search.
-    pub max_holes: usize,
-    /// Nesting depth of expanded holes.
-    pub max_depth: usize,
-    /// Words held by all holes' streams, as a multiple of the target's length.
-    pub max_words_factor: usize,
-    /// Entries in the open list.
-    pub max_open: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_holes: 4096,
-            max_depth: 6,
-            max_words_factor: 48,
-            max_open: 1 << 16,
-        }
-    }
-}
 
 /// The result of a search: the program and the productions it is made of, each
 /// with the context of its hole (what the prior counts).
@@ -244,7 +210,7 @@ pub struct Setup<'a> {
     pub order: Order,
     pub budget: usize,
     pub min_q: f64,
-    pub limits: Limits,
+    pub limits: SearchLimits,
     pub leaf_codecs: &'a [Codec],
 }
 
@@ -388,14 +354,14 @@ fn root_bound(sh: &Shape, stream: &[u32], ty: Type, stats: Option<&Stats>) -> us
     };
     // A Map's child bounded from its relabelled statistics needs no words.
     if let Some(child) = mapped_stats(sh, ty.width, stats) {
-        return node(&[ty]) + super::leaf_lower_bound_of(ty.len, ty.width, &child);
+        return node(&[ty]) + leaf_lower_bound_of(ty.len, ty.width, &child);
     }
     let Some(children) = sh.try_children(stream, ty.width) else {
         return usize::MAX;
     };
     let types: Vec<Type> = children.iter().map(|&(ty, _)| ty).collect();
     let leaves: usize = (children.iter())
-        .map(|(ty, s)| super::leaf_lower_bound(s, ty.width))
+        .map(|(ty, s)| leaf_lower_bound(s, ty.width))
         .sum();
     node(&types) + leaves
 }
