@@ -5,7 +5,7 @@
 //! everywhere and that is smaller. Every hole of a search is completed by
 //! its leaf, and every pass falls back on one.
 
-use super::expand::Shape;
+use super::expand::Operator;
 use super::sparse;
 use super::stream::is_constant;
 use crate::codec::{self, Stats};
@@ -135,11 +135,11 @@ fn gaps_program(gaps: Vec<u32>, width: u32) -> Program<Literal> {
     let mean = gaps.iter().map(|&g| g as u64).sum::<u64>() / gaps.len() as u64;
     let low = mean.checked_ilog2().unwrap_or(0).min(width - 1);
     let split = (low > 0).then(|| {
-        let shape = Shape::Merge(Fields::Split { low });
-        let parts = (shape.children(&gaps, width).into_iter())
+        let operator = Operator::Merge(Fields::Split { low });
+        let parts = (operator.children(&gaps, width).into_iter())
             .map(|(t, part)| leaf(part, t.width).0)
             .collect();
-        shape.build(ty, parts)
+        operator.build(ty, parts)
     });
     let whole = leaf(gaps.into(), width).0;
     match split {

@@ -30,7 +30,9 @@ pub use context::{Context, Position};
 pub use cost::{
     cost, exact_cost, order0_bytes, plane_counts, prediction_slack, runs_to, strided_planes_cost,
 };
-pub use expand::{expansions, shapes, Expansion, Shape};
+pub use expand::{
+    expansions, operators, operators as shapes, Expansion, Operator, Operator as Shape,
+};
 pub use leaf::{leaf, sparse_leaf};
 pub use matches::{match_program, match_streams, min_match};
 pub use mirror::{mirror_program, mirror_streams, mirroring};
@@ -321,7 +323,7 @@ pub fn synthesize_like(
         return None;
     }
     let found = deeper_or_default(words, width, hint, opts);
-    // The search is bounded: a template's shape may still be the cheaper.
+    // The search is bounded: a template's operators may still be the cheaper.
     let best = [found]
         .into_iter()
         .chain(refits.into_iter().map(|(p, _)| p))

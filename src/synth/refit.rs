@@ -1,14 +1,16 @@
 //! Re-fitting a program found on one chunk to another chunk of the same
-//! tensor: most chunks of a tensor take the same program shape (the same
+//! tensor: most chunks of a tensor take the same skeleton (the same
 //! operators with the same parameters), so the packer searches one chunk of a
 //! tensor and, for the others, derives the children's streams along that
-//! shape and only picks new leaves. A full search runs again where the re-fit
-//! costs noticeably more per word than the search's program did, or much
-//! less (different data, which another shape may suit better).
+//! skeleton and only picks new leaves. A full search runs again where the
+//! re-fit costs noticeably more per word than the search's program did, or
+//! much less (different data, which other operators may suit better).
 
 use super::cost::cost;
-use super::expand::{field, Shape};
-use super::{leaf, mirror_program, mirror_streams};
+use super::expand::{field, Operator};
+use super::leaf::leaf;
+use super::matches::{match_program, match_streams};
+use super::mirror::{mirror_program, mirror_streams};
 use crate::dsl::{Literal, Op, Program, Type};
 use std::sync::Arc;
 
@@ -17,7 +19,8 @@ use std::sync::Arc;
 /// literal's codec anew), and what it cost.
 #[derive(Clone, Debug)]
 pub struct Template {
-    shape: Program<()>,
+    /// The program's operators and parameters, its literals left out.
+    skeleton: Program<()>,
     /// [`cost`] of the program on the stream it was found for.
     cost: usize,
 }
@@ -25,24 +28,24 @@ pub struct Template {
 impl Template {
     pub fn of(p: &Program<Literal>) -> Template {
         Template {
-            shape: strip(p),
+            skeleton: skeleton_of(p),
             cost: cost(p),
         }
     }
 
-    /// The template's shape over `words` (of the template's width) with new
-    /// leaves, if the shape can yield them. A leaf over all of `words` holds
-    /// them, not a copy.
+    /// The template's skeleton over `words` (of the template's width) with
+    /// new leaves, if the skeleton can yield them. A leaf over all of `words`
+    /// holds them, not a copy.
     pub fn apply(&self, words: &Arc<[u32]>) -> Option<Program<Literal>> {
-        refit(&self.shape, words.clone())
+        refit(&self.skeleton, words.clone())
     }
 
     /// Whether `p`, applied to a stream, costs at most `1 + 1/slack` times the
     /// template's cost per word, plus [`FIXED_ALLOWANCE`], and not less than
     /// [`CHEAPER_DIVISOR`] allows: a stream that codes much cheaper than the
-    /// template's is different data, which another shape may suit better.
+    /// template's is different data, which other operators may suit better.
     pub fn fits(&self, p: &Program<Literal>, slack: usize) -> bool {
-        let (len, slack) = (self.shape.ty.len as u128, slack as u128);
+        let (len, slack) = (self.skeleton.ty.len as u128, slack as u128);
         let (cost, words) = (cost(p) as u128, p.ty.len as u128);
         let per_word = self.cost as u128 * words;
         let budget = per_word * (slack + 1) + FIXED_ALLOWANCE * len * slack;
@@ -52,7 +55,7 @@ impl Template {
 
     /// The word width the template was found at.
     pub fn width(&self) -> u32 {
-        self.shape.ty.width
+        self.skeleton.ty.width
     }
 }
 
@@ -64,12 +67,12 @@ const CHEAPER_DIVISOR: u128 = 4;
 /// headers do not shrink with a shorter chunk.
 const FIXED_ALLOWANCE: u128 = 16;
 
-/// The shape of `p`: its operators and parameters without literals. A
+/// The skeleton of `p`: its operators and parameters without literals. A
 /// Partition is a leaf's alternative, chosen for each chunk's own words
-/// (see [`super::with_partitions`]): it is a leaf of the shape.
-fn strip(p: &Program<Literal>) -> Program<()> {
-    let kids = || p.children().map(strip).collect::<Vec<_>>();
-    let one = || Box::new(strip(p.children().next().expect("one child")));
+/// (see [`super::with_partitions`]): it is a leaf of the skeleton.
+fn skeleton_of(p: &Program<Literal>) -> Program<()> {
+    let kids = || p.children().map(skeleton_of).collect::<Vec<_>>();
+    let one = || Box::new(skeleton_of(p.children().next().expect("one child")));
     let op = match &p.op {
         Op::Lit(_) | Op::Partition { .. } => Op::Lit(()),
         Op::Const(w) => Op::Const(*w),
@@ -99,8 +102,8 @@ fn strip(p: &Program<Literal>) -> Program<()> {
         } => Op::Palette {
             group: *group,
             index_width: *index_width,
-            values: Box::new(strip(values)),
-            indices: Box::new(strip(indices)),
+            values: Box::new(skeleton_of(values)),
+            indices: Box::new(skeleton_of(indices)),
         },
         Op::Scaled {
             group,
@@ -112,39 +115,40 @@ fn strip(p: &Program<Literal>) -> Program<()> {
             group: *group,
             format: *format,
             int_width: *int_width,
-            scales: Box::new(strip(scales)),
-            ints: Box::new(strip(ints)),
+            scales: Box::new(skeleton_of(scales)),
+            ints: Box::new(skeleton_of(ints)),
         },
         Op::Match { parts } => Op::Match {
-            parts: Box::new(parts.each_ref().map(strip)),
+            parts: Box::new(parts.each_ref().map(skeleton_of)),
         },
         Op::Sparse { fill, gaps, values } => Op::Sparse {
             fill: *fill,
-            gaps: Box::new(strip(gaps)),
-            values: Box::new(strip(values)),
+            gaps: Box::new(skeleton_of(gaps)),
+            values: Box::new(skeleton_of(values)),
         },
         Op::Mirror { at, head, diffs } => Op::Mirror {
             at: *at,
-            head: Box::new(strip(head)),
-            diffs: Box::new(strip(diffs)),
+            head: Box::new(skeleton_of(head)),
+            diffs: Box::new(skeleton_of(diffs)),
         },
     };
     Program { ty: p.ty, op }
 }
 
-/// `shape` over `target`: the same operators and parameters, children derived
-/// from `target`, new leaves. None where the shape cannot yield `target`.
-fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
-    let width = shape.ty.width;
+/// `skeleton` over `target`: the same operators and parameters, children
+/// derived from `target`, new leaves. None where the skeleton cannot yield
+/// `target`.
+fn refit(skeleton: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
+    let width = skeleton.ty.width;
     let ty = Type {
         width,
         len: target.len(),
     };
-    let node = match &shape.op {
+    let node = match &skeleton.op {
         Op::Lit(_) | Op::Partition { .. } => return Some(leaf(target, width).0),
         // The matcher parses the new stream; its streams are re-fit.
         Op::Match { parts } => {
-            let streams = super::matches::match_streams(&target, width)?;
+            let streams = match_streams(&target, width)?;
             // A chunk of another length has token words of another width:
             // those take a new leaf.
             let kids: Vec<Program<Literal>> = (streams.into_iter())
@@ -154,7 +158,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
                     false => Some(leaf(s, t.width).0),
                 })
                 .collect::<Option<_>>()?;
-            return Some(super::matches::match_program(ty, kids));
+            return Some(match_program(ty, kids));
         }
         // A leaf: the new stream takes its own.
         Op::Const(_) | Op::Sparse { .. } => return Some(leaf(target, width).0),
@@ -182,7 +186,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
                 return None;
             }
             ends[last] = target.len();
-            Shape::Concat(ends.into())
+            Operator::Concat(ends.into())
         }
         Op::Repeat { times, .. } => {
             let period = target.len() / times;
@@ -191,17 +195,17 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
             if !periodic {
                 return None;
             }
-            Shape::Repeat { times: *times }
+            Operator::Repeat { times: *times }
         }
-        Op::Map { op, .. } => Shape::Map(*op),
-        Op::Scan { op, init, .. } => Shape::Scan {
+        Op::Map { op, .. } => Operator::Map(*op),
+        Op::Scan { op, init, .. } => Operator::Scan {
             op: *op,
             init: *init,
         },
-        Op::Merge { .. } => return refit_merge(shape, &target, 0),
+        Op::Merge { .. } => return refit_merge(skeleton, &target, 0),
         Op::Palette {
             group, index_width, ..
-        } => Shape::Palette {
+        } => Operator::Palette {
             group: *group,
             index_width: *index_width,
         },
@@ -210,7 +214,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
             format,
             int_width,
             ..
-        } => Shape::Scaled {
+        } => Operator::Scaled {
             group: *group,
             format: *format,
             int_width: *int_width,
@@ -220,11 +224,11 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
     let kids: Vec<Program<Literal>> = node
         .try_children(&target, width)?
         .into_iter()
-        .zip(shape.children())
+        .zip(skeleton.children())
         .map(|((_, stream), sub)| refit(sub, stream))
         .collect::<Option<_>>()?;
     // A Repeat of a constant is not canonical: the constant says it all.
-    if let (Shape::Repeat { .. }, Op::Const(w)) = (&node, &kids[0].op) {
+    if let (Operator::Repeat { .. }, Op::Const(w)) = (&node, &kids[0].op) {
         return Some(Program {
             ty,
             op: Op::Const(*w),
@@ -233,15 +237,15 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
     Some(node.build(ty, kids))
 }
 
-/// The Merge `shape` re-fit to the words of `target` shifted down by
+/// The Merge `skeleton` re-fit to the words of `target` shifted down by
 /// `shift` bits (its own field of an enclosing Merge): the fields of nested
 /// Merges are cut from `target` directly, not from their parents' streams,
 /// so only the streams of the fields that are not Merges are written.
-fn refit_merge(shape: &Program<()>, target: &[u32], shift: u32) -> Option<Program<Literal>> {
-    let Op::Merge { fields, parts } = &shape.op else {
+fn refit_merge(skeleton: &Program<()>, target: &[u32], shift: u32) -> Option<Program<Literal>> {
+    let Op::Merge { fields, parts } = &skeleton.op else {
         unreachable!("refit_merge takes a Merge");
     };
-    let width = shape.ty.width;
+    let width = skeleton.ty.width;
     let cut = (fields.widths(width).into_iter()).zip(fields.shifts(width));
     let kids: Vec<Program<Literal>> = (cut.zip(parts))
         .map(|((w, s), sub)| match sub.op {
@@ -253,7 +257,7 @@ fn refit_merge(shape: &Program<()>, target: &[u32], shift: u32) -> Option<Progra
         width,
         len: target.len(),
     };
-    Some(Shape::Merge(*fields).build(ty, kids))
+    Some(Operator::Merge(*fields).build(ty, kids))
 }
 
 #[cfg(test)]
@@ -261,7 +265,7 @@ mod tests {
     use super::*;
     use crate::codec::tests::xorshift;
     use crate::dsl::{Fields, FloatFormat, ScanOp};
-    use crate::synth::runs_to;
+    use crate::synth::cost::runs_to;
 
     fn arc(words: &[u32]) -> Arc<[u32]> {
         words.into()
@@ -289,7 +293,7 @@ mod tests {
     #[test]
     fn a_merge_refits_to_the_same_fields_and_runs_to_the_new_target() {
         let first = words(1, 4096);
-        let found = Shape::Merge(Fields::Float(FloatFormat::F16));
+        let found = Operator::Merge(Fields::Float(FloatFormat::F16));
         let kids: Vec<_> = found
             .children(&first, 16)
             .into_iter()
@@ -316,7 +320,7 @@ mod tests {
     /// their parents' shifts plus their own, three levels deep.
     #[test]
     fn nested_merges_refit_to_their_fields_at_every_depth() {
-        let split = |low| Shape::Merge(Fields::Split { low });
+        let split = |low| Operator::Merge(Fields::Split { low });
         let ty = |width| Type { width, len: 3000 };
         let lit = |width| leaf(vec![1u32; 3000].into(), width).0;
         // 16 bits: the top 12 split into 4 and 8 (whose top 6 split into 2
@@ -335,8 +339,8 @@ mod tests {
             }
         }
         let (mut found, mut refit) = (Vec::new(), Vec::new());
-        merges(&strip(&p), &mut found);
-        merges(&strip(&q), &mut refit);
+        merges(&skeleton_of(&p), &mut found);
+        merges(&skeleton_of(&q), &mut refit);
         assert_eq!((found.len(), &refit), (4, &found), "the same Merges");
         assert!(runs_to(&q, &target));
     }
@@ -353,7 +357,7 @@ mod tests {
             })
             .collect();
         let t = Template {
-            shape: Program {
+            skeleton: Program {
                 ty: Type {
                     width: 8,
                     len: 65536,
@@ -396,7 +400,7 @@ mod tests {
         let elsewhere: Vec<u32> = (0..1000).map(|i| 100_000 + 3 * i).collect();
         let q = t.apply(&arc(&elsewhere)).unwrap();
         // 12 bytes of program and the Scan's decode penalty of 8.
-        assert!(crate::synth::cost(&q) <= 20, "{q}");
+        assert!(cost(&q) <= 20, "{q}");
         // With any slack at all a same-start stream re-fits exactly.
         let same: Vec<u32> = (0..500).map(|i| 3 * i + 3).collect();
         let q = t.apply(&arc(&same)).unwrap();
@@ -409,7 +413,7 @@ mod tests {
         // Float-like noise found as a Merge of fields: nearly constant words
         // re-fit to tiny literals, far below the template's cost per word.
         let noisy = words(3, 4096);
-        let found = Shape::Merge(Fields::Float(FloatFormat::F16));
+        let found = Operator::Merge(Fields::Float(FloatFormat::F16));
         let kids: Vec<_> = found
             .children(&noisy, 16)
             .into_iter()
