@@ -76,10 +76,10 @@ pub struct SynthOptions {
     /// most `1 + 1/refit_slack` times as much per word (see
     /// [`super::Template`]); None searches every chunk.
     pub refit_slack: Option<usize>,
-    /// Words of a stream the search looks at (see [`super::synthesize`]).
+    /// Words of a stream the search looks at (see [`super::search_stream`]).
     pub search_words: usize,
     /// Offer the literals of matrix chunks a Partition of their rows (see
-    /// [`super::with_partitions`]).
+    /// [`super::partition_rows`]).
     pub partitions: bool,
     /// The codecs the search sizes its leaves with (see [`super::learn_prior`]).
     pub leaf_codecs: &'static [codec::Codec],

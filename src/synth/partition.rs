@@ -10,7 +10,9 @@
 //! yields words in place of the elements (under Merges and Maps only) is
 //! offered a Partition, kept where it codes smaller.
 
-use super::{cost as cost_of, exact_cost, leaf, prediction_slack, Hint};
+use super::cost::{cost as cost_of, exact_cost, prediction_slack};
+use super::leaf::leaf;
+use super::stream::Hint;
 use crate::codec::{self, Codec, SplitHistogram};
 use crate::dsl::{self, count_width, FloatFormat, Literal, Op, Program, Type};
 use std::sync::Arc;
@@ -40,8 +42,10 @@ const MIN_GROUPS: usize = 16;
 /// its entropy-coded literals that yields one word per element replaced by
 /// a Partition of groups of `hint.rows` words where that costs less (see
 /// [`partitioned`]): never more than `p`. Unchanged without rows, or for
-/// words that are not floats.
-pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program<Literal> {
+/// words that are not floats. The last pass of a lane's program, after the
+/// caller takes the program as a template (a re-fit is weighed against the
+/// template's literals, and partitioned anew).
+pub fn partition_rows(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program<Literal> {
     let (Some(rows), Some(float)) = (hint.rows, hint.float) else {
         return p;
     };
@@ -57,7 +61,7 @@ pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program
     partition_literals(p, rows, &order)
 }
 
-/// Whether [`with_partitions`] may partition a program of a lane of `len`
+/// Whether [`partition_rows`] may partition a program of a lane of `len`
 /// words with `hint`: float words in rows long enough, and enough of them.
 pub(super) fn may_partition(len: usize, hint: Hint) -> bool {
     let rows = hint.rows.filter(|_| hint.float.is_some());
@@ -82,7 +86,7 @@ fn groups_by_exponent(lane: &[u32], rows: usize, float: FloatFormat) -> Vec<u32>
     order
 }
 
-/// [`with_partitions`] below the root: through Merges and Maps, whose
+/// [`partition_rows`] below the root: through Merges and Maps, whose
 /// children yield one word per element in place. `order` sorts the groups
 /// (see [`groups_by_exponent`]) when a literal is worth trying.
 fn partition_literals<'a>(

@@ -69,7 +69,7 @@ const FIXED_ALLOWANCE: u128 = 16;
 
 /// The skeleton of `p`: its operators and parameters without literals. A
 /// Partition is a leaf's alternative, chosen for each chunk's own words
-/// (see [`super::with_partitions`]): it is a leaf of the skeleton.
+/// (see [`super::partition::partition_rows`]): it is a leaf of the skeleton.
 fn skeleton_of(p: &Program<Literal>) -> Program<()> {
     let kids = || p.children().map(skeleton_of).collect::<Vec<_>>();
     let one = || Box::new(skeleton_of(p.children().next().expect("one child")));

@@ -14,8 +14,8 @@
 //! their leaves); each pop of either kind spends one unit of budget. Every
 //! materialized state has an exact cost, `est`: the encoded length of its program
 //! with open holes completed by leaves, plus the decode penalty of its full-pass
-//! nodes (see [`super::cost::decode_penalty`]); the cheapest is the incumbent. A byte lower bound prunes states that
-//! cannot beat it.
+//! nodes (see [`super::cost::decode_penalty`]); the cheapest is the
+//! incumbent. A byte lower bound prunes states that cannot beat it.
 //!
 //! The root's own expansion (its children derived and their leaves sized on
 //! all threads first) is materialized in full before the budget is spent,
@@ -30,10 +30,10 @@ use super::context::{Context, Position};
 use super::cost::{decode_penalty, runs_to};
 use super::expand::{operators, Operator};
 use super::leaf::{leaf_among, leaf_lower_bound, leaf_lower_bound_of};
-use super::options::{Order, SearchLimits};
+use super::options::{Order, SearchLimits, SynthOptions};
 use super::prior::Prior;
 use super::production::Production;
-use super::Hint;
+use super::stream::Hint;
 use crate::codec::{Codec, Stats};
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use rayon::prelude::*;
@@ -204,15 +204,15 @@ impl Ord for Entry {
     }
 }
 
-/// What the search is configured with.
-pub struct Setup<'a> {
-    pub hint: Hint,
-    pub prior: &'a Prior,
-    pub order: Order,
-    pub budget: usize,
-    pub min_q: f64,
-    pub limits: SearchLimits,
-    pub leaf_codecs: &'a [Codec],
+/// What one search is configured with: its options and its stream's hint.
+struct Setup<'a> {
+    hint: Hint,
+    prior: &'a Prior,
+    order: Order,
+    budget: usize,
+    min_q: f64,
+    limits: SearchLimits,
+    leaf_codecs: &'a [Codec],
 }
 
 struct Search<'a> {
@@ -233,8 +233,21 @@ struct Search<'a> {
     best_exact: usize,
 }
 
-/// Searches for the smallest program yielding `target`.
-pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
+/// The bounded A* search alone: the smallest program yielding all of
+/// `target` that it finds within `opts`' budget and limits, with the
+/// productions it is made of (what a prior counts). A long stream is not
+/// sampled, and no Match or Mirror is offered: [`super::search_stream`]
+/// does both.
+pub fn astar(target: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Found {
+    let setup = &Setup {
+        hint,
+        prior: &opts.prior,
+        order: opts.order,
+        budget: opts.budget,
+        min_q: opts.min_q,
+        limits: opts.limits,
+        leaf_codecs: opts.leaf_codecs,
+    };
     let mut s = Search {
         setup,
         holes: Vec::new(),

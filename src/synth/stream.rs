@@ -12,7 +12,7 @@ pub struct Hint {
     /// The length of the groups of consecutive words that lie in one row
     /// of the tensor, when its words are its elements and it has rows: the
     /// row's length, or the largest divisor of it on which the chunk
-    /// starts (see [`super::with_partitions`]).
+    /// starts (see [`super::partition_rows`]).
     pub rows: Option<usize>,
 }
 
