@@ -47,7 +47,9 @@ pub(super) fn palettes(t: &[u32], width: u32) -> Vec<(usize, u32)> {
 const PALETTE_SPREAD: usize = 4;
 
 /// Whether `words` has more than `most` distinct words. (Fx hashing: the
-/// default SipHash took most of this scan's time.)
+/// keys are words, which need no defence against chosen collisions, and
+/// the scan hashes each word of the stream, where a slower hash would
+/// outweigh everything else it does.)
 fn has_distinct(words: &[u32], most: usize) -> bool {
     let mut seen = rustc_hash::FxHashSet::with_capacity_and_hasher(most + 1, Default::default());
     words.iter().any(|w| {

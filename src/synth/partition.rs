@@ -32,7 +32,9 @@ const MAX_WIDTH: u32 = 12;
 pub const MIN_GROUP: usize = 32;
 
 /// A partition is built only where its estimate saves at least 1/this of
-/// the literal's size: below that, most built on the corpus coded larger.
+/// the literal's size: the estimate is no closer than that to what the
+/// classes code to, so a smaller saving may well be none, and building a
+/// partition sizes a literal per class.
 const MIN_GAIN_DIVISOR: usize = 300;
 
 /// Fewer groups than this are not partitioned: each class wants a few.
@@ -220,9 +222,9 @@ fn partitioned(lit: &Literal, ty: Type, rows: usize, order: &[u32]) -> Option<Pr
 /// The Partition of `words` into groups of `rows` whose classes (of `k`)
 /// are `class`: the classes and each class's words as their leaves.
 fn build(words: &[u32], ty: Type, rows: usize, class: &[u32], k: usize) -> Program<Literal> {
-    // Each class's stream made at its length and its groups copied in once
-    // (grown group by group, and copied again into an Arc, the streams took
-    // much of the time of coding rows in classes).
+    // Each class's stream made at its length and its groups copied in once,
+    // rather than grown group by group and copied again into an Arc: every
+    // word of the literal is copied, so each copy counts.
     let mut lens = vec![0; k];
     for (g, &c) in words.chunks(rows).zip(class) {
         lens[c as usize] += g.len();

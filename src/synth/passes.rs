@@ -219,8 +219,9 @@ fn offer_match(
 /// be for the Match to be searched: `MATCH_MARGIN` times it plus
 /// `MATCH_SLACK` bytes. The estimate (order-0 byte planes) overstates what
 /// the Match's streams code to once searched, by far where the copies are
-/// regular, so a Match estimated above the found cost may still win; one
-/// estimated at about twice it or more rarely does, and costs search time.
+/// regular, so a Match estimated above the found cost may still win; the
+/// further above, the less likely, while searching its streams costs the
+/// same: the margin is where that search stops paying for itself.
 const MATCH_MARGIN: f64 = 1.5;
 const MATCH_SLACK: f64 = 0.125;
 

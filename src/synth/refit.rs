@@ -60,7 +60,8 @@ impl Template {
 }
 
 /// A re-fit costing less than `1 - 1/this` times its template per word is
-/// searched (see the measurements in docs/PERFORMANCE.md).
+/// searched: data that codes that much cheaper is different data, which
+/// other operators may suit better (measured in docs/PERFORMANCE.md).
 const CHEAPER_DIVISOR: u128 = 4;
 
 /// Bytes a re-fit may cost beyond its template's per-word cost: tables and

@@ -323,9 +323,10 @@ pub fn astar(target: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
         .collect();
     // Those that may win are derived at once, on all threads, as the likely
     // ones were, and taken in order below: each one's children take as long
-    // as a likely operator's, and on the corpus's bf16 streams none of them
-    // won. (One whose bound the best passes meanwhile is derived for
-    // nothing; the program found is the same.)
+    // as a likely operator's, and the prior set them aside as seldom winning,
+    // so the best seldom moves while they are taken. (One whose bound the
+    // best passes meanwhile is derived for nothing; the program found is
+    // the same.)
     let may_win: Vec<usize> = (unlikely.iter().zip(&bounds))
         .filter(|&(_, &bound)| bound < s.best.est)
         .map(|(&operator, _)| operator)

@@ -74,10 +74,10 @@ pub(super) fn astar_upcast(
 }
 
 /// Words up to which an upcast stream's f32 words are also searched at the
-/// root (see [`astar_upcast`]). On long streams that search takes more time
-/// than the halves' and does not win; on short ones it can, by a few bytes,
-/// where the halves' tables weigh, and on a constant stream (one word,
-/// where the halves take two).
+/// root (see [`astar_upcast`]). The halves' tables and Merge are a fixed
+/// cost: beside a long stream's words they weigh little and that search
+/// would only take time; on a short stream the f32 words' program can be
+/// the smaller, as on a constant one (one word, where the halves take two).
 const UPCAST_PLAIN_WORDS: usize = 4096;
 
 /// The high halves of f32 `words` with `hint`, as bf16 words and their hint.
@@ -91,8 +91,8 @@ fn high_halves(words: &[u32], hint: Hint) -> (Vec<u32>, Hint) {
 
 /// The stream packing searches for the lane `words`: the lane, or for bf16
 /// values stored as f32 their high halves as bf16 words (see
-/// [`astar_upcast`]). A prior is learned from these; a search of an upcast
-/// lane's f32 words took three times as long as one of its halves.
+/// [`astar_upcast`]). A prior is learned from these, so that it counts the
+/// productions packing's own searches choose.
 pub(super) fn lane_as_searched(
     words: &[u32],
     width: u32,
