@@ -51,6 +51,7 @@ const MAX_PERIOD: usize = 1 << 16;
 const MAX_CONCAT_PARTS: usize = 16;
 
 impl Operator {
+    /// The production the prior counts for this operator.
     pub fn production(&self) -> Production {
         match self {
             Operator::Concat(_) => Production::Concat,

@@ -26,6 +26,8 @@ pub struct Template {
 }
 
 impl Template {
+    /// The template of `p`, a program found for one chunk's lane, to
+    /// re-fit to the same lane of the tensor's other chunks.
     pub fn of(p: &Program<Literal>) -> Template {
         Template {
             skeleton: skeleton_of(p),
