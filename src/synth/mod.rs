@@ -55,25 +55,21 @@ pub use context::{Context, Position};
 pub use cost::{
     cost, exact_cost, order0_bytes, plane_counts, prediction_slack, runs_to, strided_planes_cost,
 };
-pub use expand::{
-    expansions, operators, operators as shapes, Expansion, Operator, Operator as Shape,
-};
+pub use expand::{expansions, operators, Expansion, Operator};
 pub use leaf::{leaf, sparse_leaf};
 pub use learn::learn_prior;
 pub use matches::{match_program, match_streams};
 pub use mirror::{mirror_program, mirror_streams};
 pub use options::{
-    Order, SearchLimits, SearchLimits as Limits, SynthOptions, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK,
-    MATCH_WORDS, SEARCH_WORDS,
+    Order, SearchLimits, SynthOptions, DEFAULT_BUDGET, DEFAULT_REFIT_SLACK, MATCH_WORDS,
+    SEARCH_WORDS,
 };
 pub use palette::palette_streams;
-pub use partition::{partition_rows, partition_rows as with_partitions, MIN_GROUP};
-pub use passes::{
-    refit_or_search, refit_or_search as synthesize_like, search_stream, search_stream as synthesize,
-};
+pub use partition::{partition_rows, MIN_GROUP};
+pub use passes::{refit_or_search, search_stream};
 pub use prior::Prior;
 pub use production::Production;
 pub use refit::Template;
 pub use scaled::scaled_streams;
-pub use search::{astar, astar as search, Found};
+pub use search::{astar, Found};
 pub use stream::Hint;
