@@ -110,7 +110,7 @@ fn count_planes<const P: usize>(mut words: impl Iterator<Item = u32>) -> usize {
     order0_bytes(&even, n)
 }
 
-/// [`byte_planes_cost`] of elements of `stride` bytes, straight from their
+/// `byte_planes_cost` of elements of `stride` bytes, straight from their
 /// little-endian bytes (plane `k` holds byte `k` of every element).
 pub fn strided_planes_cost(bytes: &[u8], stride: usize) -> usize {
     order0_bytes(&plane_counts(bytes, stride), bytes.len() / stride)

@@ -102,9 +102,9 @@ pub(super) fn leaf_lower_bound_of(n: usize, width: u32, stats: &Stats) -> usize 
 }
 
 /// A Sparse node yielding `words` (`width`-bit) around `fill`, its gaps
-/// stored by [`gaps_program`] and its values by their own [`leaf`]. `fill`
+/// stored by `gaps_program` and its values by their own [`leaf`]. `fill`
 /// must be one of the words and some word must differ from it (as
-/// [`sparse::fill_of`] ensures).
+/// `sparse::fill_of` ensures).
 pub fn sparse_leaf(words: &[u32], width: u32, fill: u32) -> Program<Literal> {
     let (gaps, values) = sparse::exceptions(words, fill);
     let gaps = gaps_program(gaps, count_width(words.len()));

@@ -23,7 +23,7 @@ const LEARNING_CODECS: [codec::Codec; 3] =
 /// (see `lane_as_searched`) without production costs (best-first by size,
 /// `budget` expansions), and the productions of the programs found are counted
 /// in their contexts. The search sizes its leaves without Huffman (see
-/// [`LEARNING_CODECS`]).
+/// `LEARNING_CODECS`).
 pub fn learn_prior(samples: &[(impl AsRef<[u32]> + Sync, u32, Hint)], budget: usize) -> Prior {
     let opts = SynthOptions {
         budget,

@@ -18,7 +18,7 @@
 //! - [`astar`]: the bounded A* search alone, with the productions it chose.
 //! - [`learn_prior`]: the prior, from sample streams searched as packing
 //!   searches them.
-//! - [`leaf`]: the cheapest program that stores a stream as it is.
+//! - [`leaf()`]: the cheapest program that stores a stream as it is.
 //!
 //! The rooms: `passes` holds the order of the passes; `cost` what they
 //! weigh programs by; `options` how hard they search; `stream` what they

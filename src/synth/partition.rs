@@ -43,7 +43,7 @@ const MIN_GROUPS: usize = 16;
 /// `p`, the program found for `lane` (a tensor's elements), with each of
 /// its entropy-coded literals that yields one word per element replaced by
 /// a Partition of groups of `hint.rows` words where that costs less (see
-/// [`partitioned`]): never more than `p`. Unchanged without rows, or for
+/// `partitioned`): never more than `p`. Unchanged without rows, or for
 /// words that are not floats. The last pass of a lane's program, after the
 /// caller takes the program as a template (a re-fit is weighed against the
 /// template's literals, and partitioned anew).

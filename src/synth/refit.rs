@@ -43,8 +43,8 @@ impl Template {
     }
 
     /// Whether `p`, applied to a stream, costs at most `1 + 1/slack` times the
-    /// template's cost per word, plus [`FIXED_ALLOWANCE`], and not less than
-    /// [`CHEAPER_DIVISOR`] allows: a stream that codes much cheaper than the
+    /// template's cost per word, plus `FIXED_ALLOWANCE`, and not less than
+    /// `CHEAPER_DIVISOR` allows: a stream that codes much cheaper than the
     /// template's is different data, which other operators may suit better.
     pub fn fits(&self, p: &Program<Literal>, slack: usize) -> bool {
         let (len, slack) = (self.skeleton.ty.len as u128, slack as u128);

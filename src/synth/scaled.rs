@@ -220,7 +220,7 @@ fn scales_within((low, high): (f64, f64)) -> impl Iterator<Item = f32> {
 
 /// A Scaled node's children for `t`: one scale per group of `group` words
 /// and each word's integer (in `int_width` bits); None if a group has no
-/// scale (of those [`group_scale`] guesses) or needs wider integers.
+/// scale (of those `group_scale` guesses) or needs wider integers.
 pub fn scaled_streams(
     t: &[u32],
     group: usize,
