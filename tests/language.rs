@@ -6,7 +6,7 @@ use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
 use brevis::synth::{
     expansions, match_program, match_streams, mirror_program, mirror_streams, palette_streams,
-    prediction_slack, scaled_streams, sparse_leaf, synthesize, Hint, SynthOptions,
+    prediction_slack, scaled_streams, search_stream, sparse_leaf, Hint, SynthOptions,
 };
 use brevis::wire::WireError;
 use proptest::prelude::*;
@@ -254,14 +254,14 @@ proptest! {
         for p in constructions(width, &t) {
             prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
         }
-        let best = synthesize(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
+        let best = search_stream(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&best), t);
     }
 
     #[test]
     fn repeat_yields_its_target((width, base) in stream(), times in 2usize..6) {
         let t: Vec<u32> = base.iter().copied().cycle().take(base.len() * times).collect();
-        let p = synthesize(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
+        let p = search_stream(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&p), t);
     }
 
@@ -1039,9 +1039,9 @@ proptest! {
     fn known_rows_never_code_larger((width, t, m) in mirrored()) {
         let opts = SynthOptions::default();
         let hint = |rows| Hint { float: None, rows };
-        let with_rows = synthesize(&t, width, hint(Some(m.row)), &opts);
+        let with_rows = search_stream(&t, width, hint(Some(m.row)), &opts);
         prop_assert_eq!(&through_bytes(&with_rows), &t, "{}", with_rows);
-        let without = synthesize(&t, width, hint(None), &opts);
+        let without = search_stream(&t, width, hint(None), &opts);
         let cost = brevis::synth::exact_cost;
         prop_assert!(cost(&with_rows) <= cost(&without), "{} vs {}", with_rows, without);
     }

@@ -6,7 +6,9 @@
 mod common;
 
 use brevis::dsl::{encoded_len, mask, Literal, Mirroring, Op, Program};
-use brevis::synth::{self, runs_to, shapes, Hint, Limits, Order, Production, SynthOptions};
+use brevis::synth::{
+    self, operators, runs_to, Hint, Order, Production, SearchLimits, SynthOptions,
+};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -127,7 +129,7 @@ fn packed(case: &Case, budget: usize) -> Program<Literal> {
         prior: Arc::new(prior),
         ..SynthOptions::default()
     };
-    synth::synthesize(&case.words, case.width, case.hint, &opts)
+    synth::search_stream(&case.words, case.width, case.hint, &opts)
 }
 
 #[test]
@@ -136,9 +138,9 @@ fn structure_is_found_beyond_the_root() {
     for case in structured_cases() {
         // The root-only search (without the Match the packer may offer
         // beside it, which finds runs of one word too).
-        let root = synth::search(&case.words, case.width, case.hint, &opts(0)).program;
+        let root = synth::astar(&case.words, case.width, case.hint, &opts(0)).program;
         let deep = packed(&case, synth::DEFAULT_BUDGET);
-        let best_first = synth::synthesize(
+        let best_first = synth::search_stream(
             &case.words,
             case.width,
             case.hint,
@@ -200,7 +202,7 @@ fn root_only(t: &[u32], width: u32, hint: Hint) -> Vec<(usize, usize)> {
 
 /// The smallest program over the whole space of canonical expansions down to
 /// `depth`, by exhaustive recursion (subprograms are independent, so each hole's
-/// best is the best of its leaf and of each shape over its children's bests).
+/// best is the best of its leaf and of each operator over its children's bests).
 fn brute_force(
     t: &[u32],
     width: u32,
@@ -212,8 +214,8 @@ fn brute_force(
     if depth == 0 {
         return best;
     }
-    for shape in shapes(t, width, hint, parent, &|_| true) {
-        let kids = shape.children(t, width);
+    for operator in operators(t, width, hint, parent, &|_| true) {
+        let kids = operator.children(t, width);
         let leaves: Vec<_> = kids
             .iter()
             .map(|(ty, s)| synth::leaf(s.clone(), ty.width).0)
@@ -222,11 +224,11 @@ fn brute_force(
             width,
             len: t.len(),
         };
-        let header = synth::cost(&shape.build(ty, leaves.clone()))
+        let header = synth::cost(&operator.build(ty, leaves.clone()))
             - leaves.iter().map(synth::cost).sum::<usize>();
         let kids_best: usize = kids
             .iter()
-            .map(|(ty, s)| brute_force(s, ty.width, hint, Some(shape.production()), depth - 1))
+            .map(|(ty, s)| brute_force(s, ty.width, hint, Some(operator.production()), depth - 1))
             .sum();
         best = best.min(header + kids_best);
     }
@@ -238,9 +240,9 @@ const KINDS: usize = 6;
 
 /// The default limits, or with the search's words bounded at `factor`
 /// times its target's.
-fn words_bound(factor: Option<usize>) -> Limits {
-    let default = Limits::default();
-    Limits {
+fn words_bound(factor: Option<usize>) -> SearchLimits {
+    let default = SearchLimits::default();
+    SearchLimits {
         max_words_factor: factor.unwrap_or(default.max_words_factor),
         ..default
     }
@@ -299,7 +301,7 @@ proptest! {
         let prior = Arc::new(synth::learn_prior(&sample, 8));
         for prior in [Arc::new(synth::Prior::uniform()), prior] {
             let opts = SynthOptions { budget, order, prior, ..SynthOptions::default() };
-            let found = synth::search(&t, width, hint, &opts);
+            let found = synth::astar(&t, width, hint, &opts);
             prop_assert!(runs_to(&found.program, &t));
             prop_assert_eq!(decoded(&found.program), t.clone());
             prop_assert_eq!(found.productions.len(), found.program.node_count());
@@ -309,7 +311,7 @@ proptest! {
     #[test]
     fn budget_zero_is_the_root_only_search((width, t) in small_stream(), float in prop::option::of(0usize..5)) {
         let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]), rows: None };
-        let found = synth::search(&t, width, hint, &opts(0)).program;
+        let found = synth::astar(&t, width, hint, &opts(0)).program;
         // No larger than any candidate of the least weight, and no smaller
         // than the smallest candidate.
         let candidates = root_only(&t, width, hint);
@@ -319,7 +321,7 @@ proptest! {
         prop_assert!(size(&found) <= lightest && size(&found) >= smallest,
             "{} not in {smallest}..={lightest}", size(&found));
         // A Match, where the packer offers one, is kept only if smaller.
-        let packed = synth::synthesize(&t, width, hint, &opts(0));
+        let packed = synth::search_stream(&t, width, hint, &opts(0));
         prop_assert!(size(&packed) <= size(&found));
         prop_assert!(runs_to(&packed, &t));
     }
@@ -328,7 +330,7 @@ proptest! {
     /// best: the default search under a prior learned from another stream
     /// (which may rank this stream's best production as unlikely) is never
     /// larger than the root-only search, also where its budget fills the
-    /// search's bounds on words (`factor`) before the unlikely shapes are tried.
+    /// search's bounds on words (`factor`) before the unlikely operators are tried.
     #[test]
     fn a_learned_prior_never_loses_to_the_root_only_search(
         (kind, other, n, seed) in (0usize..KINDS, 0usize..KINDS, 64usize..3000, any::<u64>()),
@@ -339,8 +341,8 @@ proptest! {
         let sample = [generated(other, 2048, seed ^ 1)];
         let prior = Arc::new(synth::learn_prior(&sample, brevis::archive::CALIBRATION_BUDGET));
         let limits = words_bound(factor);
-        let found = synth::search(&t, width, hint, &SynthOptions { budget, prior, limits, ..opts(0) });
-        let root = synth::search(&t, width, hint, &SynthOptions { limits, ..opts(0) });
+        let found = synth::astar(&t, width, hint, &SynthOptions { budget, prior, limits, ..opts(0) });
+        let root = synth::astar(&t, width, hint, &SynthOptions { limits, ..opts(0) });
         prop_assert!(size(&found.program) <= size(&root.program),
             "{} > {} (kind {kind}, prior from kind {other})", size(&found.program), size(&root.program));
     }
@@ -362,8 +364,8 @@ proptest! {
         let prior = Arc::new(synth::learn_prior(&sample, brevis::archive::CALIBRATION_BUDGET));
         let limits = words_bound(factor);
         let opts = |budget| SynthOptions { budget, prior: prior.clone(), limits, ..opts(0) };
-        let small = synth::search(&t, width, hint, &opts(budget)).program;
-        let large = synth::search(&t, width, hint, &opts(budget + extra)).program;
+        let small = synth::astar(&t, width, hint, &opts(budget)).program;
+        let large = synth::astar(&t, width, hint, &opts(budget + extra)).program;
         prop_assert!(size(&large) <= size(&small), "budget {}: {} > budget {budget}: {}",
             budget + extra, size(&large), size(&small));
     }
@@ -378,10 +380,10 @@ proptest! {
         let depth = 2;
         let opts = SynthOptions {
             budget: 1 << 20,
-            limits: Limits { max_depth: depth, ..Limits::default() },
+            limits: SearchLimits { max_depth: depth, ..SearchLimits::default() },
             ..opts(0)
         };
-        let found = synth::synthesize(&t, width, hint, &opts);
+        let found = synth::search_stream(&t, width, hint, &opts);
         prop_assert_eq!(size(&found), brute_force(&t, width, hint, None, depth));
     }
 }
@@ -396,12 +398,12 @@ fn long_streams_are_searched_on_their_start_and_re_fit() {
     };
     let n = 2 * synth::SEARCH_WORDS + 5;
     let arange: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(3) + 17).collect();
-    let p = synth::synthesize(&arange, 32, hint, &opts(8));
+    let p = synth::search_stream(&arange, 32, hint, &opts(8));
     assert!(runs_to(&p, &arange));
     let bytes = encoded_len(&p);
     assert!(bytes < 256, "a range of {n} words in {bytes} bytes");
     let w = weights(5, n);
-    let p = synth::synthesize(
+    let p = synth::search_stream(
         &w,
         32,
         Hint {
@@ -421,7 +423,7 @@ fn long_streams_are_searched_on_their_start_and_re_fit() {
 /// dequantized checkpoint): the search finds them as a scale per group times
 /// small integers, far smaller than the best it finds for the weights
 /// before quantization, and the re-fit of its template to another such chunk
-/// keeps the shape.
+/// keeps its Scaled node.
 #[test]
 fn dequantized_weights_become_scaled_integers() {
     let dequantized = |seed| -> Vec<u32> {
@@ -439,7 +441,7 @@ fn dequantized_weights_become_scaled_integers() {
     let p = packed(&case_of("dequantized", &t), synth::DEFAULT_BUDGET);
     assert!(runs_to(&p, &t));
     assert!(matches!(p.op, Op::Scaled { group: 64, .. }), "{p}");
-    let without = synth::synthesize(&weights(3, 16384), 32, F32, &opts(synth::DEFAULT_BUDGET));
+    let without = synth::search_stream(&weights(3, 16384), 32, F32, &opts(synth::DEFAULT_BUDGET));
     assert!(
         size(&p) * 5 < size(&without),
         "scaled {} bytes, plain weights {}",
@@ -500,10 +502,10 @@ fn repeated_words_become_a_match() {
         })
         .collect();
     let opts = opts(synth::DEFAULT_BUDGET);
-    let p = synth::synthesize(&t, 32, F32, &opts);
+    let p = synth::search_stream(&t, 32, F32, &opts);
     assert!(runs_to(&p, &t));
     assert!(matches!(p.op, Op::Match { .. }), "{p}");
-    let plain = synth::search(&t, 32, F32, &opts).program;
+    let plain = synth::astar(&t, 32, F32, &opts).program;
     assert!(
         size(&p) * 4 < size(&plain) * 3,
         "{} vs {}",
@@ -515,13 +517,13 @@ fn repeated_words_become_a_match() {
         .map(|i| format!("\"layer.{}.attention.weight\":{{\"dtype\":\"F32\",\"shape\":[64,64],\"data_offsets\":[{},{}]}},", i % 12, i * 16384, (i + 1) * 16384))
         .collect();
     let bytes: Vec<u32> = json.bytes().map(u32::from).collect();
-    let p = synth::synthesize(&bytes, 8, INT, &opts);
+    let p = synth::search_stream(&bytes, 8, INT, &opts);
     assert!(runs_to(&p, &bytes));
     assert!(matches!(p.op, Op::Match { .. }), "{p}");
     // Weights: no Match, the search's program as before.
     let w = weights(5, 16384);
-    let p = synth::synthesize(&w, 32, F32, &opts);
-    assert_eq!(p, synth::search(&w, 32, F32, &opts).program);
+    let p = synth::search_stream(&w, 32, F32, &opts);
+    assert_eq!(p, synth::astar(&w, 32, F32, &opts).program);
 }
 
 /// A basis of cosines and sines of `n` columns, `2 * (n / 2 + 1)` rows,
@@ -566,13 +568,13 @@ fn rows_that_mirror_themselves_become_a_mirror() {
         rows: Some(row),
         ..F32
     };
-    let p = synth::synthesize(&t, 32, rows(n), &opts);
+    let p = synth::search_stream(&t, 32, rows(n), &opts);
     assert!(runs_to(&p, &t));
     let Op::Mirror { at, .. } = p.op else {
         panic!("not a mirror: {p}");
     };
     assert_eq!((at.row, at.tail, at.pivot), (n, n / 2 - 1, n));
-    let plain = synth::synthesize(&t, 32, F32, &opts);
+    let plain = synth::search_stream(&t, 32, F32, &opts);
     assert!(
         size(&p) * 4 < size(&plain) * 3,
         "{} vs {}",
@@ -594,7 +596,7 @@ fn rows_that_mirror_themselves_become_a_mirror() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let p = synth::synthesize(&t, 32, rows(33), &opts);
+    let p = synth::search_stream(&t, 32, rows(33), &opts);
     assert!(runs_to(&p, &t));
     let palindrome = Mirroring {
         row: 33,
@@ -607,8 +609,8 @@ fn rows_that_mirror_themselves_become_a_mirror() {
     );
     // Weights in rows: no Mirror, the search's program as before.
     let w = weights(5, 16384);
-    let p = synth::synthesize(&w, 32, rows(128), &opts);
-    assert_eq!(p, synth::synthesize(&w, 32, F32, &opts));
+    let p = synth::search_stream(&w, 32, rows(128), &opts);
+    assert_eq!(p, synth::search_stream(&w, 32, F32, &opts));
 }
 
 /// The high bytes of a fine-tune's small differences from its base are
@@ -636,7 +638,7 @@ fn a_stream_of_one_word_nearly_everywhere_becomes_sparse() {
         "{p}: {} vs {literal}",
         encoded_len(&p)
     );
-    let found = synth::search(&t, 16, INT, &opts(synth::DEFAULT_BUDGET)).program;
+    let found = synth::astar(&t, 16, INT, &opts(synth::DEFAULT_BUDGET)).program;
     assert!(runs_to(&found, &t));
     assert!(format!("{found}").contains("sparse"), "{found}");
 }
@@ -689,8 +691,8 @@ proptest! {
         let words = scaled_rows(seed, 20_000, row, scales, float);
         let width = float.width();
         let hint = Hint { float: Some(float), rows: Some(row) };
-        let found = synth::synthesize(&words, width, hint, &opts(8));
-        let p = synth::with_partitions(found.clone(), &words, hint);
+        let found = synth::search_stream(&words, width, hint, &opts(8));
+        let p = synth::partition_rows(found.clone(), &words, hint);
         prop_assert_eq!(decoded(&p), words.clone(), "{}", p);
         prop_assert!(size(&p) <= size(&found), "{} > {}: {}", size(&p), size(&found), p);
     }
@@ -699,7 +701,7 @@ proptest! {
 /// What a lane's program codes to in its chunk: with its literals
 /// partitioned into classes of rows where that is smaller.
 fn partitioned_size(p: &Program<Literal>, words: &[u32], hint: Hint) -> usize {
-    size(&synth::with_partitions(p.clone(), words, hint))
+    size(&synth::partition_rows(p.clone(), words, hint))
 }
 
 proptest! {
@@ -724,7 +726,7 @@ proptest! {
         let width = float.width();
         let hint = Hint { float: Some(float), rows: Some(row) };
         let at = |opts: &SynthOptions| {
-            let p = synth::synthesize_like(&words, width, hint, opts, &[], true).unwrap();
+            let p = synth::refit_or_search(&words, width, hint, opts, &[], true).unwrap();
             prop_assert!(runs_to(&p, &words), "{}", p);
             Ok(partitioned_size(&p, &words, hint))
         };
@@ -751,15 +753,15 @@ fn rows_of_different_scales_become_a_partition() {
         float: Some(brevis::dsl::FloatFormat::F32),
         rows,
     };
-    let found = synth::synthesize(&words, 32, hint(None), &opts(8));
+    let found = synth::search_stream(&words, 32, hint(None), &opts(8));
     assert_eq!(partition_in(&found), None, "{found}");
-    let p = synth::with_partitions(found.clone(), &words, hint(Some(256)));
+    let p = synth::partition_rows(found.clone(), &words, hint(Some(256)));
     assert_eq!(partition_in(&p).map(|(g, _)| g), Some(256), "{p}");
     assert!(runs_to(&p, &words), "{p}");
     let (with, without) = (size(&p), size(&found));
     assert!(with * 100 < without * 99, "{with} vs {without}: {p}");
     for rows in [None, Some(synth::MIN_GROUP - 1)] {
-        let q = synth::with_partitions(found.clone(), &words, hint(rows));
+        let q = synth::partition_rows(found.clone(), &words, hint(rows));
         assert_eq!(q, found, "rows {rows:?}");
     }
 }

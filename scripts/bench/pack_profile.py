@@ -27,7 +27,7 @@ PHASES = [
     ("sha2::", "SHA-256 of the source"),
     ("synth::search::", "searching chunks"),
     ("synth::refit::", "re-fitting chunks"),
-    ("with_partitions", "rows in classes"),
+    ("partition_rows", "rows in classes"),
     ("encode_program", "encoding the programs kept"),
     ("decode_record", "decoding each record back"),
     ("writer::Run::read", "reading the source"),

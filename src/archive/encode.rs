@@ -79,12 +79,12 @@ pub fn encode_record_like(
     for (k, lane) in lanes.iter().enumerate() {
         let width = layout.lane_width();
         let like: Vec<&Template> = like.iter().filter_map(|t| t.get(k)).collect();
-        let program = synth::synthesize_like(lane, width, hint, opts, &like, may_search)?;
+        let program = synth::refit_or_search(lane, width, hint, opts, &like, may_search)?;
         // Templates are of the program before partitions: a re-fit is
         // weighed against the template's literals, and partitioned anew.
         templates.push(Template::of(&program));
         let program = match opts.partitions {
-            true => synth::with_partitions(program, lane, hint),
+            true => synth::partition_rows(program, lane, hint),
             false => program,
         };
         encode_program(&program, &mut record);

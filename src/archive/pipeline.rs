@@ -9,7 +9,7 @@
 //! programs are the class's first template (a representative that lies
 //! beyond the batch its tensor starts in is read and searched with that
 //! batch). Every other chunk is re-fit from its class's templates (see
-//! `synth::synthesize_like`); where none fits, the class's first such chunk
+//! `synth::refit_or_search`); where none fits, the class's first such chunk
 //! is searched and its programs join the templates of the chunks after it,
 //! which are re-fit again. A chunk's templates thus follow from the chunks
 //! before it in the file, whatever the batches, the thread count and the

@@ -71,7 +71,7 @@ impl PackOptions {
     /// The options of effort `level` (clamped to [`LEVELS`]): the search
     /// budget per searched chunk, whether a prior is learned, and how closely
     /// a re-fit must match its template (levels 8 and 9 search every chunk);
-    /// levels 1 and 2 offer no Partitions (see `synth::with_partitions`).
+    /// levels 1 and 2 offer no Partitions (see `synth::partition_rows`).
     pub fn at_level(level: u8) -> PackOptions {
         // (budget, learn a prior, re-fit slack)
         let (budget, learn_prior, refit_slack) = match level.clamp(1, 9) {

@@ -2,7 +2,7 @@
 //! looks like, bucketed coarsely so that the prior's counts generalise.
 
 use super::production::Production;
-use super::Hint;
+use super::stream::Hint;
 use crate::dsl::FloatFormat;
 
 /// Number of context fields; a back-off level keeps a prefix of the importance order.

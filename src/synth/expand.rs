@@ -5,7 +5,7 @@
 use super::palette::{palette_streams, palettes};
 use super::production::Production;
 use super::scaled::{scaled, scaled_streams};
-use super::Hint;
+use super::stream::{is_constant, Hint};
 use crate::codec::order0_bits;
 use crate::dsl::{mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type};
 use std::sync::Arc;
@@ -13,13 +13,13 @@ use std::sync::Arc;
 /// An operator applied at a hole, with the streams its children must yield.
 #[derive(Clone, Debug)]
 pub struct Expansion {
-    pub shape: Shape,
+    pub operator: Operator,
     pub children: Vec<(Type, Arc<[u32]>)>,
 }
 
 /// An operator with the parameters derived from a target (children not yet built).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Shape {
+pub enum Operator {
     /// Parts end at these offsets (the last is the stream's length).
     Concat(Arc<[usize]>),
     Repeat {
@@ -50,43 +50,44 @@ const MAX_PERIOD: usize = 1 << 16;
 /// Most parts a Concat splits a stream into.
 const MAX_CONCAT_PARTS: usize = 16;
 
-impl Shape {
+impl Operator {
+    /// The production the prior counts for this operator.
     pub fn production(&self) -> Production {
         match self {
-            Shape::Concat(_) => Production::Concat,
-            Shape::Repeat { .. } => Production::Repeat,
-            Shape::Map(op) => Production::of_map(*op),
-            Shape::Scan { op, .. } => Production::of_scan(*op),
-            Shape::Merge(fields) => Production::of_fields(*fields),
-            Shape::Palette { .. } => Production::Palette,
-            Shape::Scaled { .. } => Production::Scaled,
+            Operator::Concat(_) => Production::Concat,
+            Operator::Repeat { .. } => Production::Repeat,
+            Operator::Map(op) => Production::of_map(*op),
+            Operator::Scan { op, .. } => Production::of_scan(*op),
+            Operator::Merge(fields) => Production::of_fields(*fields),
+            Operator::Palette { .. } => Production::Palette,
+            Operator::Scaled { .. } => Production::Scaled,
         }
     }
 
     /// How many children the node has at `width`.
     pub fn arity(&self, width: u32) -> usize {
         match self {
-            Shape::Concat(ends) => ends.len(),
-            Shape::Merge(fields) => fields.widths(width).len(),
-            Shape::Palette { .. } | Shape::Scaled { .. } => 2,
+            Operator::Concat(ends) => ends.len(),
+            Operator::Merge(fields) => fields.widths(width).len(),
+            Operator::Palette { .. } | Operator::Scaled { .. } => 2,
             _ => 1,
         }
     }
 
     /// The streams the children must yield for the node to yield `t`.
-    /// Panics where [`Self::try_children`] finds none: callers pass shapes
+    /// Panics where [`Self::try_children`] finds none: callers pass operators
     /// derived from `t`.
     pub fn children(&self, t: &[u32], width: u32) -> Vec<(Type, Arc<[u32]>)> {
         self.try_children(t, width)
-            .expect("a shape proposed for a stream yields it")
+            .expect("an operator proposed for a stream yields it")
     }
 
     /// The streams the children must yield for the node to yield `t`, if it
-    /// can: a Palette or Scaled shape may not hold every group of `t` (shapes
+    /// can: a Palette or Scaled operator may not hold every group of `t` (operators
     /// propose them from a first group; a re-fit tries another chunk).
     pub fn try_children(&self, t: &[u32], width: u32) -> Option<Vec<(Type, Arc<[u32]>)>> {
         Some(match self {
-            Shape::Concat(ends) => {
+            Operator::Concat(ends) => {
                 let mut start = 0;
                 (ends.iter())
                     .map(|&end| {
@@ -96,12 +97,12 @@ impl Shape {
                     })
                     .collect()
             }
-            Shape::Repeat { times } => vec![child(width, t[..t.len() / times].into())],
-            Shape::Map(op) => vec![child(
+            Operator::Repeat { times } => vec![child(width, t[..t.len() / times].into())],
+            Operator::Map(op) => vec![child(
                 width,
                 t.iter().map(|&y| op.invert(y, width)).collect(),
             )],
-            Shape::Scan { op, init } => {
+            Operator::Scan { op, init } => {
                 let mut prev = *init;
                 let updates = t
                     .iter()
@@ -113,18 +114,18 @@ impl Shape {
                     .collect();
                 vec![child(width, updates)]
             }
-            Shape::Merge(fields) => (fields.widths(width).into_iter())
+            Operator::Merge(fields) => (fields.widths(width).into_iter())
                 .zip(fields.shifts(width))
                 .map(|(w, shift)| child(w, field(t, shift, w)))
                 .collect(),
-            Shape::Palette { group, index_width } => {
+            Operator::Palette { group, index_width } => {
                 let (values, indices) = palette_streams(t, *group, *index_width)?;
                 vec![
                     child(width, values.into()),
                     child(*index_width, indices.into()),
                 ]
             }
-            Shape::Scaled {
+            Operator::Scaled {
                 group,
                 format,
                 int_width,
@@ -139,25 +140,25 @@ impl Shape {
     pub fn build<L>(&self, ty: Type, mut kids: Vec<Program<L>>) -> Program<L> {
         let mut one = || Box::new(kids.pop().expect("one child"));
         let op = match self {
-            Shape::Concat(_) => Op::Concat(kids),
-            Shape::Repeat { times } => Op::Repeat {
+            Operator::Concat(_) => Op::Concat(kids),
+            Operator::Repeat { times } => Op::Repeat {
                 times: *times,
                 body: one(),
             },
-            Shape::Map(op) => Op::Map {
+            Operator::Map(op) => Op::Map {
                 op: *op,
                 body: one(),
             },
-            Shape::Scan { op, init } => Op::Scan {
+            Operator::Scan { op, init } => Op::Scan {
                 op: *op,
                 init: *init,
                 updates: one(),
             },
-            Shape::Merge(fields) => Op::Merge {
+            Operator::Merge(fields) => Op::Merge {
                 fields: *fields,
                 parts: kids,
             },
-            Shape::Palette { group, index_width } => {
+            Operator::Palette { group, index_width } => {
                 let indices = Box::new(kids.pop().expect("two children"));
                 Op::Palette {
                     group: *group,
@@ -166,7 +167,7 @@ impl Shape {
                     indices,
                 }
             }
-            Shape::Scaled {
+            Operator::Scaled {
                 group,
                 format,
                 int_width,
@@ -194,35 +195,35 @@ impl Expansion {
         let kids: Vec<_> = (self.children.iter())
             .map(|(ty, s)| complete(s.clone(), ty.width))
             .collect();
-        let len = match self.shape {
-            Shape::Concat(_) => self.children.iter().map(|(t, _)| t.len).sum(),
-            Shape::Repeat { times } => self.children[0].0.len * times,
+        let len = match self.operator {
+            Operator::Concat(_) => self.children.iter().map(|(t, _)| t.len).sum(),
+            Operator::Repeat { times } => self.children[0].0.len * times,
             // One index or integer per word (the first child is per group).
-            Shape::Palette { .. } | Shape::Scaled { .. } => self.children[1].0.len,
+            Operator::Palette { .. } | Operator::Scaled { .. } => self.children[1].0.len,
             _ => self.children[0].0.len,
         };
-        let width = match self.shape {
-            Shape::Merge(_) => self.children.iter().map(|(t, _)| t.width).sum(),
-            Shape::Scaled { format, .. } => format.width(),
+        let width = match self.operator {
+            Operator::Merge(_) => self.children.iter().map(|(t, _)| t.width).sum(),
+            Operator::Scaled { format, .. } => format.width(),
             _ => self.children[0].0.width,
         };
-        self.shape.build(Type { width, len }, kids)
+        self.operator.build(Type { width, len }, kids)
     }
 }
 
-/// Every canonical shape for a hole whose target is `t` (of `width`-bit words)
+/// Every canonical operator for a hole whose target is `t` (of `width`-bit words)
 /// under a parent made by `parent`, with parameters derived from `t`, among the
 /// productions `allowed` accepts (the others are not even scanned for). A uniform
 /// stream has none: Const is final. Only cheap scans of `t` happen here; child
-/// streams are derived by [`Shape::children`] when a search needs them.
-pub fn shapes(
+/// streams are derived by [`Operator::children`] when a search needs them.
+pub fn operators(
     t: &[u32],
     width: u32,
     hint: Hint,
     parent: Option<Production>,
     allowed: &dyn Fn(Production) -> bool,
-) -> Vec<Shape> {
-    if super::is_constant(t) {
+) -> Vec<Operator> {
+    if is_constant(t) {
         return Vec::new();
     }
     // Not canonical: a Concat in a Concat, a Repeat in a Repeat, a Map in a Map
@@ -235,29 +236,38 @@ pub fn shapes(
             ) || p.is_map())
     };
     let wanted = |p: Production| allowed(p) && !repeats_parent(p);
-    // Most often useful first: searches that cannot rank shapes before deriving
+    // Most often useful first: searches that cannot rank operators before deriving
     // their children take them in this order.
     let mut out = Vec::new();
     if wanted(Production::Concat) {
-        out.extend(concat_ends(t).map(|ends| Shape::Concat(ends.into())));
+        out.extend(concat_ends(t).map(|ends| Operator::Concat(ends.into())));
     }
     if wanted(Production::Repeat) {
-        out.extend(period(t).map(|p| Shape::Repeat { times: t.len() / p }));
+        out.extend(period(t).map(|p| Operator::Repeat { times: t.len() / p }));
     }
     if wanted(Production::Palette) {
-        out.extend(palettes(t, width));
+        out.extend(
+            (palettes(t, width).into_iter())
+                .map(|(group, index_width)| Operator::Palette { group, index_width }),
+        );
     }
     if wanted(Production::Scaled) {
-        out.extend(scaled(t, width, hint));
+        out.extend(
+            scaled(t, width, hint).map(|(group, format, int_width)| Operator::Scaled {
+                group,
+                format,
+                int_width,
+            }),
+        );
     }
     out.extend(
         (merge_fields(width, hint.float).into_iter())
             .chain(float_head(t, width, hint.float))
-            .map(Shape::Merge),
+            .map(Operator::Merge),
     );
-    out.extend([ScanOp::Add, ScanOp::Xor].map(|op| Shape::Scan { op, init: t[0] }));
+    out.extend([ScanOp::Add, ScanOp::Xor].map(|op| Operator::Scan { op, init: t[0] }));
     if Production::ALL.into_iter().any(|p| p.is_map() && wanted(p)) {
-        out.extend(map_ops(t, width).into_iter().map(Shape::Map));
+        out.extend(map_ops(t, width).into_iter().map(Operator::Map));
     }
     out.retain(|s| wanted(s.production()));
     out
@@ -271,11 +281,11 @@ pub fn expansions(
     hint: Hint,
     parent: Option<Production>,
 ) -> Vec<Expansion> {
-    shapes(t, width, hint, parent, &|_| true)
+    operators(t, width, hint, parent, &|_| true)
         .into_iter()
-        .filter_map(|shape| {
-            let children = shape.try_children(t, width)?;
-            Some(Expansion { children, shape })
+        .filter_map(|operator| {
+            let children = operator.try_children(t, width)?;
+            Some(Expansion { children, operator })
         })
         .collect()
 }

@@ -9,12 +9,12 @@
 //! bytes a short copy waits one word for a longer one (lazy parsing). Work
 //! is O(n * CHAIN_DEPTH) whatever the stream.
 
-use super::refit::byte_planes_cost;
+use super::cost::byte_planes_cost;
 use crate::dsl::{count_width, Literal, Op, Program, Type};
 use std::sync::Arc;
 
 /// Earlier positions looked at per word.
-pub const CHAIN_DEPTH: usize = 32;
+const CHAIN_DEPTH: usize = 32;
 
 /// Words at a stream's start that [`estimate`] parses.
 const SAMPLE_WORDS: usize = 8192;
@@ -22,7 +22,7 @@ const SAMPLE_WORDS: usize = 8192;
 /// Shortest copy the matcher makes for words of `width` bits: one 32-bit
 /// word (a float repeated somewhere earlier), two 16-bit words, four bytes
 /// (see docs/PERFORMANCE.md).
-pub fn min_match(width: u32) -> usize {
+fn min_match(width: u32) -> usize {
     match width {
         0..=8 => 4,
         9..=16 => 2,
@@ -201,7 +201,7 @@ pub fn match_program(ty: Type, kids: Vec<Program<Literal>>) -> Program<Literal> 
 /// tokens (the estimate) come to at most 7/8 of the sample's own. Ordinary
 /// weights fail at the first test, after one pass of the matcher over the
 /// sample.
-pub fn estimate(t: &[u32], width: u32) -> Option<f64> {
+pub(super) fn estimate(t: &[u32], width: u32) -> Option<f64> {
     let s = &t[..t.len().min(SAMPLE_WORDS)];
     let p = parse(s, min_match(width), lazy_below(width), CHAIN_DEPTH);
     let covered = s.len() - p.lits.len();

@@ -9,8 +9,7 @@
 //! mirrors: one word along a row (zero for a cosine, the sign bit for a
 //! sine), but where a sine's zero keeps its sign.
 
-use super::{exact_cost, runs_to, searched, searched_match, synthesize_shared, Hint};
-use super::{SynthOptions, MATCH_WORDS};
+use super::stream::Hint;
 use crate::dsl::{Literal, Mirroring, Op, Program, Type};
 use std::sync::Arc;
 
@@ -29,7 +28,7 @@ const MAX_STRAY_DIVISOR: usize = 16;
 /// or about their middle (`pivot = row - 1`, a palindrome), with at most one
 /// word in [`MAX_STRAY_DIVISOR`] whose difference from its mirror differs
 /// from the row's first. The first row alone rejects most streams.
-pub fn mirroring(words: &[u32], hint: Hint) -> Option<Mirroring> {
+pub(super) fn mirroring(words: &[u32], hint: Hint) -> Option<Mirroring> {
     let row = hint.rows.filter(|&r| r >= MIN_ROW)?;
     let candidates = [
         Mirroring {
@@ -92,58 +91,5 @@ pub fn mirror_program(
             head: Box::new(head),
             diffs: Box::new(diffs),
         },
-    }
-}
-
-/// `found`, or a Mirror yielding `words` where their rows mirror themselves
-/// (see [`mirroring`]) and it costs less. Its head is searched as rows of
-/// their own, and a Match of it tried whatever `super::with_matches`'s
-/// estimate says: the heads of a Fourier basis repeat words rows apart,
-/// which the estimate's sample of the first rows misses, rejecting a Match
-/// that codes such heads far smaller. Its differences are synthesized as
-/// words that are not floats and not rows, so that they are not mirrored
-/// again.
-pub fn with_mirror(
-    words: &Arc<[u32]>,
-    width: u32,
-    hint: Hint,
-    opts: &SynthOptions,
-    found: Program<Literal>,
-) -> Program<Literal> {
-    let Some(m) = mirroring(words, hint) else {
-        return found;
-    };
-    let (head, diffs) = mirror_streams(words, m);
-    let head_hint = Hint {
-        rows: Some(m.kept()),
-        ..hint
-    };
-    let plain = Hint {
-        float: None,
-        rows: None,
-    };
-    // The two syntheses are independent: run them at once.
-    let (head, diffs) = rayon::join(
-        || {
-            let found = searched(&head, width, head_hint, opts);
-            match head.len() {
-                2..=MATCH_WORDS => {
-                    let cost = exact_cost(&found);
-                    searched_match(&head, width, head_hint, opts, (found, cost))
-                }
-                _ => found,
-            }
-        },
-        || synthesize_shared(&diffs, width, plain, opts),
-    );
-    let ty = Type {
-        width,
-        len: words.len(),
-    };
-    let mirrored = mirror_program(ty, m, head, diffs);
-    if exact_cost(&mirrored) < exact_cost(&found) && runs_to(&mirrored, words) {
-        mirrored
-    } else {
-        found
     }
 }

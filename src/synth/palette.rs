@@ -1,7 +1,6 @@
 //! Palettes: streams with few distinct words in each group of consecutive
 //! words (per-group codebooks), found and derived for the Palette operator.
 
-use super::expand::Shape;
 use crate::dsl::{palette_table_len, palette_values_len, MAX_PALETTE_INDEX_WIDTH};
 
 /// Narrowest words a Palette is tried for (16-bit floats and integers).
@@ -10,12 +9,13 @@ const PALETTE_MIN_WIDTH: u32 = 16;
 /// Group lengths a Palette is tried at.
 const PALETTE_GROUPS: [usize; 5] = [16, 32, 64, 128, 256];
 
-/// Palette shapes that fit `t`: for each group length, the narrowest index
-/// that holds every group's distinct words, where the tables take at most
+/// The Palettes that fit `t`, as their group lengths and index widths: for
+/// each group length, the narrowest index that holds every group's distinct
+/// words, where the tables take at most
 /// half the words and the stream has [`PALETTE_SPREAD`] times as many
 /// distinct words as a table (else they would not pay for themselves). A group's first
 /// words decide cheaply for most streams, which have too many distinct words.
-pub(super) fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
+pub(super) fn palettes(t: &[u32], width: u32) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
     // Narrower words have alphabets a literal's table codes well.
     if width < PALETTE_MIN_WIDTH {
@@ -35,7 +35,7 @@ pub(super) fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
         let index_width = usize::BITS - (distinct.max(2) - 1).leading_zeros();
         let table = 1 << index_width;
         if index_width < width && table <= group / 2 && has_distinct(t, PALETTE_SPREAD * table) {
-            out.push(Shape::Palette { group, index_width });
+            out.push((group, index_width));
         }
     }
     out
@@ -47,7 +47,9 @@ pub(super) fn palettes(t: &[u32], width: u32) -> Vec<Shape> {
 const PALETTE_SPREAD: usize = 4;
 
 /// Whether `words` has more than `most` distinct words. (Fx hashing: the
-/// default SipHash took most of this scan's time.)
+/// keys are words, which need no defence against chosen collisions, and
+/// the scan hashes each word of the stream, where a slower hash would
+/// outweigh everything else it does.)
 fn has_distinct(words: &[u32], most: usize) -> bool {
     let mut seen = rustc_hash::FxHashSet::with_capacity_and_hasher(most + 1, Default::default());
     words.iter().any(|w| {

@@ -10,7 +10,9 @@
 //! yields words in place of the elements (under Merges and Maps only) is
 //! offered a Partition, kept where it codes smaller.
 
-use super::{cost as cost_of, exact_cost, leaf, prediction_slack, Hint};
+use super::cost::{cost as cost_of, exact_cost, prediction_slack};
+use super::leaf::leaf;
+use super::stream::Hint;
 use crate::codec::{self, Codec, SplitHistogram};
 use crate::dsl::{self, count_width, FloatFormat, Literal, Op, Program, Type};
 use std::sync::Arc;
@@ -30,7 +32,9 @@ const MAX_WIDTH: u32 = 12;
 pub const MIN_GROUP: usize = 32;
 
 /// A partition is built only where its estimate saves at least 1/this of
-/// the literal's size: below that, most built on the corpus coded larger.
+/// the literal's size: the estimate is no closer than that to what the
+/// classes code to, so a smaller saving may well be none, and building a
+/// partition sizes a literal per class.
 const MIN_GAIN_DIVISOR: usize = 300;
 
 /// Fewer groups than this are not partitioned: each class wants a few.
@@ -39,9 +43,11 @@ const MIN_GROUPS: usize = 16;
 /// `p`, the program found for `lane` (a tensor's elements), with each of
 /// its entropy-coded literals that yields one word per element replaced by
 /// a Partition of groups of `hint.rows` words where that costs less (see
-/// [`partitioned`]): never more than `p`. Unchanged without rows, or for
-/// words that are not floats.
-pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program<Literal> {
+/// `partitioned`): never more than `p`. Unchanged without rows, or for
+/// words that are not floats. The last pass of a lane's program, after the
+/// caller takes the program as a template (a re-fit is weighed against the
+/// template's literals, and partitioned anew).
+pub fn partition_rows(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program<Literal> {
     let (Some(rows), Some(float)) = (hint.rows, hint.float) else {
         return p;
     };
@@ -57,7 +63,7 @@ pub fn with_partitions(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program
     partition_literals(p, rows, &order)
 }
 
-/// Whether [`with_partitions`] may partition a program of a lane of `len`
+/// Whether [`partition_rows`] may partition a program of a lane of `len`
 /// words with `hint`: float words in rows long enough, and enough of them.
 pub(super) fn may_partition(len: usize, hint: Hint) -> bool {
     let rows = hint.rows.filter(|_| hint.float.is_some());
@@ -82,7 +88,7 @@ fn groups_by_exponent(lane: &[u32], rows: usize, float: FloatFormat) -> Vec<u32>
     order
 }
 
-/// [`with_partitions`] below the root: through Merges and Maps, whose
+/// [`partition_rows`] below the root: through Merges and Maps, whose
 /// children yield one word per element in place. `order` sorts the groups
 /// (see [`groups_by_exponent`]) when a literal is worth trying.
 fn partition_literals<'a>(
@@ -216,9 +222,9 @@ fn partitioned(lit: &Literal, ty: Type, rows: usize, order: &[u32]) -> Option<Pr
 /// The Partition of `words` into groups of `rows` whose classes (of `k`)
 /// are `class`: the classes and each class's words as their leaves.
 fn build(words: &[u32], ty: Type, rows: usize, class: &[u32], k: usize) -> Program<Literal> {
-    // Each class's stream made at its length and its groups copied in once
-    // (grown group by group, and copied again into an Arc, the streams took
-    // much of the time of coding rows in classes).
+    // Each class's stream made at its length and its groups copied in once,
+    // rather than grown group by group and copied again into an Arc: every
+    // word of the literal is copied, so each copy counts.
     let mut lens = vec![0; k];
     for (g, &c) in words.chunks(rows).zip(class) {
         lens[c as usize] += g.len();

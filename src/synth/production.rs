@@ -30,15 +30,15 @@ pub enum Production {
     Match,
     /// A Sparse node (format version 5): like Match, outside
     /// [`Production::ALL`]; a leaf of a stream that is one word nearly
-    /// everywhere may be one (see [`super::leaf`]).
+    /// everywhere may be one (see [`super::leaf()`]).
     Sparse,
     /// A Partition node (format version 7): like Match, outside
     /// [`Production::ALL`]; a literal of the words of a tensor's rows may
-    /// become one (see [`super::with_partitions`]).
+    /// become one (see [`super::partition_rows`]).
     Partition,
     /// A Mirror node (format version 8): like Match, outside
     /// [`Production::ALL`]; the packer offers one at a lane's root where
-    /// the tensor's rows mirror themselves (see `super::mirror`).
+    /// the tensor's rows mirror themselves (see `super::passes`).
     Mirror,
 }
 
@@ -115,7 +115,7 @@ impl Production {
     }
 
     /// The production the prior counts for a hole closed by `leaf` (see
-    /// [`super::leaf`]): a Sparse leaf is a literal's alternative, not a
+    /// [`super::leaf()`]): a Sparse leaf is a literal's alternative, not a
     /// choice of the grammar.
     pub fn of_leaf<L>(leaf: &Op<L>) -> Production {
         match leaf {

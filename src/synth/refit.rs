@@ -1,14 +1,16 @@
 //! Re-fitting a program found on one chunk to another chunk of the same
-//! tensor: most chunks of a tensor take the same program shape (the same
+//! tensor: most chunks of a tensor take the same skeleton (the same
 //! operators with the same parameters), so the packer searches one chunk of a
 //! tensor and, for the others, derives the children's streams along that
-//! shape and only picks new leaves. A full search runs again where the re-fit
-//! costs noticeably more per word than the search's program did, or much
-//! less (different data, which another shape may suit better).
+//! skeleton and only picks new leaves. A full search runs again where the
+//! re-fit costs noticeably more per word than the search's program did, or
+//! much less (different data, which other operators may suit better).
 
-use super::expand::{field, Shape};
-use super::{cost, leaf, mirror_program, mirror_streams};
-use crate::codec;
+use super::cost::cost;
+use super::expand::{field, Operator};
+use super::leaf::leaf;
+use super::matches::{match_program, match_streams};
+use super::mirror::{mirror_program, mirror_streams};
 use crate::dsl::{Literal, Op, Program, Type};
 use std::sync::Arc;
 
@@ -17,32 +19,35 @@ use std::sync::Arc;
 /// literal's codec anew), and what it cost.
 #[derive(Clone, Debug)]
 pub struct Template {
-    shape: Program<()>,
+    /// The program's operators and parameters, its literals left out.
+    skeleton: Program<()>,
     /// [`cost`] of the program on the stream it was found for.
     cost: usize,
 }
 
 impl Template {
+    /// The template of `p`, a program found for one chunk's lane, to
+    /// re-fit to the same lane of the tensor's other chunks.
     pub fn of(p: &Program<Literal>) -> Template {
         Template {
-            shape: strip(p),
+            skeleton: skeleton_of(p),
             cost: cost(p),
         }
     }
 
-    /// The template's shape over `words` (of the template's width) with new
-    /// leaves, if the shape can yield them. A leaf over all of `words` holds
-    /// them, not a copy.
+    /// The template's skeleton over `words` (of the template's width) with
+    /// new leaves, if the skeleton can yield them. A leaf over all of `words`
+    /// holds them, not a copy.
     pub fn apply(&self, words: &Arc<[u32]>) -> Option<Program<Literal>> {
-        refit(&self.shape, words.clone())
+        refit(&self.skeleton, words.clone())
     }
 
     /// Whether `p`, applied to a stream, costs at most `1 + 1/slack` times the
-    /// template's cost per word, plus [`FIXED_ALLOWANCE`], and not less than
-    /// [`CHEAPER_DIVISOR`] allows: a stream that codes much cheaper than the
-    /// template's is different data, which another shape may suit better.
+    /// template's cost per word, plus `FIXED_ALLOWANCE`, and not less than
+    /// `CHEAPER_DIVISOR` allows: a stream that codes much cheaper than the
+    /// template's is different data, which other operators may suit better.
     pub fn fits(&self, p: &Program<Literal>, slack: usize) -> bool {
-        let (len, slack) = (self.shape.ty.len as u128, slack as u128);
+        let (len, slack) = (self.skeleton.ty.len as u128, slack as u128);
         let (cost, words) = (cost(p) as u128, p.ty.len as u128);
         let per_word = self.cost as u128 * words;
         let budget = per_word * (slack + 1) + FIXED_ALLOWANCE * len * slack;
@@ -52,117 +57,25 @@ impl Template {
 
     /// The word width the template was found at.
     pub fn width(&self) -> u32 {
-        self.shape.ty.width
+        self.skeleton.ty.width
     }
-}
-
-/// Bytes an order-0 code of each byte plane of `words` would take (tables not
-/// counted): what any float or integer stream costs without structure beyond
-/// its byte statistics, computed in one pass.
-pub fn byte_planes_cost(words: &[u32], width: u32) -> usize {
-    planes_cost(words.iter().copied(), width)
-}
-
-/// [`byte_planes_cost`] estimated from one in [`PLANES_SAMPLE_STEP`] words
-/// (a little below it: a sample shows fewer rare bytes), at that fraction
-/// of the time.
-pub fn sampled_planes_cost(words: &[u32], width: u32) -> usize {
-    let sampled = words.len().div_ceil(PLANES_SAMPLE_STEP).max(1);
-    let sample = words.iter().step_by(PLANES_SAMPLE_STEP).copied();
-    planes_cost(sample, width) * words.len() / sampled
-}
-
-/// Words per sampled word of [`sampled_planes_cost`].
-const PLANES_SAMPLE_STEP: usize = 4;
-
-fn planes_cost(words: impl Iterator<Item = u32>, width: u32) -> usize {
-    match width.div_ceil(8) {
-        1 => count_planes::<1>(words),
-        2 => count_planes::<2>(words),
-        3 => count_planes::<3>(words),
-        _ => count_planes::<4>(words),
-    }
-}
-
-/// [`planes_cost`] of words of `P` byte planes. Pairs of words count into
-/// two sets of tables, summed at the end, as in [`plane_counts`].
-fn count_planes<const P: usize>(mut words: impl Iterator<Item = u32>) -> usize {
-    let mut counts = [[[0u32; 256]; P]; 2];
-    let mut n = 0;
-    let count = |tables: &mut [[u32; 256]; P], w: u32| {
-        for (k, c) in tables.iter_mut().enumerate() {
-            c[(w >> (8 * k)) as usize & 0xff] += 1;
-        }
-    };
-    while let Some(a) = words.next() {
-        count(&mut counts[0], a);
-        n += 1;
-        if let Some(b) = words.next() {
-            count(&mut counts[1], b);
-            n += 1;
-        }
-    }
-    let [mut even, odd] = counts;
-    for (e, o) in even.iter_mut().zip(&odd) {
-        e.iter_mut().zip(o).for_each(|(e, o)| *e += o);
-    }
-    order0_bytes(&even, n)
-}
-
-/// [`byte_planes_cost`] of elements of `stride` bytes, straight from their
-/// little-endian bytes (plane `k` holds byte `k` of every element).
-pub fn strided_planes_cost(bytes: &[u8], stride: usize) -> usize {
-    order0_bytes(&plane_counts(bytes, stride), bytes.len() / stride)
-}
-
-/// The byte counts of each plane of elements of `stride` bytes (plane `k`
-/// holds byte `k` of every element). Pairs of elements count into two sets
-/// of tables, summed at the end, so that a plane's runs of one byte (a
-/// weight's exponent) do not make each increment wait for the last.
-pub fn plane_counts(bytes: &[u8], stride: usize) -> Vec<[u32; 256]> {
-    let mut counts = vec![[0u32; 256]; 2 * stride];
-    let (even, odd) = counts.split_at_mut(stride);
-    let mut pairs = bytes.chunks_exact(2 * stride);
-    for pair in &mut pairs {
-        let (a, b) = pair.split_at(stride);
-        for ((ce, co), (&x, &y)) in even.iter_mut().zip(odd.iter_mut()).zip(a.iter().zip(b)) {
-            ce[x as usize] += 1;
-            co[y as usize] += 1;
-        }
-    }
-    for element in pairs.remainder().chunks_exact(stride) {
-        for (c, &b) in even.iter_mut().zip(element) {
-            c[b as usize] += 1;
-        }
-    }
-    for (e, o) in even.iter_mut().zip(odd.iter()) {
-        e.iter_mut().zip(o).for_each(|(e, o)| *e += o);
-    }
-    counts.truncate(stride);
-    counts
-}
-
-/// The order-0 code length, in bytes, of planes of `n` symbols each with
-/// these counts.
-pub fn order0_bytes(counts: &[[u32; 256]], n: usize) -> usize {
-    let counts = counts.iter().flatten().map(|&c| c as u64);
-    (codec::order0_bits(counts, n) / 8.0) as usize
 }
 
 /// A re-fit costing less than `1 - 1/this` times its template per word is
-/// searched (see the measurements in docs/PERFORMANCE.md).
+/// searched: data that codes that much cheaper is different data, which
+/// other operators may suit better (measured in docs/PERFORMANCE.md).
 const CHEAPER_DIVISOR: u128 = 4;
 
 /// Bytes a re-fit may cost beyond its template's per-word cost: tables and
 /// headers do not shrink with a shorter chunk.
 const FIXED_ALLOWANCE: u128 = 16;
 
-/// The shape of `p`: its operators and parameters without literals. A
+/// The skeleton of `p`: its operators and parameters without literals. A
 /// Partition is a leaf's alternative, chosen for each chunk's own words
-/// (see [`super::with_partitions`]): it is a leaf of the shape.
-fn strip(p: &Program<Literal>) -> Program<()> {
-    let kids = || p.children().map(strip).collect::<Vec<_>>();
-    let one = || Box::new(strip(p.children().next().expect("one child")));
+/// (see [`super::partition::partition_rows`]): it is a leaf of the skeleton.
+fn skeleton_of(p: &Program<Literal>) -> Program<()> {
+    let kids = || p.children().map(skeleton_of).collect::<Vec<_>>();
+    let one = || Box::new(skeleton_of(p.children().next().expect("one child")));
     let op = match &p.op {
         Op::Lit(_) | Op::Partition { .. } => Op::Lit(()),
         Op::Const(w) => Op::Const(*w),
@@ -192,8 +105,8 @@ fn strip(p: &Program<Literal>) -> Program<()> {
         } => Op::Palette {
             group: *group,
             index_width: *index_width,
-            values: Box::new(strip(values)),
-            indices: Box::new(strip(indices)),
+            values: Box::new(skeleton_of(values)),
+            indices: Box::new(skeleton_of(indices)),
         },
         Op::Scaled {
             group,
@@ -205,39 +118,40 @@ fn strip(p: &Program<Literal>) -> Program<()> {
             group: *group,
             format: *format,
             int_width: *int_width,
-            scales: Box::new(strip(scales)),
-            ints: Box::new(strip(ints)),
+            scales: Box::new(skeleton_of(scales)),
+            ints: Box::new(skeleton_of(ints)),
         },
         Op::Match { parts } => Op::Match {
-            parts: Box::new(parts.each_ref().map(strip)),
+            parts: Box::new(parts.each_ref().map(skeleton_of)),
         },
         Op::Sparse { fill, gaps, values } => Op::Sparse {
             fill: *fill,
-            gaps: Box::new(strip(gaps)),
-            values: Box::new(strip(values)),
+            gaps: Box::new(skeleton_of(gaps)),
+            values: Box::new(skeleton_of(values)),
         },
         Op::Mirror { at, head, diffs } => Op::Mirror {
             at: *at,
-            head: Box::new(strip(head)),
-            diffs: Box::new(strip(diffs)),
+            head: Box::new(skeleton_of(head)),
+            diffs: Box::new(skeleton_of(diffs)),
         },
     };
     Program { ty: p.ty, op }
 }
 
-/// `shape` over `target`: the same operators and parameters, children derived
-/// from `target`, new leaves. None where the shape cannot yield `target`.
-fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
-    let width = shape.ty.width;
+/// `skeleton` over `target`: the same operators and parameters, children
+/// derived from `target`, new leaves. None where the skeleton cannot yield
+/// `target`.
+fn refit(skeleton: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
+    let width = skeleton.ty.width;
     let ty = Type {
         width,
         len: target.len(),
     };
-    let node = match &shape.op {
+    let node = match &skeleton.op {
         Op::Lit(_) | Op::Partition { .. } => return Some(leaf(target, width).0),
         // The matcher parses the new stream; its streams are re-fit.
         Op::Match { parts } => {
-            let streams = super::matches::match_streams(&target, width)?;
+            let streams = match_streams(&target, width)?;
             // A chunk of another length has token words of another width:
             // those take a new leaf.
             let kids: Vec<Program<Literal>> = (streams.into_iter())
@@ -247,7 +161,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
                     false => Some(leaf(s, t.width).0),
                 })
                 .collect::<Option<_>>()?;
-            return Some(super::matches::match_program(ty, kids));
+            return Some(match_program(ty, kids));
         }
         // A leaf: the new stream takes its own.
         Op::Const(_) | Op::Sparse { .. } => return Some(leaf(target, width).0),
@@ -275,7 +189,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
                 return None;
             }
             ends[last] = target.len();
-            Shape::Concat(ends.into())
+            Operator::Concat(ends.into())
         }
         Op::Repeat { times, .. } => {
             let period = target.len() / times;
@@ -284,17 +198,17 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
             if !periodic {
                 return None;
             }
-            Shape::Repeat { times: *times }
+            Operator::Repeat { times: *times }
         }
-        Op::Map { op, .. } => Shape::Map(*op),
-        Op::Scan { op, init, .. } => Shape::Scan {
+        Op::Map { op, .. } => Operator::Map(*op),
+        Op::Scan { op, init, .. } => Operator::Scan {
             op: *op,
             init: *init,
         },
-        Op::Merge { .. } => return refit_merge(shape, &target, 0),
+        Op::Merge { .. } => return refit_merge(skeleton, &target, 0),
         Op::Palette {
             group, index_width, ..
-        } => Shape::Palette {
+        } => Operator::Palette {
             group: *group,
             index_width: *index_width,
         },
@@ -303,7 +217,7 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
             format,
             int_width,
             ..
-        } => Shape::Scaled {
+        } => Operator::Scaled {
             group: *group,
             format: *format,
             int_width: *int_width,
@@ -313,11 +227,11 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
     let kids: Vec<Program<Literal>> = node
         .try_children(&target, width)?
         .into_iter()
-        .zip(shape.children())
+        .zip(skeleton.children())
         .map(|((_, stream), sub)| refit(sub, stream))
         .collect::<Option<_>>()?;
     // A Repeat of a constant is not canonical: the constant says it all.
-    if let (Shape::Repeat { .. }, Op::Const(w)) = (&node, &kids[0].op) {
+    if let (Operator::Repeat { .. }, Op::Const(w)) = (&node, &kids[0].op) {
         return Some(Program {
             ty,
             op: Op::Const(*w),
@@ -326,15 +240,15 @@ fn refit(shape: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>> {
     Some(node.build(ty, kids))
 }
 
-/// The Merge `shape` re-fit to the words of `target` shifted down by
+/// The Merge `skeleton` re-fit to the words of `target` shifted down by
 /// `shift` bits (its own field of an enclosing Merge): the fields of nested
 /// Merges are cut from `target` directly, not from their parents' streams,
 /// so only the streams of the fields that are not Merges are written.
-fn refit_merge(shape: &Program<()>, target: &[u32], shift: u32) -> Option<Program<Literal>> {
-    let Op::Merge { fields, parts } = &shape.op else {
+fn refit_merge(skeleton: &Program<()>, target: &[u32], shift: u32) -> Option<Program<Literal>> {
+    let Op::Merge { fields, parts } = &skeleton.op else {
         unreachable!("refit_merge takes a Merge");
     };
-    let width = shape.ty.width;
+    let width = skeleton.ty.width;
     let cut = (fields.widths(width).into_iter()).zip(fields.shifts(width));
     let kids: Vec<Program<Literal>> = (cut.zip(parts))
         .map(|((w, s), sub)| match sub.op {
@@ -346,7 +260,7 @@ fn refit_merge(shape: &Program<()>, target: &[u32], shift: u32) -> Option<Progra
         width,
         len: target.len(),
     };
-    Some(Shape::Merge(*fields).build(ty, kids))
+    Some(Operator::Merge(*fields).build(ty, kids))
 }
 
 #[cfg(test)]
@@ -354,30 +268,7 @@ mod tests {
     use super::*;
     use crate::codec::tests::xorshift;
     use crate::dsl::{Fields, FloatFormat, ScanOp};
-    use crate::synth::runs_to;
-
-    /// Counting in two sets of tables gives each plane's plain counts, for
-    /// any stride and with an element left over.
-    #[test]
-    fn plane_counts_are_each_planes_byte_counts() {
-        let mut seed = 7;
-        let bytes: Vec<u8> = (0..1000).map(|_| (xorshift(&mut seed) % 5) as u8).collect();
-        for stride in [1, 2, 3, 4, 8] {
-            for len in [0, stride, 3 * stride, 100 * stride + 1, 1000] {
-                let part = &bytes[..len];
-                let mut plain = vec![[0u32; 256]; stride];
-                for element in part.chunks_exact(stride) {
-                    for (k, &b) in element.iter().enumerate() {
-                        plain[k][b as usize] += 1;
-                    }
-                }
-                assert!(
-                    plane_counts(part, stride) == plain,
-                    "stride {stride} len {len}"
-                );
-            }
-        }
-    }
+    use crate::synth::cost::runs_to;
 
     fn arc(words: &[u32]) -> Arc<[u32]> {
         words.into()
@@ -405,7 +296,7 @@ mod tests {
     #[test]
     fn a_merge_refits_to_the_same_fields_and_runs_to_the_new_target() {
         let first = words(1, 4096);
-        let found = Shape::Merge(Fields::Float(FloatFormat::F16));
+        let found = Operator::Merge(Fields::Float(FloatFormat::F16));
         let kids: Vec<_> = found
             .children(&first, 16)
             .into_iter()
@@ -432,7 +323,7 @@ mod tests {
     /// their parents' shifts plus their own, three levels deep.
     #[test]
     fn nested_merges_refit_to_their_fields_at_every_depth() {
-        let split = |low| Shape::Merge(Fields::Split { low });
+        let split = |low| Operator::Merge(Fields::Split { low });
         let ty = |width| Type { width, len: 3000 };
         let lit = |width| leaf(vec![1u32; 3000].into(), width).0;
         // 16 bits: the top 12 split into 4 and 8 (whose top 6 split into 2
@@ -451,8 +342,8 @@ mod tests {
             }
         }
         let (mut found, mut refit) = (Vec::new(), Vec::new());
-        merges(&strip(&p), &mut found);
-        merges(&strip(&q), &mut refit);
+        merges(&skeleton_of(&p), &mut found);
+        merges(&skeleton_of(&q), &mut refit);
         assert_eq!((found.len(), &refit), (4, &found), "the same Merges");
         assert!(runs_to(&q, &target));
     }
@@ -469,7 +360,7 @@ mod tests {
             })
             .collect();
         let t = Template {
-            shape: Program {
+            skeleton: Program {
                 ty: Type {
                     width: 8,
                     len: 65536,
@@ -512,7 +403,7 @@ mod tests {
         let elsewhere: Vec<u32> = (0..1000).map(|i| 100_000 + 3 * i).collect();
         let q = t.apply(&arc(&elsewhere)).unwrap();
         // 12 bytes of program and the Scan's decode penalty of 8.
-        assert!(crate::synth::cost(&q) <= 20, "{q}");
+        assert!(cost(&q) <= 20, "{q}");
         // With any slack at all a same-start stream re-fits exactly.
         let same: Vec<u32> = (0..500).map(|i| 3 * i + 3).collect();
         let q = t.apply(&arc(&same)).unwrap();
@@ -525,7 +416,7 @@ mod tests {
         // Float-like noise found as a Merge of fields: nearly constant words
         // re-fit to tiny literals, far below the template's cost per word.
         let noisy = words(3, 4096);
-        let found = Shape::Merge(Fields::Float(FloatFormat::F16));
+        let found = Operator::Merge(Fields::Float(FloatFormat::F16));
         let kids: Vec<_> = found
             .children(&noisy, 16)
             .into_iter()
@@ -542,40 +433,6 @@ mod tests {
         assert!(runs_to(&q, &flat));
         assert!(!t.fits(&q, 10));
         assert!(t.fits(&t.apply(&arc(&words(4, 4096))).unwrap(), 10));
-    }
-
-    #[test]
-    fn byte_planes_cost_counts_each_planes_entropy() {
-        // Low byte uniform over 256 values (8 bits), high byte one of two
-        // (1 bit), a constant third byte (0 bits): 9 bits per word.
-        let words: Vec<u32> = (0..4096u32)
-            .map(|i| (i & 0xff) | (i >> 8 & 1) << 8 | 7 << 16)
-            .collect();
-        assert_eq!(byte_planes_cost(&words, 24), 4096 * 9 / 8);
-        assert_eq!(byte_planes_cost(&[5; 100], 8), 0);
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        assert_eq!(
-            strided_planes_cost(&bytes, 4),
-            byte_planes_cost(&words, 32),
-            "the same planes from the bytes"
-        );
-    }
-
-    #[test]
-    fn sampled_planes_cost_is_close_to_the_whole() {
-        let mut seed = 11;
-        let words: Vec<u32> = (0..65536)
-            .map(|_| (xorshift(&mut seed) >> 40) as u32 & 0x3fff)
-            .collect();
-        let (whole, sampled) = (
-            byte_planes_cost(&words, 16),
-            sampled_planes_cost(&words, 16),
-        );
-        assert!(
-            sampled <= whole && sampled * 100 >= whole * 99,
-            "{sampled} vs {whole}"
-        );
-        assert_eq!(sampled_planes_cost(&[3; 5], 8), 0);
     }
 
     #[test]

@@ -2,8 +2,7 @@
 //! integers (a quantized checkpoint stored back in a wide dtype), found and
 //! derived for the Scaled operator.
 
-use super::expand::Shape;
-use super::Hint;
+use super::stream::Hint;
 use crate::dsl::{mask, scaled_word, to_f32, FloatFormat, SCALED_FORMATS};
 use std::cell::RefCell;
 
@@ -19,15 +18,15 @@ const SCALED_MAX_INT: u32 = 127;
 /// the integers' values, not their width.
 const SCALED_INT_WIDTH: u32 = 8;
 
-/// Groups a Scaled shape is checked on before it is proposed: enough to see
+/// Groups a Scaled node is checked on before it is proposed: enough to see
 /// a group length that straddles rows of a per-row quantizer.
 const SCALED_PROBE_GROUPS: usize = 4;
 
-/// The Scaled shape with the longest group whose first few groups are each a
+/// The Scaled node with the longest group whose first few groups are each a
 /// scale times small integers (the first group decides cheaply for most
-/// streams, whose words are not); whether every group is, deriving the
-/// children finds out.
-pub(super) fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
+/// streams, whose words are not), as its group length, float format and
+/// integer width; whether every group is, deriving the children finds out.
+pub(super) fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<(usize, FloatFormat, u32)> {
     let format = hint
         .float
         .filter(|f| SCALED_FORMATS.contains(f) && f.width() == width)?;
@@ -38,11 +37,7 @@ pub(super) fn scaled(t: &[u32], width: u32, hint: Hint) -> Option<Shape> {
             (t.chunks(g).take(SCALED_PROBE_GROUPS))
                 .all(|words| group_scale(words, format).is_some())
         })?;
-    Some(Shape::Scaled {
-        group,
-        format,
-        int_width: SCALED_INT_WIDTH,
-    })
+    Some((group, format, SCALED_INT_WIDTH))
 }
 
 /// A scale and integers (magnitude and sign, as [`scaled_word`] reads them)
@@ -225,7 +220,7 @@ fn scales_within((low, high): (f64, f64)) -> impl Iterator<Item = f32> {
 
 /// A Scaled node's children for `t`: one scale per group of `group` words
 /// and each word's integer (in `int_width` bits); None if a group has no
-/// scale (of those [`group_scale`] guesses) or needs wider integers.
+/// scale (of those `group_scale` guesses) or needs wider integers.
 pub fn scaled_streams(
     t: &[u32],
     group: usize,

@@ -1,24 +1,25 @@
 //! Bounded A* over partial programs.
 //!
-//! A state is a partial program: the holes expanded so far, each with the shape
-//! chosen for it, and the holes still open. Holes live in one arena per search and
-//! keep their target stream, leaf completion and candidate shapes, so states share
-//! them and no pop replays a decomposition from the root.
+//! A state is a partial program: the holes expanded so far, each with the
+//! operator chosen for it, and the holes still open. Holes live in one arena
+//! per search and keep their target stream, leaf completion and candidate
+//! operators, so states share them and no pop replays a decomposition from
+//! the root.
 //!
 //! Successors are generated lazily: expanding a state's preferred hole pushes one
-//! *pending* state per candidate shape, ordered by `g + h` (`g` sums the prior's
+//! *pending* state per candidate operator, ordered by `g + h` (`g` sums the prior's
 //! costs of the chosen productions, `h` the cheapest production cost of each open
 //! hole, which is admissible as each open hole needs at least one production).
 //! Popping a pending state *materializes* it (derives the children's streams and
 //! their leaves); each pop of either kind spends one unit of budget. Every
 //! materialized state has an exact cost, `est`: the encoded length of its program
 //! with open holes completed by leaves, plus the decode penalty of its full-pass
-//! nodes (see [`super::decode_penalty`]); the cheapest is the incumbent. A byte lower bound prunes states that
-//! cannot beat it.
+//! nodes (see [`super::cost::decode_penalty`]); the cheapest is the
+//! incumbent. A byte lower bound prunes states that cannot beat it.
 //!
 //! The root's own expansion (its children derived and their leaves sized on
 //! all threads first) is materialized in full before the budget is spent,
-//! except for the shapes the prior makes unlikely: those are set
+//! except for the operators the prior makes unlikely: those are set
 //! aside, and after the search each is materialized unless a lower bound of
 //! its children's leaves shows it cannot beat the incumbent. So a learned
 //! prior orders the search but never makes its result larger than the
@@ -26,10 +27,13 @@
 //! prior.
 
 use super::context::{Context, Position};
-use super::expand::{shapes, Shape};
+use super::cost::{decode_penalty, runs_to};
+use super::expand::{operators, Operator};
+use super::leaf::{leaf_among, leaf_lower_bound, leaf_lower_bound_of};
+use super::options::{Order, SearchLimits, SynthOptions};
 use super::prior::Prior;
 use super::production::Production;
-use super::{decode_penalty, leaf_among, runs_to, Hint};
+use super::stream::Hint;
 use crate::codec::{Codec, Stats};
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use rayon::prelude::*;
@@ -38,42 +42,6 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// How the open list is ordered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Order {
-    /// `g + h` with the prior's production costs.
-    AStar,
-    /// Smallest size first (best-first without the A* order): a pending state is
-    /// ranked by its parent's size until materialized.
-    EstimatedSize,
-}
-
-/// Bounds that keep one search finite. The holes and words bound what the
-/// budget spends; the root shapes a prior set aside are derived after it,
-/// past them (each a few streams of the target's length).
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Holes created per search.
-    pub max_holes: usize,
-    /// Nesting depth of expanded holes.
-    pub max_depth: usize,
-    /// Words held by all holes' streams, as a multiple of the target's length.
-    pub max_words_factor: usize,
-    /// Entries in the open list.
-    pub max_open: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_holes: 4096,
-            max_depth: 6,
-            max_words_factor: 48,
-            max_open: 1 << 16,
-        }
-    }
-}
 
 /// The result of a search: the program and the productions it is made of, each
 /// with the context of its hole (what the prior counts).
@@ -101,8 +69,8 @@ struct Hole {
     /// become the best.
     leaf_len: usize,
     leaf_exact: OnceCell<usize>,
-    /// Candidate shapes, derived on first expansion.
-    shapes: OnceCell<Vec<Shape>>,
+    /// Candidate operators, derived on first expansion.
+    operators: OnceCell<Vec<Operator>>,
 }
 
 impl Hole {
@@ -136,17 +104,17 @@ impl Child {
         }
     }
 
-    /// The children `shape` gives `stream` (whose statistics are `parent`
+    /// The children `operator` gives `stream` (whose statistics are `parent`
     /// where known), if it yields it, with their leaves (on all threads).
     fn derive(
-        shape: &Shape,
+        operator: &Operator,
         stream: &[u32],
         width: u32,
         parent: Option<&Stats>,
         codecs: &[Codec],
     ) -> Option<Vec<Child>> {
-        let kids = shape.try_children(stream, width)?;
-        let mapped = mapped_stats(shape, width, parent);
+        let kids = operator.try_children(stream, width)?;
+        let mapped = mapped_stats(operator, width, parent);
         Some(match mapped {
             // A Map has one child.
             Some(stats) => {
@@ -162,13 +130,13 @@ impl Child {
     }
 }
 
-/// The statistics of the child of a Map `shape` of `width`-bit words whose
+/// The statistics of the child of a Map `operator` of `width`-bit words whose
 /// statistics are `parent`: a Map's words are one-to-one with its child's,
 /// so the child's counts are its parent's relabelled, without counting
-/// them again. None for other shapes, or where they are not known.
-fn mapped_stats(shape: &Shape, width: u32, parent: Option<&Stats>) -> Option<Stats> {
-    match shape {
-        Shape::Map(op) => parent?.relabelled(|y| op.invert(y, width)),
+/// them again. None for other operators, or where they are not known.
+fn mapped_stats(operator: &Operator, width: u32, parent: Option<&Stats>) -> Option<Stats> {
+    match operator {
+        Operator::Map(op) => parent?.relabelled(|y| op.invert(y, width)),
         _ => None,
     }
 }
@@ -176,7 +144,7 @@ fn mapped_stats(shape: &Shape, width: u32, parent: Option<&Stats>) -> Option<Sta
 /// The root's hole: the first one a search adds.
 const ROOT_HOLE: usize = 0;
 
-/// A shape applied to a hole, with its children's holes.
+/// An operator applied to a hole, with its children's holes.
 struct Branch {
     children: Vec<usize>,
     /// Encoded bytes of the node itself, without its children, plus its decode
@@ -187,7 +155,7 @@ struct Branch {
 /// A persistent list of expansion choices, shared between states.
 struct Choice {
     hole: usize,
-    shape: usize,
+    operator: usize,
     next: Option<Rc<Choice>>,
 }
 
@@ -201,14 +169,14 @@ struct State {
     lb: usize,
 }
 
-/// An open-list entry: a materialized state, or one shape applied to a hole of
+/// An open-list entry: a materialized state, or one operator applied to a hole of
 /// a materialized state, not yet materialized.
 enum Node {
     Ready(State),
     Pending {
         parent: Rc<State>,
         hole: usize,
-        shape: usize,
+        operator: usize,
     },
 }
 
@@ -236,21 +204,21 @@ impl Ord for Entry {
     }
 }
 
-/// What the search is configured with.
-pub struct Setup<'a> {
-    pub hint: Hint,
-    pub prior: &'a Prior,
-    pub order: Order,
-    pub budget: usize,
-    pub min_q: f64,
-    pub limits: Limits,
-    pub leaf_codecs: &'a [Codec],
+/// What one search is configured with: its options and its stream's hint.
+struct Setup<'a> {
+    hint: Hint,
+    prior: &'a Prior,
+    order: Order,
+    budget: usize,
+    min_q: f64,
+    limits: SearchLimits,
+    leaf_codecs: &'a [Codec],
 }
 
 struct Search<'a> {
     setup: &'a Setup<'a>,
     holes: Vec<Hole>,
-    /// The root's likely shapes' children, derived with their leaves on
+    /// The root's likely operators' children, derived with their leaves on
     /// all threads before the search takes them (see [`Search::prepare_root`]).
     prepared: HashMap<usize, Option<Vec<Child>>>,
     branches: HashMap<(usize, usize), Rc<Branch>>,
@@ -265,8 +233,21 @@ struct Search<'a> {
     best_exact: usize,
 }
 
-/// Searches for the smallest program yielding `target`.
-pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
+/// The bounded A* search alone: the smallest program yielding all of
+/// `target` that it finds within `opts`' budget and limits, with the
+/// productions it is made of (what a prior counts). A long stream is not
+/// sampled, and no Match or Mirror is offered: [`super::search_stream`]
+/// does both.
+pub fn astar(target: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Found {
+    let setup = &Setup {
+        hint,
+        prior: &opts.prior,
+        order: opts.order,
+        budget: opts.budget,
+        min_q: opts.min_q,
+        limits: opts.limits,
+        leaf_codecs: opts.leaf_codecs,
+    };
     let mut s = Search {
         setup,
         holes: Vec::new(),
@@ -305,17 +286,17 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     s.best = start.clone();
     let start = Rc::new(start);
     let (likely, unlikely): (Vec<usize>, Vec<usize>) =
-        (0..s.shapes(root).len()).partition(|&shape| s.is_likely(root, shape));
+        (0..s.operators(root).len()).partition(|&operator| s.is_likely(root, operator));
     s.prepare_root(root, &likely);
-    for shape in likely {
-        if let Some(state) = s.materialize(&start, root, shape) {
+    for operator in likely {
+        if let Some(state) = s.materialize(&start, root, operator) {
             s.consider(state);
         }
     }
     let mut left = setup.budget;
     while left > 0 {
         let Some(entry) = s.heap.pop() else { break };
-        // Both kinds of pop cost work (deriving a hole's shapes, or its children's
+        // Both kinds of pop cost work (deriving a hole's operators, or its children's
         // streams and leaves), so both spend budget; pruned entries do not.
         match entry.node {
             Node::Ready(state) if state.lb < s.best.est => {
@@ -325,42 +306,43 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
             Node::Pending {
                 parent,
                 hole,
-                shape,
+                operator,
             } if parent.lb < s.best.est => {
                 left -= 1;
-                if let Some(state) = s.materialize(&parent, hole, shape) {
+                if let Some(state) = s.materialize(&parent, hole, operator) {
                     s.consider(state);
                 }
             }
             _ => {}
         }
     }
-    let (stream, ty, all) = (&s.holes[root].stream, s.holes[root].ty, s.shapes(root));
+    let (stream, ty, all) = (&s.holes[root].stream, s.holes[root].ty, s.operators(root));
     let stats = s.holes[root].stats();
     let bounds: Vec<usize> = (unlikely.par_iter().with_max_len(1))
-        .map(|&shape| root_bound(&all[shape], stream, ty, stats.as_deref()))
+        .map(|&operator| root_bound(&all[operator], stream, ty, stats.as_deref()))
         .collect();
     // Those that may win are derived at once, on all threads, as the likely
     // ones were, and taken in order below: each one's children take as long
-    // as a likely shape's, and on the corpus's bf16 streams none of them
-    // won. (One whose bound the best passes meanwhile is derived for
-    // nothing; the program found is the same.)
+    // as a likely operator's, and the prior set them aside as seldom winning,
+    // so the best seldom moves while they are taken. (One whose bound the
+    // best passes meanwhile is derived for nothing; the program found is
+    // the same.)
     let may_win: Vec<usize> = (unlikely.iter().zip(&bounds))
         .filter(|&(_, &bound)| bound < s.best.est)
-        .map(|(&shape, _)| shape)
+        .map(|(&operator, _)| operator)
         .collect();
-    // The budget may have filled the search's bounds: the shapes set aside
+    // The budget may have filled the search's bounds: the operators set aside
     // are derived whatever the search holds, or a prior could make the
     // result worse than the root-only search's, and a larger budget worse
     // than a smaller one (a Match's literal runs could lose the Scan a
     // smaller budget gives them). What they hold is still bounded: a few
-    // streams of the target's length per root shape, and no state is
+    // streams of the target's length per root operator, and no state is
     // expanded after them.
     s.bounded = false;
     s.prepare_root(root, &may_win);
-    for (shape, bound) in unlikely.into_iter().zip(bounds) {
+    for (operator, bound) in unlikely.into_iter().zip(bounds) {
         if bound < s.best.est {
-            if let Some(state) = s.materialize(&start, root, shape) {
+            if let Some(state) = s.materialize(&start, root, operator) {
                 s.consider(state);
             }
         }
@@ -368,13 +350,13 @@ pub fn search(target: &[u32], width: u32, setup: &Setup) -> Found {
     s.finish(target)
 }
 
-/// A cost no completion of `shape` at the root by leaves is below: its
+/// A cost no completion of `operator` at the root by leaves is below: its
 /// node's bytes and decode penalty plus its children's leaf lower bounds
-/// (no cost is, where the shape does not yield the stream after all).
+/// (no cost is, where the operator does not yield the stream after all).
 /// Deriving the children's streams and counting their words is all it
 /// costs (for a Map's child, relabelling its parent's counts, `stats`,
 /// where known): no codec is sized.
-fn root_bound(sh: &Shape, stream: &[u32], ty: Type, stats: Option<&Stats>) -> usize {
+fn root_bound(op: &Operator, stream: &[u32], ty: Type, stats: Option<&Stats>) -> usize {
     let node = |types: &[Type]| {
         let consts: Vec<Program<Literal>> = (types.iter())
             .map(|&ty| Program {
@@ -383,38 +365,38 @@ fn root_bound(sh: &Shape, stream: &[u32], ty: Type, stats: Option<&Stats>) -> us
             })
             .collect();
         let consts_len: usize = consts.iter().map(encoded_len).sum();
-        encoded_len(&sh.build(ty, consts)) - consts_len + decode_penalty(sh.production(), ty)
+        encoded_len(&op.build(ty, consts)) - consts_len + decode_penalty(op.production(), ty)
     };
     // A Map's child bounded from its relabelled statistics needs no words.
-    if let Some(child) = mapped_stats(sh, ty.width, stats) {
-        return node(&[ty]) + super::leaf_lower_bound_of(ty.len, ty.width, &child);
+    if let Some(child) = mapped_stats(op, ty.width, stats) {
+        return node(&[ty]) + leaf_lower_bound_of(ty.len, ty.width, &child);
     }
-    let Some(children) = sh.try_children(stream, ty.width) else {
+    let Some(children) = op.try_children(stream, ty.width) else {
         return usize::MAX;
     };
     let types: Vec<Type> = children.iter().map(|&(ty, _)| ty).collect();
     let leaves: usize = (children.iter())
-        .map(|(ty, s)| super::leaf_lower_bound(s, ty.width))
+        .map(|(ty, s)| leaf_lower_bound(s, ty.width))
         .sum();
     node(&types) + leaves
 }
 
-/// The holes and the words a branch of `sh` at a hole of type `ty` adds (a
+/// The holes and the words a branch of `op` at a hole of type `ty` adds (a
 /// Repeat's child is a fraction of its stream: counted as none).
-fn branch_size(sh: &Shape, ty: Type) -> (usize, usize) {
-    let words = match sh {
-        Shape::Repeat { .. } => 0,
+fn branch_size(op: &Operator, ty: Type) -> (usize, usize) {
+    let words = match op {
+        Operator::Repeat { .. } => 0,
         _ => ty.len,
     };
-    (sh.arity(ty.width), words)
+    (op.arity(ty.width), words)
 }
 
-/// The shape chosen at each expanded hole of `state`.
+/// The operator chosen at each expanded hole of `state`.
 fn chosen(state: &State) -> HashMap<usize, usize> {
     let mut chosen = HashMap::new();
     let mut c = state.choices.as_deref();
     while let Some(choice) = c {
-        chosen.insert(choice.hole, choice.shape);
+        chosen.insert(choice.hole, choice.operator);
         c = choice.next.as_deref();
     }
     chosen
@@ -452,7 +434,7 @@ impl Search<'_> {
             leaf_len: encoded_len(&leaf),
             leaf_exact: OnceCell::new(),
             leaf,
-            shapes: OnceCell::new(),
+            operators: OnceCell::new(),
         });
         self.holes.len() - 1
     }
@@ -463,17 +445,17 @@ impl Search<'_> {
             .get_or_init(|| Context::new(&h.stream, h.ty.width, h.distinct, h.pos, self.setup.hint))
     }
 
-    /// Candidate shapes of `hole`: below the root, those of the likely
+    /// Candidate operators of `hole`: below the root, those of the likely
     /// productions (see [`Self::likely`]); at the root, all of them.
-    fn shapes(&self, hole: usize) -> &[Shape] {
+    fn operators(&self, hole: usize) -> &[Operator] {
         let h = &self.holes[hole];
-        h.shapes.get_or_init(|| {
+        h.operators.get_or_init(|| {
             if h.pos.depth >= self.setup.limits.max_depth {
                 return Vec::new();
             }
             let root = h.pos.depth == 0;
             let allowed = |p: Production| root || self.likely(hole, p);
-            shapes(
+            operators(
                 &h.stream,
                 h.ty.width,
                 self.setup.hint,
@@ -494,28 +476,28 @@ impl Search<'_> {
         ) || (-self.holes[hole].costs[p.index()]).exp2() >= self.setup.min_q
     }
 
-    fn is_likely(&self, hole: usize, shape: usize) -> bool {
-        self.likely(hole, self.shapes(hole)[shape].production())
+    fn is_likely(&self, hole: usize, operator: usize) -> bool {
+        self.likely(hole, self.operators(hole)[operator].production())
     }
 
-    /// The branch of `shape` at `hole`, deriving its children's holes once; None
-    /// when the limits forbid more holes, or the shape does not yield the
+    /// The branch of `operator` at `hole`, deriving its children's holes once; None
+    /// when the limits forbid more holes, or the operator does not yield the
     /// hole's stream.
-    fn branch(&mut self, hole: usize, shape: usize) -> Option<Rc<Branch>> {
-        if let Some(b) = self.branches.get(&(hole, shape)) {
+    fn branch(&mut self, hole: usize, operator: usize) -> Option<Rc<Branch>> {
+        if let Some(b) = self.branches.get(&(hole, operator)) {
             return Some(b.clone());
         }
         let h = &self.holes[hole];
         let (ty, pos, stream) = (h.ty, h.pos, h.stream.clone());
-        let sh = self.shapes(hole)[shape].clone();
-        let (holes, words) = branch_size(&sh, ty);
+        let op = self.operators(hole)[operator].clone();
+        let (holes, words) = branch_size(&op, ty);
         if !self.fits(holes, words) {
             return None;
         }
-        let parent = Some(sh.production());
-        // A shape proposed from part of the stream may not yield all of it.
+        let parent = Some(op.production());
+        // An operator proposed from part of the stream may not yield all of it.
         let prepared = match hole {
-            ROOT_HOLE => self.prepared.remove(&shape),
+            ROOT_HOLE => self.prepared.remove(&operator),
             _ => None,
         };
         let kids = match prepared {
@@ -523,7 +505,7 @@ impl Search<'_> {
             None => {
                 let stats = self.holes[hole].stats();
                 Child::derive(
-                    &sh,
+                    &op,
                     &stream,
                     ty.width,
                     stats.as_deref(),
@@ -547,34 +529,36 @@ impl Search<'_> {
             .map(|&c| self.holes[c].leaf.clone())
             .collect();
         let kids_len: usize = children.iter().map(|&c| self.holes[c].leaf_len).sum();
-        let penalty = decode_penalty(sh.production(), ty);
-        let overhead = encoded_len(&sh.build(ty, leaves)) - kids_len + penalty;
+        let penalty = decode_penalty(op.production(), ty);
+        let overhead = encoded_len(&op.build(ty, leaves)) - kids_len + penalty;
         let b = Rc::new(Branch { children, overhead });
-        self.branches.insert((hole, shape), b.clone());
+        self.branches.insert((hole, operator), b.clone());
         Some(b)
     }
 
-    /// Derives the children of the root's `shapes` and their leaves, on all
+    /// Derives the children of the root's `operators` and their leaves, on all
     /// threads: the root's expansion is most of a search's work, and a
     /// search may be all a thread has to do. The search then takes them in
     /// its own order, as it would have derived them.
-    /// Only the shapes the limits let in, taken in order, are: their
+    /// Only the operators the limits let in, taken in order, are: their
     /// children's words stay within the search's bound.
-    fn prepare_root(&mut self, root: usize, shapes: &[usize]) {
+    fn prepare_root(&mut self, root: usize, operators: &[usize]) {
         let h = &self.holes[root];
-        let (stream, ty, all) = (&h.stream, h.ty, self.shapes(root));
+        let (stream, ty, all) = (&h.stream, h.ty, self.operators(root));
         let stats = h.stats();
         let (mut holes, mut words) = (0, 0);
-        let within: Vec<usize> = (shapes.iter().copied())
-            .take_while(|&shape| {
-                let (h, w) = branch_size(&all[shape], ty);
+        let within: Vec<usize> = (operators.iter().copied())
+            .take_while(|&operator| {
+                let (h, w) = branch_size(&all[operator], ty);
                 (holes, words) = (holes + h, words + w);
                 self.fits(holes, words)
             })
             .collect();
         let codecs = self.setup.leaf_codecs;
         let prepared: Vec<Option<Vec<Child>>> = (within.par_iter().with_max_len(1))
-            .map(|&shape| Child::derive(&all[shape], stream, ty.width, stats.as_deref(), codecs))
+            .map(|&operator| {
+                Child::derive(&all[operator], stream, ty.width, stats.as_deref(), codecs)
+            })
             .collect();
         self.prepared.extend(within.into_iter().zip(prepared));
     }
@@ -586,18 +570,18 @@ impl Search<'_> {
                 && self.words + words <= self.max_words)
     }
 
-    /// `parent` with `hole` expanded by its `shape`-th candidate.
-    fn materialize(&mut self, parent: &State, hole: usize, shape: usize) -> Option<State> {
-        let b = self.branch(hole, shape)?;
+    /// `parent` with `hole` expanded by its `operator`-th candidate.
+    fn materialize(&mut self, parent: &State, hole: usize, operator: usize) -> Option<State> {
+        let b = self.branch(hole, operator)?;
         let h = &self.holes[hole];
-        let production = self.shapes(hole)[shape].production();
+        let production = self.operators(hole)[operator].production();
         let mut open: Vec<usize> = parent.open.iter().copied().filter(|&k| k != hole).collect();
         open.extend(&b.children);
         let kids: usize = b.children.iter().map(|&c| self.holes[c].leaf_len).sum();
         let state = State {
             choices: Some(Rc::new(Choice {
                 hole,
-                shape,
+                operator,
                 next: parent.choices.clone(),
             })),
             open,
@@ -619,7 +603,7 @@ impl Search<'_> {
         state
     }
 
-    /// Whether a hole may have shapes (without deriving them).
+    /// Whether a hole may have operators (without deriving them).
     fn expandable(&self, hole: usize) -> bool {
         let h = &self.holes[hole];
         h.pos.depth < self.setup.limits.max_depth && !matches!(h.leaf.op, crate::dsl::Op::Const(_))
@@ -670,12 +654,12 @@ impl Search<'_> {
         let rest: Vec<usize> = state.open.iter().copied().filter(|&k| k != hole).collect();
         let h = &self.holes[hole];
         let (costs, hole_h, width) = (h.costs, h.h, h.ty.width);
-        let shapes: Vec<(f64, usize)> = (self.shapes(hole).iter())
+        let operators: Vec<(f64, usize)> = (self.operators(hole).iter())
             .map(|s| (costs[s.production().index()], s.arity(width)))
             .collect();
         let base_h = self.h(&state) - hole_h;
         let parent = Rc::new(state);
-        for (shape, (cost, arity)) in shapes.into_iter().enumerate() {
+        for (operator, (cost, arity)) in operators.into_iter().enumerate() {
             // Children's own h is unknown until materialized; the smallest cost
             // any production has anywhere keeps the estimate admissible.
             let key = match self.setup.order {
@@ -685,7 +669,7 @@ impl Search<'_> {
             let node = Node::Pending {
                 parent: parent.clone(),
                 hole,
-                shape,
+                operator,
             };
             self.push(key, node);
         }
@@ -727,7 +711,7 @@ impl Search<'_> {
         let mut holes = vec![0];
         while let Some(hole) = holes.pop() {
             match chosen.get(&hole) {
-                Some(&shape) => holes.extend(&self.branches[&(hole, shape)].children),
+                Some(&operator) => holes.extend(&self.branches[&(hole, operator)].children),
                 None => {
                     let h = &self.holes[hole];
                     let exact = *h.leaf_exact.get_or_init(|| dsl::exact_len(&h.leaf));
@@ -765,16 +749,16 @@ impl Search<'_> {
         productions: &mut Vec<(Context, Production)>,
     ) -> Program<Literal> {
         let h = &self.holes[hole];
-        let Some(&shape) = chosen.get(&hole) else {
+        let Some(&operator) = chosen.get(&hole) else {
             productions.push((self.context(hole), Production::of_leaf(&h.leaf.op)));
             return h.leaf.clone();
         };
-        let sh = &self.shapes(hole)[shape];
-        productions.push((self.context(hole), sh.production()));
-        let branch = &self.branches[&(hole, shape)];
+        let op = &self.operators(hole)[operator];
+        productions.push((self.context(hole), op.production()));
+        let branch = &self.branches[&(hole, operator)];
         let kids = (branch.children.iter())
             .map(|&c| self.build(c, chosen, productions))
             .collect();
-        sh.build(h.ty, kids)
+        op.build(h.ty, kids)
     }
 }
