@@ -1,8 +1,11 @@
 //! Property tests over every codec: exact sizes, round trips, `best`'s choice,
 //! and decoding of corrupt or arbitrary bytes without panics.
 
+use super::encode::expected_size;
 use super::simd::Simd;
+use super::width::word_mask;
 use super::*;
+use crate::wire::Reader;
 use proptest::prelude::*;
 
 /// Shapes of streams the tests draw from.
@@ -217,11 +220,11 @@ proptest! {
             // where its exact size is within it, and it sizes it exactly.
             if let (Codec::Huffman, Some(size)) = (codec, size) {
                 for most in [size, size + 1, usize::MAX] {
-                    let expected = super::expected_size(codec, &words, width, &stats, most);
+                    let expected = expected_size(codec, &words, width, &stats, most);
                     prop_assert_eq!(expected, Some(size));
                 }
                 for most in [0, size / 2, size - 1] {
-                    let expected = super::expected_size(codec, &words, width, &stats, most);
+                    let expected = expected_size(codec, &words, width, &stats, most);
                     prop_assert!(expected.is_none() || expected == Some(size));
                 }
             }
@@ -274,7 +277,7 @@ proptest! {
             .collect();
         let min = sizes.iter().map(|&(_, s)| s).min().unwrap();
         let (codec, size) = best(&words, width, &stats);
-        prop_assert_eq!(Some(size), super::expected_size(codec, &words, width, &stats, usize::MAX));
+        prop_assert_eq!(Some(size), expected_size(codec, &words, width, &stats, usize::MAX));
         let exact = sizes.iter().find(|&&(c, _)| c == codec).unwrap().1;
         // Only a rANS prediction may lead it off the least size, by little.
         let rans = sizes.iter().any(|&(c, _)| c == Codec::Rans);

@@ -3,8 +3,9 @@
 //! each an independent dependency chain. Symbol data comes from gathers;
 //! the division is `SizeSymbol::quotient` lane by lane.
 
+use super::layout::{Groups, LANES};
 use super::simd_decode::Vector;
-use super::{Groups, Kept, SizeSymbol, FIELD, KEPT_SLACK, LANES};
+use super::step::{Kept, SizeSymbol, FIELD, KEPT_SLACK};
 use std::arch::x86_64::*;
 
 const _: () = assert!(LANES == 32 && std::mem::size_of::<SizeSymbol>() == 8);
