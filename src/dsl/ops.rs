@@ -1,6 +1,6 @@
 //! Parameters of the Map, Scan and Merge operators and their word-level semantics.
 
-use super::mask;
+use super::types::mask;
 use std::fmt;
 
 /// Width-preserving bijections on `b`-bit words.
