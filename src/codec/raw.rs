@@ -1,4 +1,5 @@
-//! Raw: each word in `ceil(width / 8)` little-endian bytes.
+//! Raw literals (docs/FORMAT.md, "Raw (tag 0)"): each word in
+//! `ceil(width / 8)` little-endian bytes.
 
 use super::width::word_mask;
 use super::word::{Put, Word};

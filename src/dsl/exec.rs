@@ -1,4 +1,5 @@
-//! The executor: runs a program into a caller's buffer of words.
+//! The executor: runs a program into a caller's buffer of words, as the
+//! semantics of docs/FORMAT.md, "Programs", say.
 //!
 //! Every node writes its output straight into its slice of the caller's buffer;
 //! only Merge needs scratch space, one buffer per call reused across its parts.

@@ -1,4 +1,5 @@
-//! Parameters of the Map, Scan and Merge operators and their word-level semantics.
+//! Parameters of the Map, Scan and Merge operators and their word-level
+//! semantics (docs/FORMAT.md, "Programs": `Scan`, Map kinds, Merge fields).
 
 use super::types::mask;
 use std::fmt;

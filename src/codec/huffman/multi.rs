@@ -1,4 +1,5 @@
-//! The multi-word table for long streams: one lookup yields up to seven short
+//! The multi-word table for long streams of a Huffman literal
+//! (docs/FORMAT.md, "Huffman (tag 2)"): one lookup yields up to seven short
 //! codes' words.
 
 use super::code::MAX_LEN;

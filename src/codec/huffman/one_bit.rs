@@ -1,5 +1,6 @@
-//! Codes of two one-bit words (common in the top bits of BF16 weights): each
-//! stream's bits are expanded straight into words, with no table.
+//! Huffman codes of two one-bit words (docs/FORMAT.md, "Huffman (tag 2)"),
+//! common in the top bits of BF16 weights: each stream's bits are expanded
+//! straight into words, with no table.
 
 use super::streams::{quarters, Bits, Streams};
 use crate::codec::word::Word;

@@ -1,4 +1,5 @@
-//! The four quarters' bitstreams of a literal and the bit reader of each.
+//! The four quarters' bitstreams of a Huffman literal and the bit reader of
+//! each (docs/FORMAT.md, "Huffman (tag 2)": Bit order, Quarters).
 
 #![forbid(unsafe_code)]
 

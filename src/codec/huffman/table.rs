@@ -1,4 +1,5 @@
-//! The single-word decoding table: one lookup of the next 12 bits of a
+//! The single-word decoding table of a Huffman code (docs/FORMAT.md,
+//! "Huffman (tag 2)": Code, Bit order): one lookup of the next 12 bits of a
 //! stream gives its next word and that word's code length.
 
 #![forbid(unsafe_code)]

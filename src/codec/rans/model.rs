@@ -1,5 +1,6 @@
-//! The frequency model of a stream: its scale, frequencies, table and lane
-//! groups (chosen in `choose`), and the cost of coding words with it.
+//! The frequency model of a rANS stream (docs/FORMAT.md, "rANS (tag 4,
+//! version 6)"): its scale, frequencies, table and lane groups (chosen in
+//! `choose`), and the cost of coding words with it.
 
 #![forbid(unsafe_code)]
 

@@ -1,11 +1,11 @@
-//! The decoder of `decode_lanes` with SIMD. A group's 32 lanes live in four
-//! vectors of 8 (AVX2) or two of 16 (AVX-512), and all groups of a stream
-//! decode together, so there are 4 to 8 independent dependency chains: the
-//! loop is bound by each chain's latency (gather, multiply, renormalise)
-//! more than by throughput. Table lookups are gathers. The renormalisation
-//! words for the lanes that need one are spread to them by a permutation
-//! chosen by the mask of those lanes (AVX2), or by an expand under that mask
-//! (AVX-512).
+//! The decoder of `decode_lanes` with SIMD (docs/FORMAT.md, "rANS (tag 3)":
+//! Decoding). A group's 32 lanes live in four vectors of 8 (AVX2) or two of 16
+//! (AVX-512), and all groups of a stream decode together, so there are 4 to 8
+//! independent dependency chains: the loop is bound by each chain's latency
+//! (gather, multiply, renormalise) more than by throughput. Table lookups are
+//! gathers. The renormalisation words for the lanes that need one are spread to
+//! them by a permutation chosen by the mask of those lanes (AVX2), or by an
+//! expand under that mask (AVX-512).
 
 use super::dest::Dest;
 use super::layout::{Groups, LANES, STATE_LOW};

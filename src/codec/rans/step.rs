@@ -1,6 +1,7 @@
-//! One step of the rANS encoder, shared by its scalar and SIMD loops: each
-//! symbol's frequency, start and the reciprocal that divides by the
-//! frequency, and where the renormalisation words go.
+//! One step of the rANS encoder (docs/FORMAT.md, "rANS (tag 3)": Encoder),
+//! shared by its scalar and SIMD loops: each symbol's frequency, start and the
+//! reciprocal that divides by the frequency, and where the renormalisation
+//! words go.
 
 #![forbid(unsafe_code)]
 

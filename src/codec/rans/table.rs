@@ -1,6 +1,6 @@
-//! Decoding tables: what each of a stream's `2^scale` slots decodes to, in
-//! one of two layouts, built portably or with AVX-512, and the portable
-//! decoder's view of them.
+//! rANS decoding tables (docs/FORMAT.md, "rANS (tag 3)": slots and `c_j`): what
+//! each of a stream's `2^scale` slots decodes to, in one of two layouts, built
+//! portably or with AVX-512, and the portable decoder's view of them.
 
 use crate::codec::simd::{level as simd_level, Simd};
 use crate::codec::symbols::SymbolSet;

@@ -1,23 +1,11 @@
-use super::choose::*;
-use super::decode::*;
-use super::encode::*;
-use super::freqs::*;
-use super::layout::*;
-use super::model::*;
 #[cfg(target_arch = "x86_64")]
 use super::simd_encode;
-use super::step::*;
-use super::table::*;
-use super::Model;
-use crate::codec::codelen::sorted_indices;
-use crate::codec::simd::tests::with_limit;
-use crate::codec::simd::{level as simd_level, Simd};
-use crate::codec::stats::Stats;
+use super::{choose::*, decode::*, encode::*, freqs::*, layout::*, model::*, step::*, table::*};
+use crate::codec::simd::{level as simd_level, tests::with_limit, Simd};
 use crate::codec::symbols::{self, SymbolSet, Values};
+use crate::codec::{codelen::sorted_indices, stats::Stats, tests::xorshift};
 use crate::codec::{encode_with, Codec};
 use crate::wire::Reader;
-
-use crate::codec::tests::xorshift;
 
 #[test]
 fn integer_log2_is_close_to_the_real_one() {
