@@ -9,13 +9,14 @@
 //! `encoded_size` is exact yet computed from a `Stats` summary where possible
 //! instead of by encoding.
 //!
-//! The encoder's entry points are in `encode` (sizing, choosing and encoding)
-//! and the decoder's in `decode`; both dispatch on the codec named by `tag`.
-//! Under them, each codec: `raw`, `bitpack`, `huffman` and `rans`, each with
-//! its decoder apart from its encoder; what they share: `symbols` (the symbol
-//! set, with `rounded` values), `bits`, `index`, `codelen`, `stats` (the
-//! encoders' statistics), `width`, `word` and `simd`. No file below imports
-//! the one above it, and no decoder imports an encoder.
+//! The encoder's entry points are in `encode` (sizing, choosing and
+//! encoding) and the decoder's in `decode`; both dispatch on the codec named
+//! by `tag`. Under them are the codecs, `raw`, `bitpack`, `huffman` and
+//! `rans` (the last two with their decoders apart from their encoders), and
+//! what the codecs share: `symbols` (the symbol set, its rANS counts as
+//! `rounded` values), `bits`, `index`, `codelen`, `stats` (the statistics
+//! the encoders size from), `width`, `word` and `simd`. No decoder file
+//! imports an encoder file.
 
 mod bitpack;
 mod bits;

@@ -5,11 +5,11 @@
 //! what the parent cannot imply (a Concat's part lengths). See `docs/FORMAT.md`.
 //!
 //! `program` holds the trees, `types` their types; `exec` runs them, with
-//! the operators whose words it checks as it places them in files of their
-//! own (`matches`, `sparse`, `partition`, `mirror`, `palette`, `scaled`;
-//! `ops` for Map, Scan and Merge). `encode` is the canonical encoder and
-//! `decode` the strict decoder of untrusted programs; both read the node
-//! tags in `tag`.
+//! the operators that place their children's words in a file each
+//! (`matches`, `sparse`, `partition`, `mirror`, `palette`), the Scaled
+//! operator's arithmetic in `scaled` and Map, Scan and Merge in `ops`.
+//! `encode` is the canonical encoder and `decode` the strict decoder of
+//! untrusted programs; both use the node tags in `tag`.
 
 #![forbid(unsafe_code)]
 
