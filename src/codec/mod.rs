@@ -5,10 +5,6 @@
 //! the caller knows both. Encodings are self-delimiting, so `decode` reports how
 //! many bytes it consumed.
 //!
-//! The caller typically tries many candidate streams and keeps the smallest, so
-//! `encoded_size` is exact yet computed from a `Stats` summary where possible
-//! instead of by encoding.
-//!
 //! The encoder's entry points are in `encode` (sizing, choosing and
 //! encoding) and the decoder's in `decode`; both dispatch on the codec named
 //! by `tag`. Under them are the codecs, `raw`, `bitpack`, `huffman` and
