@@ -43,12 +43,13 @@ FUNCTIONS = [
     (("sha2::",), "SHA-256"),
     (("Stats::new", "count_dense", "count_hashed", "count_by_id", "SplitHistogram"), "histograms"),
     (("try_children", "expand::field", "MapOp::"), "deriving children's streams"),
-    (("rans::model::", "Model::"), "rANS models"),
-    (("rans::simd_encode", "rans::encode::"), "rANS coder"),
+    (("rans::model::", "rans::choose::", "rans::freqs::", "Model::"), "rANS models"),
+    (("rans::simd_encode", "rans::encode::", "rans::step::"), "rANS coder"),
     (("codelen::",), "Huffman code lengths"),
-    (("huffman::encode",), "Huffman encoding"),
+    (("huffman::encode", "huffman::code::"), "Huffman encoding"),
     (("bitpack::",), "BitPack"),
-    (("rans::simd_decode", "rans::decode", "huffman::decode", "dsl::exec"), "decoding"),
+    (("rans::simd_decode", "rans::decode", "rans::table::", "rans::dest::", "huffman::decode",
+      "huffman::streams::", "huffman::table::", "dsl::exec"), "decoding"),
 ]
 
 FRAME = re.compile(r"^\s*[0-9a-f]+\s+(.*?)(?: \(inlined\))?$")

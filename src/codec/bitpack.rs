@@ -1,5 +1,6 @@
-//! BitPack: one byte `k` (the bit length of the largest word), then every word
-//! in `k` bits, packed LSB-first.
+//! BitPack literals (docs/FORMAT.md, "BitPack (tag 1)"): one byte `k` (the
+//! bit length of the largest word), then every word in `k` bits, packed
+//! LSB-first.
 
 use super::bits::BitWriter;
 use super::word::{Put, Word};

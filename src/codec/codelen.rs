@@ -35,7 +35,25 @@ pub(super) fn limited_lengths_within(weights: &[u64], limit: u32, most: u64) -> 
 
 /// Indices of `weights` by increasing weight, then index.
 fn sorted_order(weights: &[u64]) -> Vec<usize> {
-    crate::codec::sorted_indices(weights.iter().copied())
+    sorted_indices(weights.iter().copied())
+}
+
+/// Indices of `keys` (below 2^48, at most 2^16 of them) by increasing key,
+/// then index: sorted as packed integers, without an indirection per
+/// comparison, since code lengths are chosen for every candidate stream
+/// while packing.
+pub(super) fn sorted_indices(keys: impl ExactSizeIterator<Item = u64>) -> Vec<usize> {
+    const INDEX_BITS: u32 = 16;
+    assert!(keys.len() <= 1 << INDEX_BITS, "too many keys");
+    let mut packed: Vec<u64> = (keys.enumerate())
+        .map(|(i, key)| {
+            debug_assert!(key < 1 << (64 - INDEX_BITS), "key too large");
+            key << INDEX_BITS | i as u64
+        })
+        .collect();
+    packed.sort_unstable();
+    let mask = (1 << INDEX_BITS) - 1;
+    packed.into_iter().map(|k| (k & mask) as usize).collect()
 }
 
 /// Unlimited Huffman lengths. Leaves are consumed in sorted order and merged

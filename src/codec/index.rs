@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::MAX_SYMBOLS;
+use super::symbols::MAX_SYMBOLS;
 
 /// An open-addressing hash map from word to a small id. It holds at most
 /// `MAX_SYMBOLS + 1` words in 8192 slots, so it stays at most about half full:

@@ -1,7 +1,8 @@
-//! Raw: each word in `ceil(width / 8)` little-endian bytes.
+//! Raw literals (docs/FORMAT.md, "Raw (tag 0)"): each word in
+//! `ceil(width / 8)` little-endian bytes.
 
+use super::width::word_mask;
 use super::word::{Put, Word};
-use super::word_mask;
 use crate::wire::{Reader, WireError};
 
 fn bytes_per_word(width: u32) -> usize {

@@ -5,11 +5,13 @@
 
 #![forbid(unsafe_code)]
 
-use std::ops::Range;
 use std::sync::OnceLock;
 
+use super::huffman::quarter_ranges;
 use super::index::{SymbolIndex, WordTable};
-use super::{word_mask, MAX_SYMBOLS};
+use super::rans::Model;
+use super::symbols::MAX_SYMBOLS;
+use super::width::{check_width, word_mask};
 
 /// Statistics of one stream, computed once and shared by every size estimate.
 pub struct Stats {
@@ -28,7 +30,7 @@ pub(super) struct Alphabet {
     index: OnceLock<SymbolIndex>,
     /// The rANS model and its cost of the words, chosen on first use:
     /// estimating, sizing and encoding a stream share it.
-    pub(super) rans: OnceLock<(super::rans::Model, i128)>,
+    pub(super) rans: OnceLock<(Model, i128)>,
 }
 
 impl Alphabet {
@@ -62,13 +64,6 @@ impl Alphabet {
     }
 }
 
-/// The word ranges of the four quarters of a stream of `n` words: quarter `q`
-/// is `[q*c, (q+1)*c)` clipped to `n`, with `c = ceil(n / 4)`.
-pub(super) fn quarter_ranges(n: usize) -> [Range<usize>; 4] {
-    let c = n.div_ceil(4);
-    std::array::from_fn(|q| (q * c).min(n)..((q + 1) * c).min(n))
-}
-
 impl std::fmt::Debug for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stats")
@@ -82,7 +77,7 @@ impl Stats {
     /// Panics if a word does not fit in `width` bits or the stream has 2^32
     /// words or more (caller bugs).
     pub fn new(words: &[u32], width: u32) -> Stats {
-        super::check_width(width);
+        check_width(width);
         assert!(words.len() <= u32::MAX as usize, "stream too long");
         let alphabet = if uses_dense_count(width) {
             count_dense(words, width)

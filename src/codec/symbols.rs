@@ -1,5 +1,6 @@
-//! The symbol set shared by Huffman and rANS: the sorted distinct words of a
-//! stream, each with a positive value (a code length or a frequency).
+//! The symbol set shared by Huffman and rANS (docs/FORMAT.md, "Symbol set
+//! (shared by Huffman and rANS)"): the sorted distinct words of a stream,
+//! each with a positive value (a code length or a frequency).
 //!
 //! Two layouts; the encoder writes whichever is smaller (range on ties):
 //! - range: `[min, max]` with one entry per value in between, 0 for absent
@@ -8,12 +9,16 @@
 //!   values in order. Small when the words are sparse, e.g. 16-bit words.
 //!
 //! Values are stored as 4-bit nibbles (code lengths), varints (frequencies)
-//! or shape values (counts to a few significant bits, see `shape`).
+//! or rounded values (counts to a few significant bits, see `rounded`).
 
 #![forbid(unsafe_code)]
 
-use super::{shape, word_mask, MAX_SYMBOLS};
+use super::rounded;
+use super::width::word_mask;
 use crate::wire::{put_varint, varint_len, Reader, WireError};
+
+/// Largest alphabet Huffman and rANS accept; it bounds every decoding table.
+pub const MAX_SYMBOLS: usize = 4096;
 
 /// How the per-word values are stored.
 #[derive(Clone, Copy, Debug)]
@@ -23,9 +28,9 @@ pub(super) enum Values {
     /// One varint per value: the value itself in a range (0 = absent), the
     /// value minus one in a list.
     Varints,
-    /// Shape values with this precision, in one bit stream (0 = absent in
-    /// a range).
-    Shape(u32),
+    /// Rounded values with this precision, in one bit stream (0 = absent
+    /// in a range).
+    Rounded(u32),
 }
 
 const RANGE: u64 = 0;
@@ -51,9 +56,9 @@ fn range_size(words: &[u32], values: &[u32], kind: Values) -> usize {
             let absent = (span - words.len() as u64) as usize;
             absent + values.iter().map(|&v| varint_len(v as u64)).sum::<usize>()
         }
-        Values::Shape(p) => {
+        Values::Rounded(p) => {
             let gaps = words.windows(2).map(|p| (p[1] - p[0] - 1) as u64);
-            shape::size(
+            rounded::size(
                 values.iter().copied().zip(std::iter::once(0).chain(gaps)),
                 p,
             )
@@ -83,14 +88,14 @@ fn list_size(words: &[u32], values: &[u32], kind: Values) -> usize {
     let entries = match kind {
         Values::Nibbles => words.len().div_ceil(2),
         Values::Varints => values.iter().map(|&v| varint_len(v as u64 - 1)).sum(),
-        Values::Shape(p) => shape::size_of(values, p),
+        Values::Rounded(p) => rounded::size_of(values, p),
     };
     header + gaps + entries
 }
 
 /// A size `write`'s output is never below, whatever the values and their
 /// kind: each layout's words as written, and at least one bit an entry (a
-/// nibble, a varint and a shape value all take one or more). Costs a pass
+/// nibble, a varint and a rounded value all take one or more). Costs a pass
 /// over the words only. `words` is strictly increasing (none: 0).
 pub(super) fn size_floor(words: &[u32]) -> usize {
     if words.is_empty() {
@@ -128,7 +133,7 @@ fn write_range(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u8>) {
     match kind {
         Values::Nibbles => put_nibbles(out, entries),
         Values::Varints => entries.for_each(|v| put_varint(out, v as u64)),
-        Values::Shape(p) => shape::write(&entries.collect::<Vec<_>>(), p, out),
+        Values::Rounded(p) => rounded::write(&entries.collect::<Vec<_>>(), p, out),
     }
 }
 
@@ -141,7 +146,7 @@ fn write_list(words: &[u32], values: &[u32], kind: Values, out: &mut Vec<u8>) {
     match kind {
         Values::Nibbles => put_nibbles(out, values.iter().copied()),
         Values::Varints => values.iter().for_each(|&v| put_varint(out, v as u64 - 1)),
-        Values::Shape(p) => shape::write(values, p, out),
+        Values::Rounded(p) => rounded::write(values, p, out),
     }
 }
 
@@ -185,7 +190,7 @@ fn read_range(
     let min_bytes = match kind {
         Values::Nibbles => span.div_ceil(2),
         Values::Varints => span,
-        Values::Shape(_) => span.div_ceil(8),
+        Values::Rounded(_) => span.div_ceil(8),
     };
     if min_bytes > r.remaining() as u64 {
         return Err(r.error("symbol range runs past the end of data"));
@@ -288,7 +293,7 @@ fn read_values(
                 take(stored as u32 + min_value).map_err(fail)?;
             }
         }
-        Values::Shape(p) => shape::read(r, count, p, min_value == 0, |v| {
+        Values::Rounded(p) => rounded::read(r, count, p, min_value == 0, |v| {
             if v > max_value {
                 return Err(BAD);
             }
@@ -338,7 +343,7 @@ mod tests {
     }
 
     /// `size_floor` is below every layout's size with any values of any kind,
-    /// down to shape values of one bit each (ones after ones, precision 0).
+    /// down to rounded values of one bit each (ones after ones, precision 0).
     #[test]
     fn floor_is_below_every_layout_and_kind() {
         let dense: Vec<u32> = (10..300).filter(|w| w % 7 != 0).collect();
@@ -349,8 +354,8 @@ mod tests {
             let ones = vec![1u32; words.len()];
             let mixed: Vec<u32> = (0..words.len() as u32).map(|i| 1 + i * 37 % 900).collect();
             for values in [ones, mixed] {
-                let kinds = [Values::Nibbles, Values::Varints, Values::Shape(0)];
-                for kind in kinds.into_iter().chain((1..=7).map(Values::Shape)) {
+                let kinds = [Values::Nibbles, Values::Varints, Values::Rounded(0)];
+                for kind in kinds.into_iter().chain((1..=7).map(Values::Rounded)) {
                     let values: Vec<u32> = match kind {
                         Values::Nibbles => values.iter().map(|v| 1 + v % 15).collect(),
                         _ => values.clone(),

@@ -1,13 +1,16 @@
 //! Property tests over every codec: exact sizes, round trips, `best`'s choice,
 //! and decoding of corrupt or arbitrary bytes without panics.
 
+use super::encode::expected_size;
 use super::simd::Simd;
+use super::width::word_mask;
 use super::*;
+use crate::wire::Reader;
 use proptest::prelude::*;
 
-/// Shapes of streams the tests draw from.
+/// Distributions of the words of the streams the tests draw from.
 #[derive(Clone, Copy, Debug)]
-enum Shape {
+enum Distribution {
     Uniform,
     /// Geometric: word k has probability about 2^-(k+1): heavily skewed.
     Geometric,
@@ -27,7 +30,7 @@ pub(crate) fn xorshift(seed: &mut u64) -> u64 {
     *seed
 }
 
-fn stream(shape: Shape, width: u32, len: usize, seed: u64) -> Vec<u32> {
+fn stream(dist: Distribution, width: u32, len: usize, seed: u64) -> Vec<u32> {
     let mask = word_mask(width);
     let mut seed = seed | 1;
     let pool: Vec<u32> = (0..4096)
@@ -36,24 +39,24 @@ fn stream(shape: Shape, width: u32, len: usize, seed: u64) -> Vec<u32> {
     (0..len)
         .map(|_| {
             let r = xorshift(&mut seed);
-            match shape {
-                Shape::Uniform => r as u32 & mask,
-                Shape::Geometric => (r.trailing_zeros() + (r >> 60) as u32 % 2) & mask,
-                Shape::Few(k) => pool[(r % k as u64) as usize],
-                Shape::Single => pool[0],
-                Shape::Many(k) => (r % k as u64) as u32 & mask,
+            match dist {
+                Distribution::Uniform => r as u32 & mask,
+                Distribution::Geometric => (r.trailing_zeros() + (r >> 60) as u32 % 2) & mask,
+                Distribution::Few(k) => pool[(r % k as u64) as usize],
+                Distribution::Single => pool[0],
+                Distribution::Many(k) => (r % k as u64) as u32 & mask,
             }
         })
         .collect()
 }
 
-fn shape_strategy() -> impl Strategy<Value = Shape> {
+fn distribution_strategy() -> impl Strategy<Value = Distribution> {
     prop_oneof![
-        Just(Shape::Uniform),
-        Just(Shape::Geometric),
-        (2u32..40).prop_map(Shape::Few),
-        Just(Shape::Single),
-        (3000u32..5000).prop_map(Shape::Many),
+        Just(Distribution::Uniform),
+        Just(Distribution::Geometric),
+        (2u32..40).prop_map(Distribution::Few),
+        Just(Distribution::Single),
+        (3000u32..5000).prop_map(Distribution::Many),
     ]
 }
 
@@ -202,13 +205,13 @@ proptest! {
 
     #[test]
     fn every_codec_round_trips_with_exact_size(
-        width in 1u32..=32, shape in shape_strategy(), len in len_strategy(), seed: u64,
+        width in 1u32..=32, dist in distribution_strategy(), len in len_strategy(), seed: u64,
     ) {
-        let words = stream(shape, width, len, seed);
+        let words = stream(dist, width, len, seed);
         let stats = Stats::new(&words, width);
         for codec in Codec::ALL {
             check_round_trip(codec, &words, width, &stats);
-            // The search skips shapes by the lower bound: never above the size.
+            // The search skips candidates by the lower bound: never above the size.
             let size = encoded_size(codec, &words, width, &stats);
             if let Some(size) = size {
                 prop_assert!(size_lower_bound(words.len(), width, &stats) <= size, "{:?}", codec);
@@ -217,11 +220,11 @@ proptest! {
             // where its exact size is within it, and it sizes it exactly.
             if let (Codec::Huffman, Some(size)) = (codec, size) {
                 for most in [size, size + 1, usize::MAX] {
-                    let expected = super::expected_size(codec, &words, width, &stats, most);
+                    let expected = expected_size(codec, &words, width, &stats, most);
                     prop_assert_eq!(expected, Some(size));
                 }
                 for most in [0, size / 2, size - 1] {
-                    let expected = super::expected_size(codec, &words, width, &stats, most);
+                    let expected = expected_size(codec, &words, width, &stats, most);
                     prop_assert!(expected.is_none() || expected == Some(size));
                 }
             }
@@ -232,10 +235,10 @@ proptest! {
     /// bijections here are a Map's kinds (xor, add, rotation, reversal).
     #[test]
     fn relabelled_stats_are_the_mapped_streams(
-        width in 1u32..=32, shape in shape_strategy(), len in len_strategy(), seed: u64,
+        width in 1u32..=32, dist in distribution_strategy(), len in len_strategy(), seed: u64,
         c: u32, kind in 0usize..4,
     ) {
-        let words = stream(shape, width, len, seed);
+        let words = stream(dist, width, len, seed);
         let m = word_mask(width);
         let rotate = |w: u32, r: u32| match r % width {
             0 => w,
@@ -264,9 +267,9 @@ proptest! {
 
     #[test]
     fn best_is_the_true_minimum_but_for_rans_predictions(
-        width in 1u32..=32, shape in shape_strategy(), len in 0usize..3000, seed: u64,
+        width in 1u32..=32, dist in distribution_strategy(), len in 0usize..3000, seed: u64,
     ) {
-        let words = stream(shape, width, len, seed);
+        let words = stream(dist, width, len, seed);
         let stats = Stats::new(&words, width);
         let sizes: Vec<_> = Codec::ALL
             .iter()
@@ -274,7 +277,7 @@ proptest! {
             .collect();
         let min = sizes.iter().map(|&(_, s)| s).min().unwrap();
         let (codec, size) = best(&words, width, &stats);
-        prop_assert_eq!(Some(size), super::expected_size(codec, &words, width, &stats, usize::MAX));
+        prop_assert_eq!(Some(size), expected_size(codec, &words, width, &stats, usize::MAX));
         let exact = sizes.iter().find(|&&(c, _)| c == codec).unwrap().1;
         // Only a rANS prediction may lead it off the least size, by little.
         let rans = sizes.iter().any(|&(c, _)| c == Codec::Rans);
@@ -290,11 +293,11 @@ proptest! {
 
     #[test]
     fn corrupt_encodings_never_panic(
-        width in 1u32..=32, shape in shape_strategy(), len in 0usize..2000, seed: u64,
+        width in 1u32..=32, dist in distribution_strategy(), len in 0usize..2000, seed: u64,
         codec_pick in 0usize..4, flips in prop::collection::vec(any::<(usize, u8)>(), 1..4),
         cut in any::<prop::sample::Index>(),
     ) {
-        let words = stream(shape, width, len, seed);
+        let words = stream(dist, width, len, seed);
         let mut buf = Vec::new();
         if !encode_with(Codec::ALL[codec_pick], &words, width, &mut buf) {
             return Ok(());
@@ -334,9 +337,9 @@ proptest! {
 
     #[test]
     fn table_len_ends_where_the_coded_words_begin(
-        width in 1u32..=32, shape in shape_strategy(), len in 0usize..3000, seed: u64,
+        width in 1u32..=32, dist in distribution_strategy(), len in 0usize..3000, seed: u64,
     ) {
-        let words = stream(shape, width, len, seed);
+        let words = stream(dist, width, len, seed);
         for codec in Codec::ALL {
             let mut buf = Vec::new();
             if !encode_with(codec, &words, width, &mut buf) {
@@ -364,18 +367,18 @@ proptest! {
     }
 }
 
-/// Long streams of the shapes the product meets (bf16 exponent and mantissa
-/// bytes, 16-bit words with thousands of values) at every width.
+/// Long streams of the distributions the product meets (bf16 exponent and
+/// mantissa bytes, 16-bit words with thousands of values) at every width.
 #[test]
 fn long_streams_round_trip_at_every_width() {
     for width in 1..=32 {
-        for shape in [
-            Shape::Geometric,
-            Shape::Few(30),
-            Shape::Uniform,
-            Shape::Many(4000),
+        for dist in [
+            Distribution::Geometric,
+            Distribution::Few(30),
+            Distribution::Uniform,
+            Distribution::Many(4000),
         ] {
-            let words = stream(shape, width, 100_000, width as u64);
+            let words = stream(dist, width, 100_000, width as u64);
             let stats = Stats::new(&words, width);
             for codec in Codec::ALL {
                 check_round_trip(codec, &words, width, &stats);
@@ -439,31 +442,35 @@ fn rejects_unconsumed_and_mismatched_streams() {
     }
 }
 
-/// Small streams of every shape through every codec, at widths that take
-/// each word type, decoded by the portable decoders (and SIMD ones where the
-/// CPU has them). Small enough for `scripts/test.sh` to run under Miri, where
+/// Small streams of every distribution through every codec, at widths that
+/// take each word type, decoded by the portable decoders (and SIMD ones where
+/// the CPU has them). Small enough for `scripts/test.sh` to run under Miri, where
 /// only the portable decoders run.
 #[test]
 fn small_streams_round_trip_in_every_codec() {
     // Under Miri, fewer: one width per word type, one length.
-    let (shapes, widths, lens): (&[Shape], &[u32], &[usize]) = if cfg!(miri) {
-        (&[Shape::Few(3), Shape::Geometric], &[5, 12, 23], &[130])
+    let (distributions, widths, lens): (&[Distribution], &[u32], &[usize]) = if cfg!(miri) {
+        (
+            &[Distribution::Few(3), Distribution::Geometric],
+            &[5, 12, 23],
+            &[130],
+        )
     } else {
         (
             &[
-                Shape::Single,
-                Shape::Few(3),
-                Shape::Geometric,
-                Shape::Uniform,
+                Distribution::Single,
+                Distribution::Few(3),
+                Distribution::Geometric,
+                Distribution::Uniform,
             ],
             &[1, 5, 8, 12, 16, 23, 32],
             &[1, 7, 33, 130],
         )
     };
-    for (k, &shape) in shapes.iter().enumerate() {
+    for (k, &dist) in distributions.iter().enumerate() {
         for &width in widths {
             for &len in lens {
-                let words = stream(shape, width, len, k as u64 * 97 + len as u64);
+                let words = stream(dist, width, len, k as u64 * 97 + len as u64);
                 let stats = Stats::new(&words, width);
                 for codec in Codec::ALL {
                     check_round_trip(codec, &words, width, &stats);

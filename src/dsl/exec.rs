@@ -1,11 +1,19 @@
-//! The executor: runs a program into a caller's buffer of words.
+//! The executor: runs a program into a caller's buffer of words, as the
+//! semantics of docs/FORMAT.md, "Programs", say.
 //!
 //! Every node writes its output straight into its slice of the caller's buffer;
 //! only Merge needs scratch space, one buffer per call reused across its parts.
 //! Words are held in any [`Word`] type wide enough for the program's width, so
 //! that narrow lanes and fields move as few bytes as possible.
 
-use super::{Literal, Op, Program, ScanOp};
+use super::matches::run_matches;
+use super::mirror::mirror_rows;
+use super::ops::ScanOp;
+use super::palette::palette_table_len;
+use super::partition::{gather_partition, MAX_PARTITION_CLASSES};
+use super::program::{Literal, Op, Program};
+use super::scaled::scaled_word;
+use super::sparse::place_sparse;
 use crate::codec::{OrIn, Word, ROWS_ROUND};
 
 /// Runs `f` on a scratch buffer of `len` words (contents unspecified), of
@@ -189,7 +197,7 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
         } => with_scratch(values.ty.len, |tables: &mut [T]| {
             execute(values, tables)?;
             execute(indices, out)?;
-            let table = super::palette_table_len(*index_width);
+            let table = palette_table_len(*index_width);
             for (words, tables) in out.chunks_mut(*group).zip(tables.chunks_exact(table)) {
                 // An index has `index_width` bits: always inside its table.
                 words
@@ -211,7 +219,7 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             for (words, &scale) in out.chunks_mut(*group).zip(factors.iter()) {
                 words
                     .iter_mut()
-                    .for_each(|w| *w = T::from_u32(super::scaled_word(format, scale, w.to_u32())));
+                    .for_each(|w| *w = T::from_u32(scaled_word(format, scale, w.to_u32())));
             }
             Ok(())
         })?,
@@ -226,7 +234,7 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
                     execute(runs, r)?;
                     execute(lens, l)?;
                     execute(dists, d)?;
-                    super::run_matches(out, words, r, l, d).map_err(L::refuse)
+                    run_matches(out, words, r, l, d).map_err(L::refuse)
                 })
             })?
         }
@@ -235,7 +243,7 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             with_scratch(values.ty.len, |words: &mut [T]| {
                 execute(values, words)?;
                 out.fill(T::from_u32(*fill));
-                super::place_sparse(out, at, words).map_err(L::refuse)
+                place_sparse(out, at, words).map_err(L::refuse)
             })
         })?,
         Op::Partition {
@@ -255,7 +263,7 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             execute(head, &mut out[..head.ty.len])?;
             with_scratch(diffs.ty.len, |d: &mut [T]| {
                 execute(diffs, d)?;
-                super::mirror_rows(out, *at, d);
+                mirror_rows(out, *at, d);
                 Ok(())
             })?
         }
@@ -283,7 +291,7 @@ type Partition<'a, L> = (usize, &'a Program<L>, &'a [Program<L>]);
 
 /// Runs a Partition's classes, and its parts end to end in scratch words of
 /// type `F`, then puts its groups into `out` with `put` (see
-/// [`super::gather_partition`]).
+/// [`gather_partition`]).
 fn run_partition<T: Word, F: Word, L: LiteralSource>(
     (group, classes, parts): Partition<'_, L>,
     out: &mut [T],
@@ -293,10 +301,10 @@ fn run_partition<T: Word, F: Word, L: LiteralSource>(
         execute(classes, ids)?;
         with_scratch(out.len(), |words: &mut [F]| {
             end_to_end(parts, words)?;
-            let mut lens = [0; super::MAX_PARTITION_CLASSES];
+            let mut lens = [0; MAX_PARTITION_CLASSES];
             let lens = &mut lens[..parts.len()];
             lens.iter_mut().zip(parts).for_each(|(n, p)| *n = p.ty.len);
-            super::gather_partition(out, group, ids, (words, lens), put).map_err(L::refuse)
+            gather_partition(out, group, ids, (words, lens), put).map_err(L::refuse)
         })
     })
 }
@@ -317,14 +325,14 @@ fn in_rows<L: LiteralSource>(p: &Program<L>, len: usize) -> bool {
 
 /// Runs a Partition of [`in_rows`]: each class's literal writes its words
 /// straight into the class's rows of `out`. Refuses what
-/// [`super::gather_partition`] refuses, before any literal runs.
+/// [`gather_partition`] refuses, before any literal runs.
 fn partition_in_rows<T: Word, L: LiteralSource>(
     (group, classes, parts): Partition<'_, L>,
     out: &mut [T],
 ) -> Result<(), L::Error> {
     with_scratch(classes.ty.len, |ids: &mut [u32]| {
         execute(classes, ids)?;
-        let mut counts = [0usize; super::MAX_PARTITION_CLASSES];
+        let mut counts = [0usize; MAX_PARTITION_CLASSES];
         for &class in ids.iter() {
             let count = (counts.get_mut(class as usize)).filter(|_| (class as usize) < parts.len());
             *count.ok_or_else(|| L::refuse("partition class without a part"))? += 1;
@@ -337,7 +345,7 @@ fn partition_in_rows<T: Word, L: LiteralSource>(
         // The classes' rows one class after another, each class's in
         // order: `next[c]` is where class `c`'s next row goes, and its end
         // once all are placed.
-        let mut next = [0usize; super::MAX_PARTITION_CLASSES];
+        let mut next = [0usize; MAX_PARTITION_CLASSES];
         for c in 1..parts.len() {
             next[c] = next[c - 1] + counts[c - 1];
         }

@@ -1,6 +1,7 @@
-//! Parameters of the Map, Scan and Merge operators and their word-level semantics.
+//! Parameters of the Map, Scan and Merge operators and their word-level
+//! semantics (docs/FORMAT.md, "Programs": `Scan`, Map kinds, Merge fields).
 
-use super::mask;
+use super::types::mask;
 use std::fmt;
 
 /// Width-preserving bijections on `b`-bit words.

@@ -1,5 +1,6 @@
-//! The arithmetic of the Scaled operator: a float word made from a binary32
-//! scale times a small signed integer, rounded to the word's float format.
+//! The arithmetic of the Scaled operator (docs/FORMAT.md, "Programs":
+//! `Scaled`): a float word made from a binary32 scale times a small signed
+//! integer, rounded to the word's float format.
 //!
 //! Everything is exact IEEE 754 arithmetic (one binary32 multiplication,
 //! rounded to nearest, ties to even; then one rounding to the format, nearest,

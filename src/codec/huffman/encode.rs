@@ -1,9 +1,20 @@
-//! Code lengths, canonical codes and the four bitstreams of the encoder, and
-//! the exact size of an encoding.
+//! The encoder of Huffman literals (docs/FORMAT.md, "Huffman (tag 2)"): code
+//! lengths, the four bitstreams, and the exact size of an encoding.
 
 #![forbid(unsafe_code)]
 
-use super::*;
+use super::code::{canonical_codes, quarter_ranges, reverse, MAX_LEN};
+use crate::codec::bits::BitWriter;
+use crate::codec::codelen::{limited_lengths, limited_lengths_within};
+use crate::codec::index::SymbolIndex;
+use crate::codec::stats::{Alphabet, Stats};
+use crate::codec::symbols::{self, Values};
+use crate::wire::{put_varint, varint_len};
+
+/// Huffman needs at least two words (a one-word code would be incomplete).
+pub(super) fn applicable(stats: &Stats) -> Option<&Alphabet> {
+    stats.alphabet().filter(|a| a.len() >= 2)
+}
 
 pub(super) fn code_lengths(alphabet: &Alphabet) -> Vec<u32> {
     limited_lengths(&alphabet.totals(), MAX_LEN)
@@ -73,34 +84,6 @@ pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) 
         );
     }
     true
-}
-
-/// Canonical codes (most significant bit first) for lengths given in symbol
-/// order: shorter codes first, and by symbol order within a length.
-pub(super) fn canonical_codes(lengths: &[u32]) -> Vec<u32> {
-    let mut count = [0u32; MAX_LEN as usize + 1];
-    for &len in lengths {
-        count[len as usize] += 1;
-    }
-    let mut next = [0u32; MAX_LEN as usize + 1];
-    let mut code = 0;
-    for len in 1..=MAX_LEN as usize {
-        code = (code + count[len - 1]) << 1;
-        next[len] = code;
-    }
-    lengths
-        .iter()
-        .map(|&len| {
-            next[len as usize] += 1;
-            next[len as usize] - 1
-        })
-        .collect()
-}
-
-/// The low `len` bits of `code` in reverse order: the bitstream is read from
-/// the least significant bit, and a code's first bit must come out first.
-pub(super) fn reverse(code: u32, len: u32) -> u32 {
-    code.reverse_bits() >> (32 - len)
 }
 
 /// Writes one quarter's bitstream with `bits`; `codes[rank]` is `reversed

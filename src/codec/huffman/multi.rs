@@ -1,7 +1,12 @@
-//! The multi-word table for long streams: one lookup yields up to seven short
+//! The multi-word table for long streams of a Huffman literal
+//! (docs/FORMAT.md, "Huffman (tag 2)"): one lookup yields up to seven short
 //! codes' words.
 
-use super::*;
+use super::code::MAX_LEN;
+use super::streams::{quarters, Bits};
+use super::table::{Table, PEEK_MASK, TABLE_SIZE};
+use crate::codec::symbols::SymbolSet;
+use crate::codec::word::Word;
 
 /// Most words one multi-word table entry holds.
 pub(super) const MULTI_WORDS: usize = 7;
@@ -58,10 +63,35 @@ pub(super) fn build_multi_table(table: &Table) -> Box<MultiTable> {
     multi
 }
 
-/// As [`decode_streams`], several words per lookup. Each stream advances its
-/// own output position by the count each lookup decodes; the interleaved
-/// loop runs while every quarter has room for four lookups' slots, so no
-/// lookup decodes words past its quarter's end.
+impl Bits {
+    /// Decodes the words of one multi-word entry into `out` from `*at` on,
+    /// advancing `*at` past them; needs at least 12 valid bits and
+    /// [`MULTI_SLOTS`] slots from `*at`. All slots are written (one store of
+    /// the whole entry) since that is cheaper than storing just `count`.
+    #[inline(always)]
+    pub(super) fn decode_multi<T: Word>(
+        &mut self,
+        table: &MultiTable,
+        out: &mut [T],
+        at: &mut usize,
+    ) {
+        let entry = table[(self.buf & PEEK_MASK) as usize];
+        let slots: &mut [T; MULTI_SLOTS] = (&mut out[*at..*at + MULTI_SLOTS])
+            .try_into()
+            .expect("MULTI_SLOTS slots");
+        store_bytes(entry, slots);
+        let len = (entry >> 56) as u32 & 15;
+        *at += (entry >> 60) as usize;
+        self.buf >>= len;
+        self.pos += len as usize;
+    }
+}
+
+/// As [`decode_streams`](super::decode::decode_streams), several words per
+/// lookup. Each stream advances its own output position by the count each
+/// lookup decodes; the interleaved loop runs while every quarter has room
+/// for four lookups' slots, so no lookup decodes words past its quarter's
+/// end.
 #[inline(always)]
 pub(super) fn decode_streams_multi<T: Word>(
     streams: [Bits; 4],

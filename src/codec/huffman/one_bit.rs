@@ -1,7 +1,9 @@
-//! Codes of two one-bit words (common in the top bits of BF16 weights): each
-//! stream's bits are expanded straight into words, with no table.
+//! Huffman codes of two one-bit words (docs/FORMAT.md, "Huffman (tag 2)"),
+//! common in the top bits of BF16 weights: each stream's bits are expanded
+//! straight into words, with no table.
 
-use super::*;
+use super::streams::{quarters, Bits, Streams};
+use crate::codec::word::Word;
 
 /// Decodes a code of two words, each one bit long (the only complete code
 /// of two words). Each stream is then a bitmap, its bit `i` choosing the
@@ -62,7 +64,8 @@ pub(super) fn expand_simd<T: Word>(bits: &[u8], pair: [T; 2], out: &mut [T]) -> 
 /// mask of one blend between the two words, 64 bytes of words at a time.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx512 {
-    use super::{load_u64, Word};
+    use super::Word;
+    use crate::codec::huffman::streams::load_u64;
     use crate::codec::simd::{level, Simd};
     use std::arch::x86_64::*;
 

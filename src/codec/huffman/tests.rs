@@ -1,6 +1,11 @@
-use super::*;
+use super::code::*;
+use super::multi::*;
+use crate::codec::bits::BitWriter;
+use crate::codec::symbols::{self, Values};
 use crate::codec::tests::{decode_all, xorshift};
-use crate::codec::{word_mask, Codec};
+use crate::codec::width::word_mask;
+use crate::codec::Codec;
+use crate::wire::put_varint;
 use std::collections::HashMap;
 
 /// A random complete code: start from two 1-bit codes and repeatedly

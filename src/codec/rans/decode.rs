@@ -1,170 +1,20 @@
-//! Decoding tables and the portable decoder, specialised per scale; the bulk
-//! of a long stream goes to the SIMD decoders where the CPU has them.
+//! The decoder of rANS literals (docs/FORMAT.md, "rANS (tag 3)" and "rANS
+//! (tag 4, version 6)"): a stream's head and table, checked, then its words,
+//! portably (specialised per scale) or, for the bulk of a long stream, with
+//! the SIMD decoders where the CPU has them.
 
-use super::*;
 use std::ops::Range;
 
-/// Slot -> symbol tables for a validated model, of exactly `2^scale` entries.
-pub(super) struct DecodeTable {
-    pub(super) scale: u32,
-    pub(super) slots: Slots,
-}
-
-/// What each slot decodes to, in one of two layouts.
-pub(super) enum Slots {
-    /// `word << 24 | freq << 12 | (slot - start)`, where all three fit: byte
-    /// words, frequencies below 2^12 (at any scale, as `slot - start <
-    /// freq`). One lookup per step of 4 bytes. SIMD decoders are bound by
-    /// their gathers: one 4-byte lookup instead of two (a word table and a
-    /// `freq, offset` table) decodes faster, though its table (64 KiB at
-    /// scale 14) no longer fits the L1 cache. Tables that do fit it at 14 (a
-    /// byte word per slot, 16 KiB, and `freq, start` per word) decode slower
-    /// than this one: the second lookup waits for the first, and the SIMD
-    /// loop is bound by that latency.
-    Fused(Vec<u32>),
-    /// `word << 32 | freq << 16 | (slot - start)` for every other model
-    /// (`freq <= 2^14` and `slot - start < 2^14` each fit 16 bits): still
-    /// one lookup per step, of 8 bytes. Gathering 8-byte entries loads half
-    /// as many elements as two 4-byte gathers from separate word and
-    /// `freq, offset` tables, so 16-bit words decode faster.
-    Wide(Vec<u64>),
-}
-
-/// Whether the fused layout holds every symbol of a model.
-pub(super) fn fits_fused(set: &SymbolSet) -> bool {
-    const FUSED_FIELD: u32 = (1 << 12) - 1;
-    set.words
-        .iter()
-        .zip(&set.values)
-        .all(|(&w, &f)| w <= 0xff && f <= FUSED_FIELD)
-}
-
-impl DecodeTable {
-    /// Fails unless the frequencies (each >= 1) sum to exactly `2^scale`.
-    /// Takes the fused layout wherever it fits.
-    pub(super) fn new(set: &SymbolSet, scale: u32) -> Option<DecodeTable> {
-        let size = 1usize << scale;
-        if set.values.iter().map(|&f| f as u64).sum::<u64>() != size as u64 {
-            return None;
-        }
-        let slots = if fits_fused(set) {
-            Slots::fused(set, size)
-        } else {
-            Slots::wide(set, size)
-        };
-        Some(DecodeTable { scale, slots })
-    }
-}
-
-impl Slots {
-    /// The fused layout of `size` slots; every symbol must fit it. Tables
-    /// are built for every rANS stream decoded (each class of a Partition
-    /// has its own), so with AVX-512 where the CPU has it. Panics unless
-    /// the frequencies sum to `size`.
-    pub(super) fn fused(set: &SymbolSet, size: usize) -> Slots {
-        #[cfg(target_arch = "x86_64")]
-        if simd_level() >= Simd::Avx512 {
-            // SAFETY: `simd_level` checked that the CPU has AVX-512F.
-            return Slots::Fused(unsafe { simd_decode::fused_slots_avx512(set, size) });
-        }
-        Slots::Fused(fused_slots(set, size))
-    }
-
-    /// The wide layout of `size` slots, as [`Slots::fused`] builds it.
-    pub(super) fn wide(set: &SymbolSet, size: usize) -> Slots {
-        #[cfg(target_arch = "x86_64")]
-        if simd_level() >= Simd::Avx512 {
-            // SAFETY: `simd_level` checked that the CPU has AVX-512F.
-            return Slots::Wide(unsafe { simd_decode::wide_slots_avx512(set, size) });
-        }
-        Slots::Wide(wide_slots(set, size))
-    }
-}
-
-/// A fused slot's fields above its offset: `word << 24 | freq << 12`.
-pub(super) fn fused_high(word: u32, freq: u32) -> u32 {
-    word << 24 | freq << 12
-}
-
-/// A wide slot's fields above its offset: `word << 32 | freq << 16`.
-pub(super) fn wide_high(word: u32, freq: u32) -> u64 {
-    u64::from(word) << 32 | u64::from(freq) << 16
-}
-
-/// The slots of [`Slots::fused`] one at a time.
-pub(super) fn fused_slots(set: &SymbolSet, size: usize) -> Vec<u32> {
-    slots_one_at_a_time(set, size, fused_high)
-}
-
-/// The slots of [`Slots::wide`] one at a time.
-pub(super) fn wide_slots(set: &SymbolSet, size: usize) -> Vec<u64> {
-    slots_one_at_a_time(set, size, wide_high)
-}
-
-/// Each symbol's `high(word, freq)` or'd with its offsets `0..freq`, in
-/// symbol order; panics unless the frequencies sum to `size`.
-fn slots_one_at_a_time<E>(set: &SymbolSet, size: usize, high: fn(u32, u32) -> E) -> Vec<E>
-where
-    E: Copy + From<u32> + std::ops::BitOr<Output = E>,
-{
-    let mut table = Vec::with_capacity(size);
-    for (&word, &freq) in set.words.iter().zip(&set.values) {
-        let high = high(word, freq);
-        table.extend((0..freq).map(|offset| high | E::from(offset)));
-    }
-    assert_eq!(table.len(), size, "frequencies sum to the table's size");
-    table
-}
-
-/// A table's slots for the portable decoder, cut to exactly `2^SCALE`
-/// entries so that indexing by `x mod 2^SCALE` needs no bounds check.
-#[derive(Clone, Copy)]
-pub(super) enum Lookup<'a, const SCALE: u32> {
-    Fused(&'a [u32]),
-    Wide(&'a [u64]),
-}
-
-impl<'a, const SCALE: u32> Lookup<'a, SCALE> {
-    pub(super) fn new(slots: &'a Slots) -> Self {
-        let size = 1 << SCALE;
-        match slots {
-            Slots::Fused(table) => Lookup::Fused(&table[..size]),
-            Slots::Wide(table) => Lookup::Wide(&table[..size]),
-        }
-    }
-
-    /// `(freq, slot - start, word)` of `slot < 2^SCALE`.
-    #[inline(always)]
-    pub(super) fn get<T: Word>(self, slot: usize) -> (u32, u32, T) {
-        let (freq, offset, word) = match self {
-            Lookup::Fused(table) => unpack_fused(table[slot]),
-            Lookup::Wide(table) => unpack_wide(table[slot]),
-        };
-        (freq, offset, T::from_u32(word))
-    }
-}
-
-/// `(freq, slot - start, word)` of a fused slot entry.
-#[inline(always)]
-fn unpack_fused(e: u32) -> (u32, u32, u32) {
-    (e >> 12 & 0xfff, e & 0xfff, e >> 24)
-}
-
-/// `(freq, slot - start, word)` of a wide slot entry.
-#[inline(always)]
-fn unpack_wide(e: u64) -> (u32, u32, u32) {
-    (e as u32 >> 16, e as u32 & 0xffff, (e >> 32) as u32)
-}
-
-impl DecodeTable {
-    /// `(freq, slot - start, word)` of `slot < 2^scale`.
-    fn entry(&self, slot: usize) -> (u32, u32, u32) {
-        match &self.slots {
-            Slots::Fused(table) => unpack_fused(table[slot]),
-            Slots::Wide(table) => unpack_wide(table[slot]),
-        }
-    }
-}
+use super::dest::Dest;
+use super::freqs::table_freqs;
+use super::layout::{head_fields, used_lanes, Form, Groups, LANES, MAX_SCALE, STATE_LOW};
+#[cfg(target_arch = "x86_64")]
+use super::simd_decode;
+use super::table::{DecodeTable, Lookup};
+use crate::codec::simd::{level as simd_level, Simd};
+use crate::codec::symbols::{self, SymbolSet, Values};
+use crate::codec::word::Word;
+use crate::wire::{Reader, WireError};
 
 /// Decodes one word from state `x`, leaving the state un-renormalised. For
 /// a state in `[2^16, 2^32)` no overflow is possible:
@@ -255,7 +105,7 @@ pub(in crate::codec) fn read_table(
     let set = match form {
         Form::Varints => symbols::read(r, width, Values::Varints, 1 << scale)?,
         Form::Seeded => {
-            let mut set = symbols::read(r, width, Values::Shape(precision), u32::MAX)?;
+            let mut set = symbols::read(r, width, Values::Rounded(precision), u32::MAX)?;
             if set.words.len() > 1 << scale {
                 return Err(r.error("rans table has more words than slots"));
             }
@@ -264,85 +114,6 @@ pub(in crate::codec) fn read_table(
         }
     };
     Ok((scale, groups_log2, set))
-}
-
-/// Where a stream's words go: a slice, in order, or the rows of a
-/// Partition's class ([`Rows`]). Spans of whole rounds (`G * LANES`
-/// words from a multiple of that) are written in place by the SIMD
-/// decoders; the rest through [`Dest::with_words`].
-pub(in crate::codec) trait Dest<T> {
-    /// Words of the stream.
-    fn words(&self) -> usize;
-    /// The slots of words `start..start + len`, a whole round.
-    fn span(&mut self, start: usize, len: usize) -> &mut [T];
-    /// Runs `f` on slots for the words of `range`, and puts them in place.
-    fn with_words<R>(&mut self, range: Range<usize>, f: impl FnOnce(&mut [T]) -> R) -> R;
-}
-
-impl<T> Dest<T> for [T] {
-    fn words(&self) -> usize {
-        self.len()
-    }
-
-    #[inline(always)]
-    fn span(&mut self, start: usize, len: usize) -> &mut [T] {
-        &mut self[start..start + len]
-    }
-
-    fn with_words<R>(&mut self, range: Range<usize>, f: impl FnOnce(&mut [T]) -> R) -> R {
-        f(&mut self[range])
-    }
-}
-
-/// The rows of `out` that hold a stream: word `k` goes to row
-/// `rows[k / group]`, at `k % group` in it. Rows are whole rounds of
-/// lanes, so every round the SIMD decoders write lies in one row.
-pub(in crate::codec) struct Rows<'a, T> {
-    out: &'a mut [T],
-    group: usize,
-    rows: &'a [u32],
-}
-
-impl<'a, T: Word> Rows<'a, T> {
-    /// None unless `group` is a multiple of [`crate::codec::ROWS_ROUND`]
-    /// (the widest round) and every row lies in `out`.
-    pub(in crate::codec) fn new(out: &'a mut [T], group: usize, rows: &'a [u32]) -> Option<Self> {
-        let inside = |&r: &u32| {
-            (r as usize + 1)
-                .checked_mul(group)
-                .is_some_and(|e| e <= out.len())
-        };
-        (group > 0 && group.is_multiple_of(crate::codec::ROWS_ROUND) && rows.iter().all(inside))
-            .then_some(Rows { out, group, rows })
-    }
-
-    /// Where word `k` goes in `out`.
-    fn at(&self, k: usize) -> usize {
-        self.rows[k / self.group] as usize * self.group + k % self.group
-    }
-}
-
-impl<T: Word> Dest<T> for Rows<'_, T> {
-    fn words(&self) -> usize {
-        self.rows.len().saturating_mul(self.group)
-    }
-
-    #[inline(always)]
-    fn span(&mut self, start: usize, len: usize) -> &mut [T] {
-        debug_assert!(start % self.group + len <= self.group);
-        let at = self.at(start);
-        &mut self.out[at..at + len]
-    }
-
-    fn with_words<R>(&mut self, range: Range<usize>, f: impl FnOnce(&mut [T]) -> R) -> R {
-        let mut words = vec![T::default(); range.len()];
-        let result = f(&mut words);
-        for (k, w) in range.zip(words) {
-            let at = self.at(k);
-            self.out[at] = w;
-        }
-        result
-    }
 }
 
 /// Reads the states, seed count and renormalisation words of a stream with

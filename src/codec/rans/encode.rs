@@ -1,7 +1,21 @@
-//! The encoder, and the sizer that runs the same branch-free steps without
+//! The encoder of rANS literals of tag 4 (docs/FORMAT.md, "rANS (tag 4,
+//! version 6)"), and the sizer that runs the same branch-free steps without
 //! storing output (the renormalisation count depends on the exact states).
 
-use super::*;
+use super::layout::{used_lanes, Groups, GROUPS_SHIFT, LANES, PRECISION_SHIFT, STATE_LOW};
+use super::model::{log2_q16, Model, LOG2_FREQ};
+#[cfg(target_arch = "x86_64")]
+use super::simd_encode;
+use super::step::{size_symbols, Kept, SizeSymbol, KEPT_SLACK};
+use crate::codec::index::SymbolIndex;
+use crate::codec::simd::{level as simd_level, Simd};
+use crate::codec::stats::{Alphabet, Stats};
+use crate::codec::symbols::{self, Values};
+use crate::wire::{put_varint, varint_len};
+
+pub(super) fn applicable(stats: &Stats) -> Option<&Alphabet> {
+    stats.alphabet().filter(|a| a.len() >= 1)
+}
 
 /// Encodes `words`, which start at block `first` of the stream, backwards
 /// from the states in `groups`. Before coding each word it calls
@@ -50,88 +64,6 @@ pub(super) fn count_emitted<const G: usize>(
         &mut count,
     );
     emitted
-}
-
-/// Per-symbol data of the sizing simulation, 8 bytes so that one table
-/// lookup (or two 32-bit gathers) fetches all of it.
-///
-/// `packed` is `(freq - 1) | start << 14 | l << 28` with `l = ceil(log2
-/// freq)`: `freq <= 2^14`, `start < 2^14` and `l <= 14` fit their fields.
-/// `magic` is the Granlund-Montgomery multiplier
-/// `floor(2^32 * (2^l - freq) / freq) + 1`, below 2^32 since `2^l < 2 * freq`
-/// for `freq >= 2` (and 1 for `freq == 1`). It gives `floor(y / freq)` for
-/// every `y < 2^32` with one 32x32->64 multiplication (see `quotient`); the
-/// test `size_quotient_is_exact` checks it for every frequency.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub(super) struct SizeSymbol {
-    pub(super) packed: u32,
-    pub(super) magic: u32,
-}
-
-pub(super) const FIELD: u32 = (1 << 14) - 1;
-const _: () = assert!(MAX_SCALE == 14);
-
-impl SizeSymbol {
-    pub(super) fn new(freq: u32, start: u32) -> SizeSymbol {
-        assert!((1..=1 << MAX_SCALE).contains(&freq) && start <= FIELD);
-        let l = ceil_log2(freq as usize);
-        let magic = ((1u64 << 32) * ((1u64 << l) - freq as u64) / freq as u64 + 1) as u32;
-        SizeSymbol {
-            packed: (freq - 1) | start << 14 | l << 28,
-            magic,
-        }
-    }
-
-    fn freq(self) -> u32 {
-        (self.packed & FIELD) + 1
-    }
-
-    fn start(self) -> u32 {
-        (self.packed >> 14) & FIELD
-    }
-
-    /// `floor(y / freq)` for any `y < 2^32`: with `t = mulhi(y, magic) <= y`,
-    /// `(t + ((y - t) >> min(l, 1))) >> max(l - 1, 0)` (no step overflows).
-    #[inline(always)]
-    pub(super) fn quotient(self, y: u32) -> u32 {
-        let l = self.packed >> 28;
-        let sh1 = l.min(1);
-        let t = ((y as u64 * self.magic as u64) >> 32) as u32;
-        (t + ((y - t) >> sh1)) >> (l - sh1)
-    }
-
-    /// One encoder step on state `x` with frequencies summing to
-    /// `2^scale`: returns the new state and whether it renormalised. The
-    /// the rANS step after renormalisation:
-    /// `x >= 2^(32 - scale) * freq` iff `x >> (32 - scale) > freq - 1`, and
-    /// `2^scale - freq == (2^scale - 1) - (freq - 1)`. Wrapping arithmetic
-    /// matches the SIMD version (valid models never wrap).
-    #[inline(always)]
-    pub(super) fn step(self, x: u32, scale: u32) -> (u32, bool) {
-        let fm1 = self.packed & FIELD;
-        let renorm = ((x as u64) >> (32 - scale)) as u32 > fm1;
-        let y = if renorm { x >> 16 } else { x };
-        let start = (self.packed >> 14) & FIELD;
-        let cmpl = ((1u32 << scale) - 1).wrapping_sub(fm1);
-        let next = y
-            .wrapping_add(start)
-            .wrapping_add(self.quotient(y).wrapping_mul(cmpl));
-        (next, renorm)
-    }
-}
-
-pub(super) fn size_symbols(model: &Model) -> Vec<SizeSymbol> {
-    let mut start = 0;
-    model
-        .freqs
-        .iter()
-        .map(|&freq| {
-            let s = SizeSymbol::new(freq, start);
-            start += freq;
-            s
-        })
-        .collect()
 }
 
 /// Streams shorter than this are sized by the scalar loop only.
@@ -243,19 +175,6 @@ fn run_fast<const G: usize>(
     }
 }
 
-/// Where an encoding run keeps the renormalisation words: the low 16 bits
-/// of each state that renormalises go to `words[count]`, in the order of
-/// [`run`]. Each step writes there, and `count` moves on only past the ones
-/// that renormalise; the SIMD loop writes eight words at a time, so `words`
-/// holds [`KEPT_SLACK`] beyond the most a run keeps.
-pub(super) struct Kept<'a> {
-    pub words: &'a mut [u16],
-    pub count: usize,
-}
-
-/// Words past the kept ones a run may write (see [`Kept`]).
-pub(super) const KEPT_SLACK: usize = 16;
-
 /// Runs the whole blocks of `bulk` with AVX-512 or AVX2, the widest the CPU
 /// has, when the stream is long enough, keeping the renormalisation words in `kept` if
 /// given, and returns their number; otherwise returns None and leaves
@@ -334,10 +253,12 @@ fn seeded_and_emitted<const G: usize>(
 /// What [`size`] is expected to be, without a pass over the words: the
 /// renormalisations that the model's cost in bits implies, less the bits
 /// the used lanes' states may hold, plus what the final states leave
-/// unfilled, [`PREDICTED_LANE_BYTES`] a lane on average. On streams of
-/// thousands of words it is a few bytes from the exact size, while a pass of
-/// the coder costs as much as encoding, and the search weighs many streams
-/// it then drops, so it weighs rANS streams by this.
+/// unfilled, [`PREDICTED_LANE_BYTES`] a lane on average. It is off the
+/// exact size by no more than
+/// [`rans_prediction_slack`](crate::codec::rans_prediction_slack) allows
+/// (the bound the tests check), while a pass of the coder costs as much as
+/// encoding, and the search weighs many streams it then drops, so it weighs
+/// rANS streams by this.
 pub(in crate::codec) fn predict(words: &[u32], stats: &Stats) -> Option<usize> {
     let (model, seeded, emitted) = modelled(words, stats)?;
     let lanes = used_lanes(words.len(), model.groups);
@@ -345,8 +266,8 @@ pub(in crate::codec) fn predict(words: &[u32], stats: &Stats) -> Option<usize> {
 }
 
 /// Eighths of a byte per used lane the exact size exceeds the model's
-/// renormalisations by on average: an empirical mean over weight streams,
-/// not a bound.
+/// renormalisations by on average: a mean, not a bound, as what a final
+/// state leaves unfilled depends on the exact states the coder ends in.
 const PREDICTED_LANE_BYTES: usize = 7;
 
 /// The model, the seeded words and the renormalisation words the model's
@@ -415,7 +336,7 @@ pub(super) fn encode_groups<const G: usize>(
     symbols::write(
         &alphabet.words,
         &model.table,
-        Values::Shape(model.precision),
+        Values::Rounded(model.precision),
         out,
     );
     // Each word emits at most one renormalisation word; every word writes

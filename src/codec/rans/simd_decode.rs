@@ -1,14 +1,16 @@
-//! The decoder of `decode_lanes` with SIMD. A group's 32 lanes live in four
-//! vectors of 8 (AVX2) or two of 16 (AVX-512), and all groups of a stream
-//! decode together, so there are 4 to 8 independent dependency chains: the
-//! loop is bound by each chain's latency (gather, multiply, renormalise)
-//! more than by throughput. Table lookups are gathers. The renormalisation
-//! words for the lanes that need one are spread to them by a permutation
-//! chosen by the mask of those lanes (AVX2), or by an expand under that mask
-//! (AVX-512).
+//! The decoder of `decode_lanes` with SIMD (docs/FORMAT.md, "rANS (tag 3)":
+//! Decoding). A group's 32 lanes live in four vectors of 8 (AVX2) or two of 16
+//! (AVX-512), and all groups of a stream decode together, so there are 4 to 8
+//! independent dependency chains: the loop is bound by each chain's latency
+//! (gather, multiply, renormalise) more than by throughput. Table lookups are
+//! gathers. The renormalisation words for the lanes that need one are spread to
+//! them by a permutation chosen by the mask of those lanes (AVX2), or by an
+//! expand under that mask (AVX-512).
 
-use super::{fused_high, wide_high};
-use super::{DecodeTable, Dest, Groups, Slots, SymbolSet, Word, LANES, STATE_LOW};
+use super::dest::Dest;
+use super::layout::{Groups, LANES, STATE_LOW};
+use super::table::{DecodeTable, Slots};
+use crate::codec::word::Word;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -68,82 +70,6 @@ pub(super) unsafe fn decode_avx512<T: Word, const G: usize, D: Dest<T> + ?Sized>
 ) -> (usize, usize) {
     // SAFETY: the caller checked the CPU features, which are all `decode` needs.
     unsafe { decode_table::<T, Zmm, G, D>(groups, table, data, out, words) }
-}
-
-/// The fused slots of `set` (as `decode::fused_slots` makes them), 16 a
-/// store; see [`fill_slots`].
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[target_feature(enable = "avx2,avx512f")]
-pub(super) unsafe fn fused_slots_avx512(set: &SymbolSet, size: usize) -> Vec<u32> {
-    let ramp = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let high = |word: u32, freq: u32| _mm512_set1_epi32(fused_high(word, freq) as i32);
-    // SAFETY: the CPU has AVX-512F (this function's contract).
-    unsafe { fill_slots(set, size, high, ramp, _mm512_set1_epi32(16)) }
-}
-
-/// The wide slots of `set` (as `decode::wide_slots` makes them), 8 a
-/// store; see [`fill_slots`].
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[target_feature(enable = "avx2,avx512f")]
-pub(super) unsafe fn wide_slots_avx512(set: &SymbolSet, size: usize) -> Vec<u64> {
-    let ramp = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-    let high = |word: u32, freq: u32| _mm512_set1_epi64(wide_high(word, freq) as i64);
-    // SAFETY: the CPU has AVX-512F (this function's contract).
-    unsafe { fill_slots(set, size, high, ramp, _mm512_set1_epi64(8)) }
-}
-
-/// The `size` slots of `set`, a vector of them a store: each symbol's
-/// `high(word, freq)` or'd with the offsets `ramp` (0 to the lanes - 1),
-/// then `step` (the lanes) added for the next store. A symbol's last store
-/// runs on into the next symbol's slots, which that symbol's stores then
-/// overwrite, or into a vector's worth of spare capacity past the end
-/// (offsets past `freq - 1` may carry into the frequency's bits: only in
-/// those slots). Tables are mostly symbols of a few dozen to a few hundred
-/// slots, too short for a compiled loop with a scalar tail. Panics unless
-/// the frequencies sum to `size`.
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[inline(always)]
-unsafe fn fill_slots<E: bytemuck::Pod>(
-    set: &SymbolSet,
-    size: usize,
-    high: impl Fn(u32, u32) -> __m512i,
-    ramp: __m512i,
-    step: __m512i,
-) -> Vec<E> {
-    let lanes = size_of::<__m512i>() / size_of::<E>();
-    let mut table: Vec<E> = Vec::with_capacity(size + lanes);
-    let slots = table.as_mut_ptr();
-    let mut start = 0;
-    for (&word, &freq) in set.words.iter().zip(&set.values) {
-        // SAFETY: the CPU has AVX-512F (this function's contract).
-        let mut entries = unsafe { _mm512_or_si512(high(word, freq), ramp) };
-        let end = start + freq as usize;
-        assert!(end <= size, "frequencies beyond the table's size");
-        let mut at = start;
-        while at < end {
-            // SAFETY: `at < end <= size` (asserted above), so the vector's
-            // slots from `at` are within the capacity of `size + lanes`;
-            // the CPU has AVX-512F. (Adding 32-bit lanes adds to the
-            // offsets in the low bits of 64-bit slots too: none carries
-            // out of its 32 bits.)
-            unsafe {
-                _mm512_storeu_si512(slots.add(at) as *mut __m512i, entries);
-                entries = _mm512_add_epi32(entries, step);
-            }
-            at += lanes;
-        }
-        start = end;
-    }
-    assert_eq!(start, size, "frequencies short of the table's size");
-    // SAFETY: the stores above wrote every slot below `start == size`.
-    unsafe { table.set_len(size) };
-    table
 }
 
 /// Where a decoder's gathers read: the `2^scale` slots of a

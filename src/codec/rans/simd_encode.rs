@@ -1,10 +1,12 @@
-//! The encoder's loop with AVX2 or AVX-512, sizing or encoding: the 32
-//! lanes of a group are four vectors of eight (AVX2) or two of sixteen,
-//! each an independent dependency chain. Symbol data comes from gathers;
-//! the division is `SizeSymbol::quotient` lane by lane.
+//! The rANS encoder's loop (docs/FORMAT.md, "rANS (tag 3)": Encoder) with AVX2
+//! or AVX-512, sizing or encoding: the 32 lanes of a group are four vectors of
+//! eight (AVX2) or two of sixteen, each an independent dependency chain. Symbol
+//! data comes from gathers; the division is `SizeSymbol::quotient` lane by
+//! lane.
 
+use super::layout::{Groups, LANES};
 use super::simd_decode::Vector;
-use super::{Groups, Kept, SizeSymbol, FIELD, KEPT_SLACK, LANES};
+use super::step::{Kept, SizeSymbol, FIELD, KEPT_SLACK};
 use std::arch::x86_64::*;
 
 const _: () = assert!(LANES == 32 && std::mem::size_of::<SizeSymbol>() == 8);

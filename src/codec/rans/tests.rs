@@ -1,8 +1,11 @@
-use super::*;
-use crate::codec::simd::tests::with_limit;
+#[cfg(target_arch = "x86_64")]
+use super::simd_encode;
+use super::{choose::*, decode::*, encode::*, freqs::*, layout::*, model::*, step::*, table::*};
+use crate::codec::simd::{level as simd_level, tests::with_limit, Simd};
+use crate::codec::symbols::{self, SymbolSet, Values};
+use crate::codec::{codelen::sorted_indices, stats::Stats, tests::xorshift};
 use crate::codec::{encode_with, Codec};
-
-use crate::codec::tests::xorshift;
+use crate::wire::Reader;
 
 #[test]
 fn integer_log2_is_close_to_the_real_one() {
@@ -30,7 +33,7 @@ fn normalize_by_sorting(counts: &[u32], scale: u32) -> Vec<u32> {
         .map(|&c| ((c as u64 * target + total / 2) / total).max(1) as u32)
         .collect();
     let sum: u64 = freqs.iter().map(|&f| f as u64).sum();
-    let order = crate::codec::sorted_indices(freqs.iter().map(|&f| target - f as u64));
+    let order = sorted_indices(freqs.iter().map(|&f| target - f as u64));
     if sum < target {
         freqs[order[0]] += (target - sum) as u32;
     }
@@ -400,7 +403,7 @@ fn stream_head(buf: &[u8], width: u32) -> (u32, u8, DecodeTable, Reader<'_>) {
     let (scale, groups_log2, precision) = head_fields(buf[1], Form::Seeded);
     let mut r = Reader::new(&buf[2..]);
     let mut set =
-        symbols::read(&mut r, width, Values::Shape(precision), u32::MAX).expect("symbols");
+        symbols::read(&mut r, width, Values::Rounded(precision), u32::MAX).expect("symbols");
     set.values = table_freqs(&set.values, scale);
     let table = DecodeTable::new(&set, scale).expect("table");
     (scale, groups_log2, table, r)
@@ -763,7 +766,7 @@ fn simd_slot_fills_are_the_portable_ones() {
             let words = (0..values.len() as u32).map(|w| w * 13 % 4096).collect();
             let set = SymbolSet { words, values };
             // SAFETY: the CPU has AVX-512F (checked above).
-            let wide = unsafe { simd_decode::wide_slots_avx512(&set, size) };
+            let wide = unsafe { wide_slots_avx512(&set, size) };
             assert!(wide == wide_slots(&set, size), "scale {scale}");
             if fits {
                 let set = SymbolSet {
@@ -771,7 +774,7 @@ fn simd_slot_fills_are_the_portable_ones() {
                     ..set
                 };
                 // SAFETY: as above.
-                let fused = unsafe { simd_decode::fused_slots_avx512(&set, size) };
+                let fused = unsafe { fused_slots_avx512(&set, size) };
                 assert!(fused == fused_slots(&set, size), "scale {scale}");
             }
         }
@@ -782,11 +785,9 @@ fn simd_slot_fills_are_the_portable_ones() {
     };
     for size in [4, 8] {
         // SAFETY: as above.
-        let fused =
-            std::panic::catch_unwind(|| unsafe { simd_decode::fused_slots_avx512(&short, size) });
+        let fused = std::panic::catch_unwind(|| unsafe { fused_slots_avx512(&short, size) });
         // SAFETY: as above.
-        let wide =
-            std::panic::catch_unwind(|| unsafe { simd_decode::wide_slots_avx512(&short, size) });
+        let wide = std::panic::catch_unwind(|| unsafe { wide_slots_avx512(&short, size) });
         assert!(fused.is_err() && wide.is_err(), "sum 7 for {size} slots");
     }
 }

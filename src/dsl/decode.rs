@@ -1,30 +1,22 @@
-//! Canonical byte encoding of programs and its strict decoder.
+//! The strict decoder of programs (docs/FORMAT.md, "Programs": canonical
+//! form and bounds).
 //!
 //! The decoder is the gate for untrusted archives: it checks every width, length,
 //! arity and parameter against the type the parent implies, bounds depth and node
 //! count, and rejects encodings the encoder would never produce, all before a single
-//! word is executed. Layout in `docs/FORMAT.md`.
+//! word is executed.
 
 use super::exec::LiteralSource;
+use super::mirror::Mirroring;
 use super::ops::{Fields, FloatFormat, MapOp, ScanOp};
+use super::palette::{palette_values_len, MAX_PALETTE_INDEX_WIDTH};
+use super::partition::MAX_PARTITION_CLASSES;
+use super::program::{Op, Program};
 use super::scaled::{MAX_SCALED_INT_WIDTH, SCALED_FORMATS};
-use super::{mask, Literal, Mirroring, Op, Program, Type};
+use super::tag::*;
+use super::types::{count_width, mask, Type, MAX_WIDTH};
 use crate::codec::{self, Codec, OrIn, Word};
-use crate::wire::{put_varint, varint_len, Reader, WireError};
-
-const TAG_LIT: u8 = 0;
-const TAG_CONST: u8 = 1;
-const TAG_CONCAT: u8 = 2;
-const TAG_REPEAT: u8 = 3;
-const TAG_MAP: u8 = 4;
-const TAG_SCAN: u8 = 5;
-const TAG_MERGE: u8 = 6;
-const TAG_PALETTE: u8 = 7;
-const TAG_SCALED: u8 = 8;
-const TAG_MATCH: u8 = 9;
-const TAG_SPARSE: u8 = 10;
-const TAG_PARTITION: u8 = 11;
-const TAG_MIRROR: u8 = 12;
+use crate::wire::{Reader, WireError};
 
 /// Bounds on the shape of a decoded program; anything larger is rejected.
 #[derive(Clone, Copy, Debug)]
@@ -132,227 +124,6 @@ impl EncodedLit<'_> {
     }
 }
 
-fn map_code(op: MapOp) -> (u8, Option<u32>) {
-    match op {
-        MapOp::Xor(c) => (0, Some(c)),
-        MapOp::Add(c) => (1, Some(c)),
-        MapOp::Zigzag => (2, None),
-        MapOp::Gray => (3, None),
-        MapOp::Rotate(r) => (4, Some(r)),
-        MapOp::BitReverse => (5, None),
-    }
-}
-
-fn fields_code(fields: Fields) -> (u8, Option<u32>) {
-    match fields {
-        Fields::Float(f) => (
-            FloatFormat::ALL.iter().position(|g| *g == f).unwrap() as u8,
-            None,
-        ),
-        Fields::Split { low } => (5, Some(low)),
-        Fields::BitPlanes => (6, None),
-        Fields::BytePlanes => (7, None),
-    }
-}
-
-fn scan_code(op: ScanOp) -> u8 {
-    match op {
-        ScanOp::Xor => 0,
-        ScanOp::Add => 1,
-    }
-}
-
-fn put_coded(out: &mut Vec<u8>, (code, param): (u8, Option<u32>)) {
-    out.push(code);
-    if let Some(p) = param {
-        put_varint(out, p as u64);
-    }
-}
-
-fn coded_len((_, param): (u8, Option<u32>)) -> usize {
-    1 + param.map_or(0, |p| varint_len(p as u64))
-}
-
-/// Appends the canonical encoding of `p`.
-pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
-    match &p.op {
-        Op::Lit(lit) => {
-            // The literal's size is known once it is encoded (rANS's was
-            // predicted), and is written before it.
-            let mut bytes = Vec::with_capacity(lit.size);
-            let (width, stats) = (p.ty.width, &lit.stats);
-            let ok = codec::encode_with_stats(lit.codec, &lit.words, width, stats, &mut bytes);
-            assert!(ok, "literal codec does not apply");
-            out.push(TAG_LIT);
-            put_varint(out, bytes.len() as u64);
-            out.extend_from_slice(&bytes);
-        }
-        Op::Const(w) => {
-            out.push(TAG_CONST);
-            put_varint(out, *w as u64);
-        }
-        Op::Concat(parts) => {
-            out.push(TAG_CONCAT);
-            put_part_lens(out, parts);
-            parts.iter().for_each(|q| encode_program(q, out));
-        }
-        Op::Repeat { times, body } => {
-            out.push(TAG_REPEAT);
-            put_varint(out, *times as u64 - 2);
-            encode_program(body, out);
-        }
-        Op::Map { op, body } => {
-            out.push(TAG_MAP);
-            put_coded(out, map_code(*op));
-            encode_program(body, out);
-        }
-        Op::Scan { op, init, updates } => {
-            out.push(TAG_SCAN);
-            out.push(scan_code(*op));
-            put_varint(out, *init as u64);
-            encode_program(updates, out);
-        }
-        Op::Merge { fields, parts } => {
-            out.push(TAG_MERGE);
-            put_coded(out, fields_code(*fields));
-            parts.iter().for_each(|q| encode_program(q, out));
-        }
-        Op::Palette {
-            group,
-            index_width,
-            values,
-            indices,
-        } => {
-            out.push(TAG_PALETTE);
-            put_varint(out, *group as u64 - 2);
-            out.push(*index_width as u8);
-            encode_program(values, out);
-            encode_program(indices, out);
-        }
-        Op::Scaled {
-            group,
-            format,
-            int_width,
-            scales,
-            ints,
-        } => {
-            out.push(TAG_SCALED);
-            put_varint(out, *group as u64 - 1);
-            out.push(scaled_format_code(*format));
-            out.push(*int_width as u8);
-            encode_program(scales, out);
-            encode_program(ints, out);
-        }
-        Op::Match { parts } => {
-            out.push(TAG_MATCH);
-            put_varint(out, parts[1].ty.len as u64 - 1);
-            put_varint(out, parts[0].ty.len as u64 - 1);
-            parts.iter().for_each(|q| encode_program(q, out));
-        }
-        Op::Sparse { fill, gaps, values } => {
-            out.push(TAG_SPARSE);
-            put_varint(out, *fill as u64);
-            put_varint(out, gaps.ty.len as u64 - 1);
-            encode_program(gaps, out);
-            encode_program(values, out);
-        }
-        Op::Partition {
-            group,
-            classes,
-            parts,
-        } => {
-            out.push(TAG_PARTITION);
-            put_varint(out, *group as u64 - 1);
-            put_part_lens(out, parts);
-            encode_program(classes, out);
-            parts.iter().for_each(|q| encode_program(q, out));
-        }
-        Op::Mirror { at, head, diffs } => {
-            out.push(TAG_MIRROR);
-            mirroring_fields(*at).for_each(|v| put_varint(out, v));
-            encode_program(head, out);
-            encode_program(diffs, out);
-        }
-    }
-}
-
-/// A Concat's or a Partition's parts, as their count less 2 and the
-/// lengths of all but the last (which takes what is left).
-fn put_part_lens<L>(out: &mut Vec<u8>, parts: &[Program<L>]) {
-    put_varint(out, parts.len() as u64 - 2);
-    for part in &parts[..parts.len() - 1] {
-        put_varint(out, part.ty.len as u64);
-    }
-}
-
-/// The bytes [`put_part_lens`] writes.
-fn part_lens_len<L>(parts: &[Program<L>]) -> usize {
-    let lens = parts[..parts.len() - 1].iter().map(|q| q.ty.len as u64);
-    varint_len(parts.len() as u64 - 2) + lens.map(varint_len).sum::<usize>()
-}
-
-/// The varints a Mirror's parameters are stored as: `row - 2`, `tail - 1`,
-/// `pivot - (row - 1)`.
-fn mirroring_fields(at: Mirroring) -> impl Iterator<Item = u64> {
-    [at.row - 2, at.tail - 1, at.pivot + 1 - at.row]
-        .map(|v| v as u64)
-        .into_iter()
-}
-
-fn scaled_format_code(format: FloatFormat) -> u8 {
-    SCALED_FORMATS
-        .iter()
-        .position(|f| *f == format)
-        .expect("a Scaled format") as u8
-}
-
-/// Length of `encode_program`'s output as the search weighs it, without
-/// encoding any literal: exact but for rANS literals, whose sizes are
-/// predicted (see `Literal::size`).
-pub fn encoded_len(p: &Program<Literal>) -> usize {
-    encoded_len_with(p, &|lit, _| lit.size)
-}
-
-/// The exact length of `encode_program`'s output: [`encoded_len`] with
-/// rANS literals sized by a pass of their coder.
-pub fn exact_len(p: &Program<Literal>) -> usize {
-    encoded_len_with(p, &|lit, width| lit.exact_size(width))
-}
-
-/// [`encoded_len`] with each literal (of words of the width given) taking
-/// the bytes `literal_size` says.
-fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) -> usize) -> usize {
-    let children: usize = p
-        .children()
-        .map(|q| encoded_len_with(q, literal_size))
-        .sum();
-    1 + children
-        + match &p.op {
-            Op::Lit(lit) => {
-                let size = literal_size(lit, p.ty.width);
-                varint_len(size as u64) + size
-            }
-            Op::Const(w) => varint_len(*w as u64),
-            Op::Concat(parts) => part_lens_len(parts),
-            Op::Repeat { times, .. } => varint_len(*times as u64 - 2),
-            Op::Map { op, .. } => coded_len(map_code(*op)),
-            Op::Scan { init, .. } => 1 + varint_len(*init as u64),
-            Op::Merge { fields, .. } => coded_len(fields_code(*fields)),
-            Op::Palette { group, .. } => varint_len(*group as u64 - 2) + 1,
-            Op::Scaled { group, .. } => varint_len(*group as u64 - 1) + 2,
-            Op::Match { parts } => {
-                varint_len(parts[1].ty.len as u64 - 1) + varint_len(parts[0].ty.len as u64 - 1)
-            }
-            Op::Sparse { fill, gaps, .. } => {
-                varint_len(*fill as u64) + varint_len(gaps.ty.len as u64 - 1)
-            }
-            Op::Partition { group, parts, .. } => {
-                varint_len(*group as u64 - 1) + part_lens_len(parts)
-            }
-            Op::Mirror { at, .. } => mirroring_fields(*at).map(varint_len).sum(),
-        }
-}
-
 /// Decodes one program of type `ty` from the start of `buf`, returning it and the
 /// number of bytes it used. Literal bytes are borrowed, not decoded.
 pub fn decode_program(
@@ -360,7 +131,7 @@ pub fn decode_program(
     ty: Type,
     limits: Limits,
 ) -> Result<(Program<EncodedLit<'_>>, usize), WireError> {
-    if ty.width == 0 || ty.width > super::MAX_WIDTH || ty.len == 0 {
+    if ty.width == 0 || ty.width > MAX_WIDTH || ty.len == 0 {
         return Err(WireError {
             at: 0,
             reason: "program type out of range",
@@ -616,7 +387,7 @@ impl<'a> Decoder<'a> {
         // tables' length: a group must be long for its table to be large.
         let values = Type {
             width: ty.width,
-            len: super::palette_values_len(ty.len, group, index_width),
+            len: palette_values_len(ty.len, group, index_width),
         };
         let values = Box::new(self.node(values, depth + 1)?);
         let indices = Type {
@@ -670,7 +441,7 @@ impl<'a> Decoder<'a> {
 impl<'a> Decoder<'a> {
     /// A Match: `k` copies and `m` literal words, each at least one; the
     /// first word is always a literal, so `k + m <= n`. What the tokens say
-    /// is checked as they run (see [`super::run_matches`]).
+    /// is checked as they run (see [`run_matches`](super::run_matches)).
     fn matches(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
         let at = self.r.pos();
         if ty.len < 2 {
@@ -691,7 +462,7 @@ impl<'a> Decoder<'a> {
             len: literals,
         };
         let tokens = Type {
-            width: super::count_width(ty.len),
+            width: count_width(ty.len),
             len: copies,
         };
         let lits = self.node(lits, depth + 1)?;
@@ -707,7 +478,7 @@ impl<'a> Decoder<'a> {
 impl<'a> Decoder<'a> {
     /// A Sparse node: a fill word of the node's width and `c` exceptions,
     /// `1 <= c < n` (at least one word is the fill). Where the gaps lead is
-    /// checked as they run (see [`super::place_sparse`]).
+    /// checked as they run (see [`place_sparse`](super::place_sparse)).
     fn sparse(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
         let at = self.r.pos();
         if ty.len < 2 {
@@ -722,7 +493,7 @@ impl<'a> Decoder<'a> {
         )? as usize
             + 1;
         let gaps = Type {
-            width: super::count_width(ty.len),
+            width: count_width(ty.len),
             len: count,
         };
         let values = Type {
@@ -737,10 +508,10 @@ impl<'a> Decoder<'a> {
 
 impl<'a> Decoder<'a> {
     /// A Partition: groups of `1 <= g <= n` words, `2 <= k <=`
-    /// [`super::MAX_PARTITION_CLASSES`] classes, each with a part of at
+    /// [`MAX_PARTITION_CLASSES`] classes, each with a part of at
     /// least one word, the parts' lengths summing to `n`. Whether the
     /// classes' groups fill their parts is checked as they run (see
-    /// [`super::gather_partition`]).
+    /// [`gather_partition`](super::gather_partition)).
     fn partition(&mut self, ty: Type, depth: usize) -> Result<Op<EncodedLit<'a>>, WireError> {
         let at = self.r.pos();
         if ty.len < 2 {
@@ -751,7 +522,7 @@ impl<'a> Decoder<'a> {
             .varint_max(ty.len as u64 - 1, "partition group longer than its program")?
             as usize
             + 1;
-        let most = (ty.len - 2).min(super::MAX_PARTITION_CLASSES - 2) as u64;
+        let most = (ty.len - 2).min(MAX_PARTITION_CLASSES - 2) as u64;
         let k = self
             .r
             .varint_max(most, "partition has more classes than words or allowed")?
@@ -760,7 +531,7 @@ impl<'a> Decoder<'a> {
         let why = ("partition parts exceed its length", "empty partition part");
         let lens = self.part_lens(at, ty.len, k, why)?;
         let classes = Type {
-            width: super::count_width(k),
+            width: count_width(k),
             len: ty.len.div_ceil(group),
         };
         let classes = Box::new(self.node(classes, depth + 1)?);
@@ -828,6 +599,3 @@ impl<'a> Decoder<'a> {
         Ok(Op::Mirror { at, head, diffs })
     }
 }
-
-/// Widest index a Palette takes: tables of at most 256 words.
-pub const MAX_PALETTE_INDEX_WIDTH: u32 = 8;

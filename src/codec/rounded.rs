@@ -1,5 +1,6 @@
-//! Shape values: the counts of a symbol set held to a few significant bits,
-//! in a bit stream. A rANS table needs the proportions of its words, not
+//! Rounded values (docs/FORMAT.md, "Symbol set (shared by Huffman and
+//! rANS)"): the counts of a symbol set held to a few significant bits, in a
+//! bit stream. A rANS table needs the proportions of its words, not
 //! their exact counts: a count kept to `p` bits below its leading one is off
 //! by at most 2^-(p+1) of itself, which costs the stream about 2^-2p / 17
 //! bits a word, and neighbouring words of a weight field have counts of
@@ -142,13 +143,13 @@ pub(super) fn read(
     for _ in 0..count {
         let zeros = bits
             .zeros(MAX_ZEROS)
-            .ok_or(fail("shape value runs past the end of data"))?;
+            .ok_or(fail("rounded value runs past the end of data"))?;
         if zeros > MAX_ZEROS {
-            return Err(fail("shape value length out of range"));
+            return Err(fail("rounded value length out of range"));
         }
         let suffix = bits
             .take(zeros)
-            .ok_or(fail("shape value runs past the end of data"))?;
+            .ok_or(fail("rounded value runs past the end of data"))?;
         let z = (1 << zeros | suffix) - 1;
         // Un-zigzag: even z is a step up, odd a step down.
         let b = if z & 1 == 0 {
@@ -158,14 +159,14 @@ pub(super) fn read(
         };
         let b = b
             .filter(|&b| b <= MAX_BITLEN)
-            .ok_or(fail("shape value length out of range"))?;
+            .ok_or(fail("rounded value length out of range"))?;
         if b == 0 && !zero_ok {
-            return Err(fail("shape value is zero"));
+            return Err(fail("rounded value is zero"));
         }
         let kept = p.min(b.saturating_sub(1));
         let mantissa = bits
             .take(kept)
-            .ok_or(fail("shape value runs past the end of data"))?;
+            .ok_or(fail("rounded value runs past the end of data"))?;
         let v = match b {
             0 => 0,
             b => quantise(
@@ -178,7 +179,7 @@ pub(super) fn read(
     }
     let used = bits.pos.div_ceil(8);
     if !bits.pos.is_multiple_of(8) && bits.data[used - 1] >> (bits.pos % 8) != 0 {
-        return Err(fail("shape padding bits are not zero"));
+        return Err(fail("rounded values' padding bits are not zero"));
     }
     r.bytes(used)?;
     Ok(())
@@ -283,26 +284,26 @@ mod tests {
             read(&mut Reader::new(bytes), count, 2, zero_ok, |_| Ok(())).map_err(|e| e.reason)
         };
         assert!(read_all(&out, 3, true).is_ok());
-        assert_eq!(read_all(&out, 3, false), Err("shape value is zero"));
+        assert_eq!(read_all(&out, 3, false), Err("rounded value is zero"));
         assert_eq!(
             read_all(&out[..1], 3, true),
-            Err("shape value runs past the end of data")
+            Err("rounded value runs past the end of data")
         );
         let mut padded = out.clone();
         *padded.last_mut().unwrap() |= 0x80;
         assert_eq!(
             read_all(&padded, 3, true),
-            Err("shape padding bits are not zero")
+            Err("rounded values' padding bits are not zero")
         );
         // Seven leading zeros: no difference of bit lengths is that long.
         assert_eq!(
             read_all(&[0x80, 0xff], 1, true),
-            Err("shape value length out of range")
+            Err("rounded value length out of range")
         );
         // A step down below bit length 0: z = 1.
         assert_eq!(
             read_all(&[0b010], 1, true),
-            Err("shape value length out of range")
+            Err("rounded value length out of range")
         );
     }
 }

@@ -1,0 +1,43 @@
+//! The Partition operator's groups gathered from its classes' parts
+//! (docs/FORMAT.md, "Programs": `Partition`), each group checked before it
+//! is copied.
+
+/// Classes a Partition has at most: each holds a stream of its own, with
+/// its own code tables.
+pub const MAX_PARTITION_CLASSES: usize = 16;
+
+/// Puts a Partition's groups into `out` with `put` (a copy, or an or into
+/// a Merge's field): group `i` (of `group` words, the last one what is
+/// left) is the next words of `parts[classes[i]]`, the parts lying end to
+/// end in `words` with the given lengths. A class without a part, or one
+/// whose groups take more words than its part holds, is refused before
+/// anything is read past the part. As the lengths sum to `out.len()`, every
+/// part is then used up exactly. Work is O(out.len() + classes.len()).
+pub fn gather_partition<T, F>(
+    out: &mut [T],
+    group: usize,
+    classes: &[u32],
+    (words, lens): (&[F], &[usize]),
+    mut put: impl FnMut(&mut [T], &[F]),
+) -> Result<(), &'static str> {
+    let mut next = [0usize; MAX_PARTITION_CLASSES];
+    let mut end = [0usize; MAX_PARTITION_CLASSES];
+    let mut at = 0;
+    for (c, &len) in lens.iter().enumerate() {
+        next[c] = at;
+        at += len;
+        end[c] = at;
+    }
+    for (rows, &class) in out.chunks_mut(group).zip(classes) {
+        let c = class as usize;
+        if c >= lens.len() {
+            return Err("partition class without a part");
+        }
+        if rows.len() > end[c] - next[c] {
+            return Err("partition class longer than its part");
+        }
+        put(rows, &words[next[c]..next[c] + rows.len()]);
+        next[c] += rows.len();
+    }
+    Ok(())
+}
