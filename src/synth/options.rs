@@ -11,7 +11,7 @@ pub const DEFAULT_BUDGET: usize = 8;
 /// A re-fit is kept when it costs at most 1 + 1/this times its template per
 /// word: that close to its template, a search of its own has little left
 /// to find, and re-fitting takes a fraction of a search's time (measured in
-/// docs/PERFORMANCE.md, *Re-fitting later chunks*).
+/// docs/PERFORMANCE.md, *Search settings*).
 pub const DEFAULT_REFIT_SLACK: usize = 100;
 
 /// Words a search looks at by default: a longer stream is searched on its

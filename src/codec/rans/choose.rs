@@ -18,7 +18,7 @@ use crate::codec::symbols::{self, Values};
 /// have smaller decoding tables, which are built faster and stay in the L1
 /// cache, so a stream gives up a sliver of size for faster decoding; a
 /// looser bound costs more size and decodes no faster (docs/PERFORMANCE.md,
-/// *rANS scales*).
+/// *Tried and not kept*).
 pub(super) const SCALE_COST: i128 = 1000;
 
 /// The precision [`Model::with_cost`] starts its search from: the search
