@@ -9,7 +9,8 @@
 use brevis::archive::{self, Archive as Inner, PackOptions};
 use brevis::error::Error;
 use brevis::safetensors::{self, Metadata, SourceLayout};
-use brevis::tree::{self, Action, Existing};
+use brevis::run::tree::{self, Action, Existing};
+use brevis::run::{refuse_orphaning, RunBases};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -351,9 +352,9 @@ fn pack(
     py.allow_threads(|| {
         let jobs = plan(&src, &dst, ("safetensors", "brv"), force)?;
         if !break_dependants {
-            archive::refuse_orphaning(&src, &dst, dedup.flatten(), &jobs)?;
+            refuse_orphaning(&src, &dst, dedup.flatten(), &jobs)?;
         }
-        let bases = archive::RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
+        let bases = RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
         run(&jobs, |job| {
             let opts = PackOptions {
                 bases: bases.of(job, &jobs),
@@ -480,9 +481,8 @@ mod unchecked {
     }
 }
 
-/// Mirrors `src` into `dst` as the command line does: files ending in
-/// `exts.0` through `each`, others copied. Returns the bytes written.
-/// The jobs that mirror `src` into `dst`, renaming `from` files to `to`.
+/// The jobs that pack or unpack `src` into `dst` as the command line does,
+/// renaming `from` files to `to` (other files are copied).
 fn plan(
     src: &std::path::Path,
     dst: &std::path::Path,

@@ -11,7 +11,6 @@ mod detach;
 mod format;
 mod pack;
 mod reader;
-mod run_bases;
 mod source;
 mod unpack;
 
@@ -28,6 +27,5 @@ pub use pack::{
     CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES, DEFAULT_LEVEL, LEVELS,
 };
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
-pub use run_bases::{base_archives, refuse_orphaning, RunBases};
 pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
 pub use unpack::{for_each_chunk, unpack_file, verify};

@@ -2,13 +2,15 @@
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-use brevis::archive::{self, Archive, PackOptions, RunBases, DEFAULT_CHUNK_BYTES};
+use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
-use brevis::remote::{mirror, Mirror, RemoteOptions};
-use brevis::shard::{self, Shard};
+use brevis::remote::RemoteOptions;
+use brevis::run::shard::{self, Shard};
+use brevis::run::store::{involves_store, StoreRun};
+use brevis::run::tree::{self, Action, Existing, Job};
+use brevis::run::{refuse_orphaning, RunBases};
 use brevis::synth::{Order, Prior};
-use brevis::tree::{self, Action, Existing, Job};
 use brevis::units::parse_size;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -295,7 +297,7 @@ fn warn_if_nothing_to_pack(src: &Path, jobs: &[Job]) {
 
 /// `pack` where SRC or DST (or both) is an object-store URL: the same jobs and
 /// shares as for local folders, each source fetched to a local temporary and
-/// each output uploaded whole (see `brevis::remote::mirror`).
+/// each output uploaded whole (see `brevis::run::store`).
 fn pack_with_store(
     cli: &Cli,
     src: &Path,
@@ -311,13 +313,14 @@ fn pack_with_store(
     // SAFETY: sets the disposition of one signal to "ignore"; no handler
     // runs. Test: a multipart upload whose parts fail, in tests/remote.rs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let (mirror, jobs) = Mirror::plan(src, dst, "safetensors", "brv", &RemoteOptions::default())?;
+    let options = RemoteOptions::default();
+    let (store_run, jobs) = StoreRun::plan(src, dst, "safetensors", "brv", &options)?;
     let jobs = match (shard, outputs.existing()) {
-        (Some(shard), _) => shard.todo(jobs, |job| mirror.done_already(job))?,
+        (Some(shard), _) => shard.todo(jobs, |job| store_run.done_already(job))?,
         (None, Existing::Overwrite) => jobs,
-        (None, Existing::Skip) => jobs.into_iter().filter(|j| !mirror.exists(j)).collect(),
+        (None, Existing::Skip) => jobs.into_iter().filter(|j| !store_run.exists(j)).collect(),
         (None, Existing::Refuse) => {
-            if let Some(job) = jobs.iter().find(|j| mirror.exists(j)) {
+            if let Some(job) = jobs.iter().find(|j| store_run.exists(j)) {
                 return Err(Error::invalid(
                     &job.dst,
                     "already exists (use --force to overwrite, --skip-existing to keep)",
@@ -335,7 +338,7 @@ fn pack_with_store(
         (src, &jobs),
         outputs.keep_going,
         |job, progress| {
-            mirror.run(job, |from, to| {
+            store_run.run_job(job, |from, to| {
                 Ok(archive::pack_file(from, to, opts, progress)?.bytes_out)
             })
         },
@@ -418,7 +421,7 @@ fn run(cli: &Cli) -> Result<()> {
             search,
         } => {
             let opts = search.options(*chunk_size)?;
-            if mirror::involves_store(src, dst) {
+            if involves_store(src, dst) {
                 if base.is_some() || dedup.is_some() {
                     return Err(Error::invalid(
                         src,
@@ -445,7 +448,7 @@ fn run(cli: &Cli) -> Result<()> {
             }
             let dedup = dedup.as_ref().map(Option::as_deref);
             if !break_dependants {
-                archive::refuse_orphaning(src, dst, dedup.flatten(), &jobs)?;
+                refuse_orphaning(src, dst, dedup.flatten(), &jobs)?;
             }
             let bases = RunBases::new(src, dst, base.as_deref(), dedup, &jobs)?;
             let packed = run_jobs(

@@ -11,11 +11,9 @@
 //! these bytes is checked against its checksum by the archive reader.
 
 pub mod disk;
-pub mod mirror;
 pub mod object;
 pub mod store;
 
 pub use disk::DiskCache;
-pub use mirror::Mirror;
 pub use object::{Opener, Remote, RemoteObject, BLOCK};
 pub use store::{is_remote, split_url, ObjectInfo, RemoteOptions, Stats, Store};

@@ -6,9 +6,9 @@
 
 #![forbid(unsafe_code)]
 
+use super::tree::{self, Action, Existing, Job};
 use crate::archive::{verify, Archive};
 use crate::error::{IoContext, Result};
-use crate::tree::{Action, Existing, Job};
 use std::path::{Path, PathBuf};
 
 /// This process's share: shard `index` of `count` (0-based).
@@ -97,7 +97,7 @@ pub fn source_changed(src: &Path, dst: &Path, planned: &[Job]) -> bool {
     let files = |jobs: &[Job]| -> Vec<(PathBuf, u64)> {
         jobs.iter().map(|j| (j.src.clone(), j.len)).collect()
     };
-    let now = crate::tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite);
+    let now = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite);
     !now.is_ok_and(|now| files(&now) == files(planned))
 }
 

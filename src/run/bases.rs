@@ -6,9 +6,9 @@
 
 #![forbid(unsafe_code)]
 
-use super::{Archive, BaseSources, MAX_OPENED_BASES};
+use super::tree::{self, Action, Job};
+use crate::archive::{Archive, BaseSources, MAX_OPENED_BASES};
 use crate::error::{Error, IoContext, Result};
-use crate::tree::{self, Action, Job};
 use std::path::{Path, PathBuf};
 
 /// Most archives a store may hold for matching by content (each is opened
