@@ -8,9 +8,8 @@
 
 use brevis::archive::{self, Archive as Inner, PackOptions};
 use brevis::error::Error;
+use brevis::run::{self, tree, Existing, Job};
 use brevis::safetensors::{self, Metadata, SourceLayout};
-use brevis::run::tree::{self, Action, Existing};
-use brevis::run::{refuse_orphaning, RunBases};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -352,10 +351,10 @@ fn pack(
     py.allow_threads(|| {
         let jobs = plan(&src, &dst, ("safetensors", "brv"), force)?;
         if !break_dependants {
-            refuse_orphaning(&src, &dst, dedup.flatten(), &jobs)?;
+            run::refuse_orphaning(&src, &dst, dedup.flatten(), &jobs)?;
         }
-        let bases = RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
-        run(&jobs, |job| {
+        let bases = run::RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
+        run_jobs(&jobs, |job| {
             let opts = PackOptions {
                 bases: bases.of(job, &jobs),
                 ..PackOptions::at_level(level)
@@ -374,7 +373,7 @@ fn pack(
 fn unpack(py: Python<'_>, src: PathBuf, dst: PathBuf, force: bool) -> PyResult<u64> {
     py.allow_threads(|| {
         let jobs = plan(&src, &dst, ("brv", "safetensors"), force)?;
-        run(&jobs, |job| {
+        run_jobs(&jobs, |job| {
             let archive = Inner::open_unmapped(&job.src)?;
             archive::unpack_file(&archive, &job.dst, &|_| {})?;
             Ok(archive.len())
@@ -488,7 +487,7 @@ fn plan(
     dst: &std::path::Path,
     (from, to): (&str, &str),
     force: bool,
-) -> brevis::Result<Vec<tree::Job>> {
+) -> brevis::Result<Vec<Job>> {
     let existing = if force {
         Existing::Overwrite
     } else {
@@ -499,21 +498,11 @@ fn plan(
 
 /// Runs `jobs` in order: `each` for the files to transform, a copy for the
 /// others. Returns the bytes written.
-fn run(
-    jobs: &[tree::Job],
-    each: impl Fn(&tree::Job) -> brevis::Result<u64>,
-) -> brevis::Result<u64> {
-    let mut written = 0;
-    for job in jobs {
-        if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
-        written += match job.action {
-            Action::Transform => each(job)?,
-            Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst)?,
-        };
-    }
-    Ok(written)
+fn run_jobs(jobs: &[Job], each: impl Fn(&Job) -> brevis::Result<u64>) -> brevis::Result<u64> {
+    let tally = run::run_jobs(jobs, false, &(), |job, progress| {
+        run::local_job(job, progress, |job, _| each(job))
+    })?;
+    Ok(tally.bytes_out)
 }
 
 #[pymodule]

@@ -6,10 +6,8 @@ use brevis::archive::{self, Archive, PackOptions, DEFAULT_CHUNK_BYTES};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
 use brevis::remote::RemoteOptions;
-use brevis::run::shard::{self, Shard};
 use brevis::run::store::{involves_store, StoreRun};
-use brevis::run::tree::{self, Action, Existing, Job};
-use brevis::run::{refuse_orphaning, RunBases};
+use brevis::run::{self, shard, tree, Action, Existing, Job, RunBases, Shard, Tally, Watch};
 use brevis::synth::{Order, Prior};
 use brevis::units::parse_size;
 use clap::{Parser, Subcommand};
@@ -19,7 +17,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Packing allocates and frees chunk-sized buffers on every worker thread;
 /// glibc's per-thread arenas return them to the kernel and fault them in
@@ -51,118 +49,142 @@ enum Command {
     ///
     /// For a directory, every *.safetensors file becomes *.brv under DST at the
     /// same relative path and every other file (config.json, tokenizers) is copied.
-    Pack {
-        /// A .safetensors file or a directory; or s3://BUCKET[/PREFIX], every
-        /// object under which is a file of the directory (credentials from the
-        /// AWS_* environment variables).
-        src: PathBuf,
-        /// The archive to write, or the directory to mirror into; or
-        /// s3://BUCKET[/PREFIX], where each output is uploaded whole.
-        dst: PathBuf,
-        #[command(flatten)]
-        outputs: OutputArgs,
-        /// Source bytes per independently decodable chunk, in bytes or with
-        /// a K, M or G suffix (64 B to 64M). Left out: 256K, and 512K or 1M
-        /// for a tensor whose bytes' statistics say wider chunks code it
-        /// smaller (they pay for their code tables fewer times); a tensor
-        /// coded against a base takes whole chunks of the base's. A last
-        /// chunk takes in a remainder shorter than half a chunk.
-        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-        chunk_size: Option<usize>,
-        /// Code tensors against a base: an archive (e.g. the model a checkpoint
-        /// was fine-tuned from), or for a directory SRC a directory of archives
-        /// matched by relative path. Tensors of the same name, dtype and shape
-        /// are stored as their XOR with the base's where that is smaller. The
-        /// archives then need the base, found by its path relative to them and
-        /// checked by its SHA-256, to be read.
-        #[arg(long, value_name = "BASE")]
-        base: Option<PathBuf>,
-        /// Also match tensors by content (dtype and bytes), not only by name,
-        /// against the --base archives, the archives already in the store
-        /// (STORE and its subfolders; without =STORE, DST for a directory
-        /// SRC, DST's folder for a file) and the files this run packed
-        /// before: a tensor stored there under any name (re-uploads,
-        /// repeated or tied weights, frozen layers of another checkpoint)
-        /// becomes a reference to that copy, and its archive then needs that
-        /// one to be read. Archives are indexed from their chunk checksums,
-        /// without decoding.
-        #[arg(long, value_name = "STORE", num_args = 0..=1, require_equals = true)]
-        dedup: Option<Option<PathBuf>>,
-        /// Pack only shard I of N (0-based) of a directory's files, as one of
-        /// N machines of a cluster job: every shard computes the same
-        /// size-balanced split, and their outputs together are what one
-        /// machine writes. `auto` takes I and N from a Slurm job array,
-        /// `auto/N` takes I from a Kubernetes Indexed Job (see
-        /// docs/CLUSTER.md). Outputs already complete and of their source are
-        /// kept, so a shard can be run again; others are overwritten.
-        #[arg(long, value_name = "I/N|auto|auto/N")]
-        shard: Option<String>,
-        /// Overwrite an archive even where other archives of DST (or of the
-        /// --dedup store) need it as their base and it would now hold
-        /// another source: they can then no longer be read. Without it such
-        /// a run is refused, naming them.
-        #[arg(long)]
-        break_dependants: bool,
-        #[command(flatten)]
-        search: SearchArgs,
-    },
+    Pack(PackArgs),
     /// Learn a production prior from a sample of a checkpoint and write it to PRIOR
     /// (JSON), for `pack --prior PRIOR` to reuse on similar checkpoints.
-    Calibrate {
-        /// A .safetensors file.
-        src: PathBuf,
-        /// The prior file to write.
-        prior: PathBuf,
-        /// Overwrite PRIOR if it exists.
-        #[arg(long)]
-        force: bool,
-        /// Source bytes per chunk, as for pack.
-        #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_CHUNK_BYTES, value_parser = parse_size)]
-        chunk_size: usize,
-    },
+    Calibrate(CalibrateArgs),
     /// Write an archive that needs no base from one packed with --base: its
     /// original is decoded (and checked) to a temporary beside DST, packed,
     /// and removed.
-    Detach {
-        /// An archive packed against a base.
-        src: PathBuf,
-        /// The archive to write.
-        dst: PathBuf,
-        /// Overwrite DST if it exists.
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        search: SearchArgs,
-    },
+    Detach(DetachArgs),
     /// Restore the original files from a .brv archive or a directory of them.
-    Unpack {
-        /// A .brv archive or a directory.
-        src: PathBuf,
-        /// The file to write, or the directory to mirror into.
-        dst: PathBuf,
-        #[command(flatten)]
-        outputs: OutputArgs,
-    },
+    Unpack(UnpackArgs),
     /// Decode an archive fully, checking every chunk checksum and the SHA-256 of
     /// the original file. For a directory: every .brv archive under it, then a
     /// summary; the exit status is 1 if any fails.
-    Verify {
-        /// A .brv archive or a directory of them.
-        archive: PathBuf,
-        /// Also compare every byte with this original file (for a directory:
-        /// the directory of originals, matched by relative path).
-        #[arg(long, value_name = "ORIGINAL")]
-        against: Option<PathBuf>,
-    },
+    Verify(VerifyArgs),
     /// Show per tensor: dtype, shape, bytes before and after, ratio, program, codecs;
     /// and the bytes the code tables take. For a directory: every .brv archive under it.
-    Inspect {
-        /// A .brv archive or a directory of them.
-        archive: PathBuf,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Inspect(InspectArgs),
+}
+
+// The arguments of `brevis pack`.
+#[derive(clap::Args)]
+struct PackArgs {
+    /// A .safetensors file or a directory; or s3://BUCKET[/PREFIX], every
+    /// object under which is a file of the directory (credentials from the
+    /// AWS_* environment variables).
+    src: PathBuf,
+    /// The archive to write, or the directory to mirror into; or
+    /// s3://BUCKET[/PREFIX], where each output is uploaded whole.
+    dst: PathBuf,
+    #[command(flatten)]
+    outputs: OutputArgs,
+    /// Source bytes per independently decodable chunk, in bytes or with
+    /// a K, M or G suffix (64 B to 64M). Left out: 256K, and 512K or 1M
+    /// for a tensor whose bytes' statistics say wider chunks code it
+    /// smaller (they pay for their code tables fewer times); a tensor
+    /// coded against a base takes whole chunks of the base's. A last
+    /// chunk takes in a remainder shorter than half a chunk.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    chunk_size: Option<usize>,
+    /// Code tensors against a base: an archive (e.g. the model a checkpoint
+    /// was fine-tuned from), or for a directory SRC a directory of archives
+    /// matched by relative path. Tensors of the same name, dtype and shape
+    /// are stored as their XOR with the base's where that is smaller. The
+    /// archives then need the base, found by its path relative to them and
+    /// checked by its SHA-256, to be read.
+    #[arg(long, value_name = "BASE")]
+    base: Option<PathBuf>,
+    /// Also match tensors by content (dtype and bytes), not only by name,
+    /// against the --base archives, the archives already in the store
+    /// (STORE and its subfolders; without =STORE, DST for a directory
+    /// SRC, DST's folder for a file) and the files this run packed
+    /// before: a tensor stored there under any name (re-uploads,
+    /// repeated or tied weights, frozen layers of another checkpoint)
+    /// becomes a reference to that copy, and its archive then needs that
+    /// one to be read. Archives are indexed from their chunk checksums,
+    /// without decoding.
+    #[arg(long, value_name = "STORE", num_args = 0..=1, require_equals = true)]
+    dedup: Option<Option<PathBuf>>,
+    /// Pack only shard I of N (0-based) of a directory's files, as one of
+    /// N machines of a cluster job: every shard computes the same
+    /// size-balanced split, and their outputs together are what one
+    /// machine writes. `auto` takes I and N from a Slurm job array,
+    /// `auto/N` takes I from a Kubernetes Indexed Job (see
+    /// docs/CLUSTER.md). Outputs already complete and of their source are
+    /// kept, so a shard can be run again; others are overwritten.
+    #[arg(long, value_name = "I/N|auto|auto/N")]
+    shard: Option<String>,
+    /// Overwrite an archive even where other archives of DST (or of the
+    /// --dedup store) need it as their base and it would now hold
+    /// another source: they can then no longer be read. Without it such
+    /// a run is refused, naming them.
+    #[arg(long)]
+    break_dependants: bool,
+    #[command(flatten)]
+    search: SearchArgs,
+}
+
+// The arguments of `brevis calibrate`.
+#[derive(clap::Args)]
+struct CalibrateArgs {
+    /// A .safetensors file.
+    src: PathBuf,
+    /// The prior file to write.
+    prior: PathBuf,
+    /// Overwrite PRIOR if it exists.
+    #[arg(long)]
+    force: bool,
+    /// Source bytes per chunk, as for pack.
+    #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_CHUNK_BYTES, value_parser = parse_size)]
+    chunk_size: usize,
+}
+
+// The arguments of `brevis detach`.
+#[derive(clap::Args)]
+struct DetachArgs {
+    /// An archive packed against a base.
+    src: PathBuf,
+    /// The archive to write.
+    dst: PathBuf,
+    /// Overwrite DST if it exists.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    search: SearchArgs,
+}
+
+// The arguments of `brevis unpack`.
+#[derive(clap::Args)]
+struct UnpackArgs {
+    /// A .brv archive or a directory.
+    src: PathBuf,
+    /// The file to write, or the directory to mirror into.
+    dst: PathBuf,
+    #[command(flatten)]
+    outputs: OutputArgs,
+}
+
+// The arguments of `brevis verify`.
+#[derive(clap::Args)]
+struct VerifyArgs {
+    /// A .brv archive or a directory of them.
+    archive: PathBuf,
+    /// Also compare every byte with this original file (for a directory:
+    /// the directory of originals, matched by relative path).
+    #[arg(long, value_name = "ORIGINAL")]
+    against: Option<PathBuf>,
+}
+
+// The arguments of `brevis inspect`.
+#[derive(clap::Args)]
+struct InspectArgs {
+    /// A .brv archive or a directory of them.
+    archive: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// What pack and unpack do with outputs that exist, and with failures.
@@ -269,82 +291,6 @@ fn expand_level_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std
     .collect()
 }
 
-/// The shard that `spec` names, or an error naming `src`.
-fn parse_shard(src: &Path, spec: &str) -> Result<Shard> {
-    Shard::parse(spec, |name| std::env::var(name).ok())
-        .map_err(|reason| Error::invalid(src, format!("--shard {spec}: {reason}")))
-}
-
-/// The jobs of shard `spec` of packing `src` into `dst`, without those whose
-/// outputs are already complete and of their source; and every job of the
-/// run, which the shares were cut from.
-fn shard_jobs(src: &Path, dst: &Path, spec: &str) -> Result<(Vec<Job>, Vec<Job>)> {
-    let shard = parse_shard(src, spec)?;
-    let all = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite)?;
-    Ok((shard.todo(all.clone(), shard::done_already)?, all))
-}
-
-fn warn_if_nothing_to_pack(src: &Path, jobs: &[Job]) {
-    if !jobs.iter().any(|j| j.action == Action::Transform) {
-        eprintln!(
-            "brevis: warning: {}: no .safetensors files; {} other file(s) copied \
-             unchanged (.bin, .pt, .gguf and other formats are copied, not compressed)",
-            src.display(),
-            jobs.len()
-        );
-    }
-}
-
-/// `pack` where SRC or DST (or both) is an object-store URL: the same jobs and
-/// shares as for local folders, each source fetched to a local temporary and
-/// each output uploaded whole (see `brevis::run::store`).
-fn pack_with_store(
-    cli: &Cli,
-    src: &Path,
-    dst: &Path,
-    outputs: &OutputArgs,
-    shard: Option<&str>,
-    opts: &PackOptions,
-) -> Result<()> {
-    let shard = shard.map(|spec| parse_shard(src, spec)).transpose()?;
-    // A connection to the store closed by its other end must fail that
-    // request (which is retried), not end the process: the network code
-    // writes to sockets without MSG_NOSIGNAL.
-    // SAFETY: sets the disposition of one signal to "ignore"; no handler
-    // runs. Test: a multipart upload whose parts fail, in tests/remote.rs.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let options = RemoteOptions::default();
-    let (store_run, jobs) = StoreRun::plan(src, dst, "safetensors", "brv", &options)?;
-    let jobs = match (shard, outputs.existing()) {
-        (Some(shard), _) => shard.todo(jobs, |job| store_run.done_already(job))?,
-        (None, Existing::Overwrite) => jobs,
-        (None, Existing::Skip) => jobs.into_iter().filter(|j| !store_run.exists(j)).collect(),
-        (None, Existing::Refuse) => {
-            if let Some(job) = jobs.iter().find(|j| store_run.exists(j)) {
-                return Err(Error::invalid(
-                    &job.dst,
-                    "already exists (use --force to overwrite, --skip-existing to keep)",
-                ));
-            }
-            jobs
-        }
-    };
-    if shard.is_none() && outputs.existing() != Existing::Skip {
-        warn_if_nothing_to_pack(src, &jobs);
-    }
-    run_jobs(
-        cli,
-        Direction::Pack,
-        (src, &jobs),
-        outputs.keep_going,
-        |job, progress| {
-            store_run.run_job(job, |from, to| {
-                Ok(archive::pack_file(from, to, opts, progress)?.bytes_out)
-            })
-        },
-    )
-}
-
 /// A prior file is a few kilobytes of JSON; anything far larger is not one.
 const MAX_PRIOR_BYTES: u64 = 16 << 20;
 
@@ -407,340 +353,292 @@ fn end_cleanly_on_signals() {
     });
 }
 
+/// Does the command.
 fn run(cli: &Cli) -> Result<()> {
     match &cli.command {
-        Command::Pack {
-            src,
-            dst,
-            outputs,
-            chunk_size,
-            base,
-            dedup,
-            shard,
-            break_dependants,
-            search,
-        } => {
-            let opts = search.options(*chunk_size)?;
-            if involves_store(src, dst) {
-                if base.is_some() || dedup.is_some() {
-                    return Err(Error::invalid(
-                        src,
-                        "--base and --dedup are not supported with object-store URLs yet",
-                    ));
-                }
-                return pack_with_store(cli, src, dst, outputs, shard.as_deref(), &opts);
-            }
-            let (jobs, planned) = match shard {
-                Some(spec) => shard_jobs(src, dst, spec).map(|(mine, all)| (mine, Some(all)))?,
-                None => {
-                    let jobs = tree::plan(src, dst, "safetensors", "brv", outputs.existing())?;
-                    (jobs, None)
-                }
-            };
-            let skipped = outputs.existing() == Existing::Skip || shard.is_some();
-            if !skipped {
-                warn_if_nothing_to_pack(src, &jobs);
-            }
-            if dedup.is_some() && shard.is_some() {
-                let reason = "--dedup with --shard: a shard would see other shards' outputs \
-                              at times that vary; pack with --dedup in one process";
-                return Err(Error::invalid(src, reason));
-            }
-            let dedup = dedup.as_ref().map(Option::as_deref);
-            if !break_dependants {
-                refuse_orphaning(src, dst, dedup.flatten(), &jobs)?;
-            }
-            let bases = RunBases::new(src, dst, base.as_deref(), dedup, &jobs)?;
-            let packed = run_jobs(
-                cli,
-                Direction::Pack,
-                (src, &jobs),
-                outputs.keep_going,
-                |job, progress| {
-                    local_job(job, progress, |job, progress| {
-                        let opts = PackOptions {
-                            bases: bases.of(job, &jobs),
-                            ..opts.clone()
-                        };
-                        let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
-                        Ok(summary.bytes_out)
-                    })
-                },
-            );
-            if planned.is_some_and(|planned| shard::source_changed(src, dst, &planned)) {
-                eprintln!(
-                    "brevis: warning: {}: its files changed while this shard ran, so the \
-                     shards may have split different lists and packed none of some files; \
-                     run every shard again (complete outputs are kept)",
-                    src.display()
-                );
-            }
-            packed
-        }
-        Command::Calibrate {
-            src,
-            prior,
-            force,
-            chunk_size,
-        } => {
-            if !force && std::fs::symlink_metadata(prior).is_ok() {
-                return Err(Error::invalid(
-                    prior,
-                    "already exists (use --force to overwrite)",
-                ));
-            }
-            let learned = archive::calibrate(src, *chunk_size)?;
-            let text = format!("{:#}\n", learned.to_json());
-            brevis::atomic::write_atomically(prior, |tmp| {
-                let mut file = std::fs::File::create(tmp).at(tmp)?;
-                file.write_all(text.as_bytes()).at(tmp)?;
-                file.sync_all().at(tmp)
-            })?;
-            if !cli.quiet {
-                let counts: Vec<String> = learned
-                    .totals()
-                    .iter()
-                    .map(|(p, n)| format!("{p}:{n}"))
-                    .collect();
-                println!(
-                    "{}: learned from {}: {}",
-                    prior.display(),
-                    src.display(),
-                    counts.join(" ")
-                );
-            }
-            Ok(())
-        }
-        Command::Detach {
-            src,
-            dst,
-            force,
-            search,
-        } => {
-            if !force && std::fs::symlink_metadata(dst).is_ok() {
-                return Err(Error::invalid(
-                    dst,
-                    "already exists (use --force to overwrite)",
-                ));
-            }
-            let started = Instant::now();
-            let archive = Archive::open_unmapped(src)?;
-            let bar = progress_bar(cli, archive.len());
-            let opts = search.options(None)?;
-            let summary = archive::detach(&archive, dst, &opts, &|done| bar.set_position(done));
-            bar.finish_and_clear();
-            let summary = summary?;
-            if !cli.quiet {
-                println!(
-                    "{}: {} bytes, needs no base ({} bytes against its base; {:.2} s)",
-                    dst.display(),
-                    summary.bytes_out,
-                    archive.archive_len(),
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            Ok(())
-        }
-        Command::Unpack { src, dst, outputs } => {
-            let jobs = tree::plan(src, dst, "brv", "safetensors", outputs.existing())?;
-            run_jobs(
-                cli,
-                Direction::Unpack,
-                (src, &jobs),
-                outputs.keep_going,
-                |job, progress| {
-                    local_job(job, progress, |job, progress| {
-                        let archive = Archive::open_unmapped(&job.src)?;
-                        archive::unpack_file(&archive, &job.dst, progress)?;
-                        Ok(archive.len())
-                    })
-                },
-            )
-        }
-        Command::Verify { archive, against } => {
-            let found = tree::find(archive, "brv")?;
-            if found.len() == 1 && found[0] == *archive {
-                return verify_one(cli, archive, against.as_deref()).map(drop);
-            }
-            // Each base, with how many verified archives need it.
-            let mut needed: BTreeMap<PathBuf, usize> = BTreeMap::new();
-            let failed = found
-                .iter()
-                .filter(|path| {
-                    let original = against.as_ref().map(|dir| {
-                        let rel = path.strip_prefix(archive).unwrap_or(path);
-                        dir.join(rel).with_extension("safetensors")
-                    });
-                    match verify_one(cli, path, original.as_deref()) {
-                        Ok(bases) => {
-                            bases
-                                .into_iter()
-                                .for_each(|b| *needed.entry(b).or_default() += 1);
-                            false
-                        }
-                        Err(e) => {
-                            eprintln!("brevis: error: {e}");
-                            true
-                        }
-                    }
-                })
-                .count();
-            if !cli.quiet {
-                for (base, n) in &needed {
-                    println!("{}: a base that {n} archive(s) need", base.display());
-                }
-                println!(
-                    "verified {} archive(s) under {}: {} OK, {failed} failed",
-                    found.len(),
-                    archive.display(),
-                    found.len() - failed
-                );
-            }
-            if failed > 0 {
-                return Err(Error::invalid(
-                    archive,
-                    format!("{failed} of {} archive(s) failed", found.len()),
-                ));
-            }
-            Ok(())
-        }
-        Command::Inspect { archive, json } => {
-            let found = tree::find(archive, "brv")?;
-            let single = found.len() == 1 && found[0] == *archive;
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let at = Path::new(inspect::OUTPUT);
-            // Several archives: a list of {"path", "report"} objects in JSON,
-            // a heading line before each table otherwise.
-            if *json && !single {
-                write!(out, "[").at(at)?;
-            }
-            for (k, path) in found.iter().enumerate() {
-                let archive = Archive::open_unmapped(path)?;
-                let shown = serde_json::Value::from(path.display().to_string());
-                match (*json, single) {
-                    (true, true) => inspect::write_json(&archive, &mut out)?,
-                    (true, false) => {
-                        let comma = if k == 0 { "" } else { "," };
-                        write!(out, "{comma}{{\"path\":{shown},\"report\":").at(at)?;
-                        inspect::write_json(&archive, &mut out)?;
-                        write!(out, "}}").at(at)?;
-                    }
-                    (false, true) => inspect::write_table(&archive, &mut out)?,
-                    (false, false) => {
-                        writeln!(out, "== {}", path.display()).at(at)?;
-                        inspect::write_table(&archive, &mut out)?;
-                    }
-                }
-            }
-            if *json && !single {
-                writeln!(out, "]").at(at)?;
-            }
-            out.flush().at(at)
-        }
+        Command::Pack(args) => pack(cli, args),
+        Command::Calibrate(args) => calibrate(cli, args),
+        Command::Detach(args) => detach(cli, args),
+        Command::Unpack(args) => unpack(cli, args),
+        Command::Verify(args) => verify(cli, args),
+        Command::Inspect(args) => inspect(args),
     }
 }
 
-/// Which way `run_jobs` transforms files.
-#[derive(Clone, Copy)]
-enum Direction {
-    Pack,
-    Unpack,
+/// `brevis pack`: between local paths (see [`pack_local`]), or from or to
+/// object storage (see [`pack_with_store`]).
+fn pack(cli: &Cli, args: &PackArgs) -> Result<()> {
+    let opts = args.search.options(args.chunk_size)?;
+    if involves_store(&args.src, &args.dst) {
+        if args.base.is_some() || args.dedup.is_some() {
+            return Err(Error::invalid(
+                &args.src,
+                "--base and --dedup are not supported with object-store URLs yet",
+            ));
+        }
+        return pack_with_store(cli, args, &opts);
+    }
+    pack_local(cli, args, &opts)
 }
 
-/// Runs the jobs in order with a progress bar and a summary line: `work`
-/// does one (see [`local_job`]) and returns the size of what it wrote. A failed
-/// job ends the run, or with `keep_going` is reported and the others run;
-/// the run then fails at the end, naming how many failed.
-fn run_jobs(
-    cli: &Cli,
-    direction: Direction,
-    (src, jobs): (&Path, &[Job]),
-    keep_going: bool,
-    work: impl Fn(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
-) -> Result<()> {
-    let started = Instant::now();
-    let total: u64 = jobs.iter().map(|j| j.len).sum();
-    let bar = progress_bar(cli, total);
-    let (mut bytes_in, mut bytes_out, mut transformed, mut copied) = (0u64, 0u64, 0, 0);
-    let (mut failed, mut done) = (0, 0u64);
-    for job in jobs {
-        bar.set_message(job.src.display().to_string());
-        let base = done;
-        let written = work(job, &|done| bar.set_position(base + done));
-        done += job.len;
-        bar.set_position(done);
-        match written {
-            Ok(written) => {
-                bytes_in += job.len;
-                bytes_out += written;
-                match job.action {
-                    Action::Transform => transformed += 1,
-                    Action::Copy => copied += 1,
-                }
-            }
-            Err(e) if keep_going => {
-                bar.suspend(|| eprintln!("brevis: error: {e}"));
-                failed += 1;
-            }
-            Err(e) => return Err(e),
+/// `pack` between local paths: the jobs (of a shard, if asked), each file
+/// packed against its bases (see [`RunBases`]) with `opts`.
+fn pack_local(cli: &Cli, args: &PackArgs, opts: &PackOptions) -> Result<()> {
+    let (src, dst, shard) = (args.src.as_path(), args.dst.as_path(), &args.shard);
+    let (jobs, planned) = match shard {
+        Some(spec) => {
+            let (mine, all) = parse_shard(src, spec)?.pack_jobs(src, dst)?;
+            (mine, Some(all))
         }
+        None => {
+            let jobs = tree::plan(src, dst, "safetensors", "brv", args.outputs.existing())?;
+            (jobs, None)
+        }
+    };
+    let skipped = args.outputs.existing() == Existing::Skip || shard.is_some();
+    if !skipped {
+        warn_if_nothing_to_pack(src, &jobs);
     }
-    bar.finish_and_clear();
-    if !cli.quiet {
-        let secs = started.elapsed().as_secs_f64();
-        // Original size over archive size, whichever way the jobs went.
-        let (original, archived) = match direction {
-            Direction::Pack => (bytes_in, bytes_out),
-            Direction::Unpack => (bytes_out, bytes_in),
-        };
-        let ratio = original.max(1) as f64 / archived.max(1) as f64;
-        let copied = if copied > 0 {
-            format!(" (+{copied} copied)")
-        } else {
-            String::new()
-        };
-        // Written, not printed: with SIGPIPE ignored (a run that talks to a
-        // store) a reader that has gone is an error to leave, not a panic.
-        let _ = writeln!(
-            std::io::stdout(),
-            "{} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
-            match direction {
-                Direction::Pack => "packed",
-                Direction::Unpack => "unpacked",
-            },
-            bytes_in,
-            bytes_out,
-            ratio,
-            secs,
-            original as f64 / 1e6 / secs.max(1e-9)
+    if args.dedup.is_some() && shard.is_some() {
+        let reason = "--dedup with --shard: a shard would see other shards' outputs \
+                      at times that vary; pack with --dedup in one process";
+        return Err(Error::invalid(src, reason));
+    }
+    let dedup = args.dedup.as_ref().map(Option::as_deref);
+    if !args.break_dependants {
+        run::refuse_orphaning(src, dst, dedup.flatten(), &jobs)?;
+    }
+    let bases = RunBases::new(src, dst, args.base.as_deref(), dedup, &jobs)?;
+    let packed = run_jobs(
+        cli,
+        Direction::Pack,
+        (src, &jobs),
+        args.outputs.keep_going,
+        |job, progress| {
+            run::local_job(job, progress, |job, progress| {
+                let opts = PackOptions {
+                    bases: bases.of(job, &jobs),
+                    ..opts.clone()
+                };
+                let summary = archive::pack_file(&job.src, &job.dst, &opts, progress)?;
+                Ok(summary.bytes_out)
+            })
+        },
+    );
+    if let Some(planned) = planned {
+        warn_if_source_changed(src, dst, &planned);
+    }
+    packed
+}
+
+/// Warns when the files of `src` are no longer those a shard's share was
+/// cut from (`planned`, see [`shard::source_changed`]).
+fn warn_if_source_changed(src: &Path, dst: &Path, planned: &[Job]) {
+    if shard::source_changed(src, dst, planned) {
+        eprintln!(
+            "brevis: warning: {}: its files changed while this shard ran, so the \
+             shards may have split different lists and packed none of some files; \
+             run every shard again (complete outputs are kept)",
+            src.display()
         );
     }
-    if failed > 0 {
-        let reason = format!("{failed} of {} file(s) failed (see above)", jobs.len());
-        return Err(Error::invalid(src, reason));
+}
+
+/// The shard that `spec` names, or an error naming `src`.
+fn parse_shard(src: &Path, spec: &str) -> Result<Shard> {
+    Shard::parse(spec, |name| std::env::var(name).ok())
+        .map_err(|reason| Error::invalid(src, format!("--shard {spec}: {reason}")))
+}
+
+/// Warns when `jobs` pack nothing: SRC holds no safetensors file.
+fn warn_if_nothing_to_pack(src: &Path, jobs: &[Job]) {
+    if !jobs.iter().any(|j| j.action == Action::Transform) {
+        eprintln!(
+            "brevis: warning: {}: no .safetensors files; {} other file(s) copied \
+             unchanged (.bin, .pt, .gguf and other formats are copied, not compressed)",
+            src.display(),
+            jobs.len()
+        );
+    }
+}
+
+/// `pack` where SRC or DST (or both) is an object-store URL: the same jobs and
+/// shares as for local folders, each source fetched to a local temporary and
+/// each output uploaded whole (see `brevis::run::store`).
+fn pack_with_store(cli: &Cli, args: &PackArgs, opts: &PackOptions) -> Result<()> {
+    let (src, dst, outputs) = (args.src.as_path(), args.dst.as_path(), &args.outputs);
+    let shard = args.shard.as_deref();
+    let shard = shard.map(|spec| parse_shard(src, spec)).transpose()?;
+    // A connection to the store closed by its other end must fail that
+    // request (which is retried), not end the process: the network code
+    // writes to sockets without MSG_NOSIGNAL.
+    // SAFETY: sets the disposition of one signal to "ignore"; no handler
+    // runs. Test: a multipart upload whose parts fail, in tests/remote.rs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let options = RemoteOptions::default();
+    let (store_run, jobs) = StoreRun::plan(src, dst, "safetensors", "brv", &options)?;
+    let jobs = match shard {
+        Some(shard) => shard.todo(jobs, |job| store_run.done_already(job))?,
+        None => (outputs.existing()).apply(jobs, |job| store_run.exists(job))?,
+    };
+    if shard.is_none() && outputs.existing() != Existing::Skip {
+        warn_if_nothing_to_pack(src, &jobs);
+    }
+    run_jobs(
+        cli,
+        Direction::Pack,
+        (src, &jobs),
+        outputs.keep_going,
+        |job, progress| {
+            store_run.run_job(job, |from, to| {
+                Ok(archive::pack_file(from, to, opts, progress)?.bytes_out)
+            })
+        },
+    )
+}
+
+/// `brevis calibrate`: writes the prior learned from SRC.
+fn calibrate(cli: &Cli, args: &CalibrateArgs) -> Result<()> {
+    let CalibrateArgs {
+        src,
+        prior,
+        force,
+        chunk_size,
+    } = args;
+    if !force && std::fs::symlink_metadata(prior).is_ok() {
+        return Err(Error::invalid(
+            prior,
+            "already exists (use --force to overwrite)",
+        ));
+    }
+    let learned = archive::calibrate(src, *chunk_size)?;
+    let text = format!("{:#}\n", learned.to_json());
+    brevis::atomic::write_atomically(prior, |tmp| {
+        let mut file = std::fs::File::create(tmp).at(tmp)?;
+        file.write_all(text.as_bytes()).at(tmp)?;
+        file.sync_all().at(tmp)
+    })?;
+    if !cli.quiet {
+        let counts: Vec<String> = learned
+            .totals()
+            .iter()
+            .map(|(p, n)| format!("{p}:{n}"))
+            .collect();
+        println!(
+            "{}: learned from {}: {}",
+            prior.display(),
+            src.display(),
+            counts.join(" ")
+        );
     }
     Ok(())
 }
 
-/// Does `job` between local paths: makes the output's folder, then copies,
-/// or transforms with `transform`.
-fn local_job(
-    job: &Job,
-    progress: &(dyn Fn(u64) + Sync),
-    transform: impl FnOnce(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
-) -> Result<u64> {
-    if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).at(parent)?;
+/// `brevis detach`: writes DST, SRC's archive packed without its base.
+fn detach(cli: &Cli, args: &DetachArgs) -> Result<()> {
+    let DetachArgs {
+        src,
+        dst,
+        force,
+        search,
+    } = args;
+    if !force && std::fs::symlink_metadata(dst).is_ok() {
+        return Err(Error::invalid(
+            dst,
+            "already exists (use --force to overwrite)",
+        ));
     }
-    match job.action {
-        Action::Transform => transform(job, progress),
-        Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst),
+    let started = Instant::now();
+    let archive = Archive::open_unmapped(src)?;
+    let bar = progress_bar(cli, archive.len());
+    let opts = search.options(None)?;
+    let summary = archive::detach(&archive, dst, &opts, &|done| bar.set_position(done));
+    bar.finish_and_clear();
+    let summary = summary?;
+    if !cli.quiet {
+        println!(
+            "{}: {} bytes, needs no base ({} bytes against its base; {:.2} s)",
+            dst.display(),
+            summary.bytes_out,
+            archive.archive_len(),
+            started.elapsed().as_secs_f64()
+        );
     }
+    Ok(())
+}
+
+/// `brevis unpack`: restores the originals of SRC's archives at DST.
+fn unpack(cli: &Cli, args: &UnpackArgs) -> Result<()> {
+    let UnpackArgs { src, dst, outputs } = args;
+    let jobs = tree::plan(src, dst, "brv", "safetensors", outputs.existing())?;
+    run_jobs(
+        cli,
+        Direction::Unpack,
+        (src, &jobs),
+        outputs.keep_going,
+        |job, progress| {
+            run::local_job(job, progress, |job, progress| {
+                let archive = Archive::open_unmapped(&job.src)?;
+                archive::unpack_file(&archive, &job.dst, progress)?;
+                Ok(archive.len())
+            })
+        },
+    )
+}
+
+/// `brevis verify`: one archive (see [`verify_one`]), or every archive
+/// under a folder and then a summary.
+fn verify(cli: &Cli, args: &VerifyArgs) -> Result<()> {
+    let VerifyArgs { archive, against } = args;
+    let found = tree::find(archive, "brv")?;
+    if found.len() == 1 && found[0] == *archive {
+        return verify_one(cli, archive, against.as_deref()).map(drop);
+    }
+    // Each base, with how many verified archives need it.
+    let mut needed: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    let failed = found
+        .iter()
+        .filter(|path| {
+            let original = against.as_ref().map(|dir| {
+                let rel = path.strip_prefix(archive).unwrap_or(path);
+                dir.join(rel).with_extension("safetensors")
+            });
+            match verify_one(cli, path, original.as_deref()) {
+                Ok(bases) => {
+                    bases
+                        .into_iter()
+                        .for_each(|b| *needed.entry(b).or_default() += 1);
+                    false
+                }
+                Err(e) => {
+                    eprintln!("brevis: error: {e}");
+                    true
+                }
+            }
+        })
+        .count();
+    if !cli.quiet {
+        for (base, n) in &needed {
+            println!("{}: a base that {n} archive(s) need", base.display());
+        }
+        println!(
+            "verified {} archive(s) under {}: {} OK, {failed} failed",
+            found.len(),
+            archive.display(),
+            found.len() - failed
+        );
+    }
+    if failed > 0 {
+        return Err(Error::invalid(
+            archive,
+            format!("{failed} of {} archive(s) failed", found.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// Verifies one archive, against its original if given, with a progress bar
-/// and a line saying what matched.
-/// Verifies one archive and returns the paths of the bases it needs.
+/// and a line saying what matched; returns the paths of the bases it needs.
 fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<Vec<PathBuf>> {
     let started = Instant::now();
     let a = Archive::open_unmapped(archive)?;
@@ -774,6 +672,101 @@ fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<Vec<P
     // Named alike whichever folder refers to them.
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     Ok(a.bases().iter().map(|b| canonical(b.path())).collect())
+}
+
+/// `brevis inspect`: the report of one archive, or of every archive under
+/// a folder (see [`inspect::write_reports`]), on standard output.
+fn inspect(args: &InspectArgs) -> Result<()> {
+    let InspectArgs { archive, json } = args;
+    let found = tree::find(archive, "brv")?;
+    let single = found.len() == 1 && found[0] == *archive;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    inspect::write_reports(&found, single, *json, &mut out)?;
+    out.flush().at(Path::new(inspect::OUTPUT))
+}
+
+/// Which way `run_jobs` transforms files.
+#[derive(Clone, Copy)]
+enum Direction {
+    Pack,
+    Unpack,
+}
+
+/// A run's progress bar.
+struct Bar(ProgressBar);
+
+impl Watch for Bar {
+    fn started(&self, job: &Job) {
+        self.0.set_message(job.src.display().to_string());
+    }
+
+    fn done(&self, done: u64) {
+        self.0.set_position(done);
+    }
+
+    fn failed(&self, error: &Error) {
+        self.0.suspend(|| eprintln!("brevis: error: {error}"));
+    }
+}
+
+/// Runs the jobs in order (see [`run::run_jobs`]) with a progress bar and a
+/// summary line: `work` does one and returns the size of what it wrote. A
+/// failed job ends the run, or with `keep_going` is reported and the others
+/// run; the run then fails at the end, naming how many failed.
+fn run_jobs(
+    cli: &Cli,
+    direction: Direction,
+    (src, jobs): (&Path, &[Job]),
+    keep_going: bool,
+    work: impl Fn(&Job, &(dyn Fn(u64) + Sync)) -> Result<u64>,
+) -> Result<()> {
+    let started = Instant::now();
+    let total: u64 = jobs.iter().map(|j| j.len).sum();
+    let bar = Bar(progress_bar(cli, total));
+    let tally = run::run_jobs(jobs, keep_going, &bar, work)?;
+    bar.0.finish_and_clear();
+    if !cli.quiet {
+        print_summary(direction, &tally, started.elapsed());
+    }
+    tally.failures(src)
+}
+
+/// The summary line of a run of jobs that took `took`.
+fn print_summary(direction: Direction, tally: &Tally, took: Duration) {
+    let Tally {
+        bytes_in,
+        bytes_out,
+        transformed,
+        copied,
+        ..
+    } = *tally;
+    let secs = took.as_secs_f64();
+    // Original size over archive size, whichever way the jobs went.
+    let (original, archived) = match direction {
+        Direction::Pack => (bytes_in, bytes_out),
+        Direction::Unpack => (bytes_out, bytes_in),
+    };
+    let ratio = original.max(1) as f64 / archived.max(1) as f64;
+    let copied = if copied > 0 {
+        format!(" (+{copied} copied)")
+    } else {
+        String::new()
+    };
+    // Written, not printed: with SIGPIPE ignored (a run that talks to a
+    // store) a reader that has gone is an error to leave, not a panic.
+    let _ = writeln!(
+        std::io::stdout(),
+        "{} {transformed} file(s){copied}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s",
+        match direction {
+            Direction::Pack => "packed",
+            Direction::Unpack => "unpacked",
+        },
+        bytes_in,
+        bytes_out,
+        ratio,
+        secs,
+        original as f64 / 1e6 / secs.max(1e-9)
+    );
 }
 
 fn progress_bar(cli: &Cli, total: u64) -> ProgressBar {

@@ -37,6 +37,26 @@ pub enum Existing {
     Skip,
 }
 
+impl Existing {
+    /// `jobs` with their outputs that exist (as `exists` says) refused,
+    /// overwritten or skipped.
+    pub fn apply(self, mut jobs: Vec<Job>, exists: impl Fn(&Job) -> bool) -> Result<Vec<Job>> {
+        match self {
+            Existing::Refuse => {
+                if let Some(job) = jobs.iter().find(|j| exists(j)) {
+                    return Err(Error::invalid(
+                        &job.dst,
+                        "already exists (use --force to overwrite, --skip-existing to keep)",
+                    ));
+                }
+            }
+            Existing::Overwrite => {}
+            Existing::Skip => jobs.retain(|j| !exists(j)),
+        }
+        Ok(jobs)
+    }
+}
+
 /// Plans the jobs that pack or unpack `src` into `dst`. Files ending in `from_ext` are
 /// transformed and renamed to `to_ext`; in directory mode every other file is
 /// copied. A single file is always transformed; if `dst` is a directory it goes
@@ -49,7 +69,7 @@ pub fn plan(
     existing: Existing,
 ) -> Result<Vec<Job>> {
     let meta = std::fs::metadata(src).at(src)?;
-    let mut jobs = if meta.is_dir() {
+    let jobs = if meta.is_dir() {
         if dst.starts_with(src) {
             return Err(Error::invalid(
                 dst,
@@ -85,20 +105,7 @@ pub fn plan(
             return Err(Error::invalid(&job.dst, "is the source itself"));
         }
     }
-    let exists = |job: &Job| std::fs::symlink_metadata(&job.dst).is_ok();
-    match existing {
-        Existing::Refuse => {
-            if let Some(job) = jobs.iter().find(|j| exists(j)) {
-                return Err(Error::invalid(
-                    &job.dst,
-                    "already exists (use --force to overwrite, --skip-existing to keep)",
-                ));
-            }
-        }
-        Existing::Overwrite => {}
-        Existing::Skip => jobs.retain(|j| !exists(j)),
-    }
-    Ok(jobs)
+    existing.apply(jobs, |job| std::fs::symlink_metadata(&job.dst).is_ok())
 }
 
 /// `root` itself if it is a file, else every file under it ending in `.ext`,

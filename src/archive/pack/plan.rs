@@ -177,6 +177,10 @@ pub(super) fn plan(
     Ok(cut(&layout, tensors, chunking.chunk, size))
 }
 
+/// Which base has a tensor, if one has, and where its bytes start in that
+/// base's source.
+type Found = Option<(u32, u64)>;
+
 /// A reader of tensor `t`'s bytes in `file` (named `src` in errors), at
 /// offsets from the tensor's start.
 fn tensor_reader<'f>(
@@ -194,7 +198,7 @@ fn tensor_bases<R: Fn(u64, &mut [u8]) -> Result<()>>(
     tensors: &[TensorInfo],
     bases: &mut Bases,
     read_of: impl Fn(&TensorInfo) -> R,
-) -> Result<Vec<Option<(u32, u64)>>> {
+) -> Result<Vec<Found>> {
     (tensors.iter())
         .map(|t| bases.offset_of(t, |step| fingerprint(t.end - t.start, step, read_of(t))))
         .collect()
@@ -205,7 +209,7 @@ fn tensor_bases<R: Fn(u64, &mut [u8]) -> Result<()>>(
 /// a thousandfold), and one with a base its base's chunks.
 fn tensor_steps<R: Fn(u64, &mut [u8]) -> Result<()>>(
     layout: &SourceLayout,
-    (found, elements): (&[Option<(u32, u64)>], &[Element]),
+    (found, elements): (&[Found], &[Element]),
     chunking: Chunking,
     bases: &Bases,
     read_of: impl Fn(&TensorInfo) -> R + Sync,
@@ -229,7 +233,7 @@ fn tensor_steps<R: Fn(u64, &mut [u8]) -> Result<()>>(
 /// element and its chunk size) and the gaps between them, up to `size`.
 fn cut(
     layout: &SourceLayout,
-    tensors: impl Iterator<Item = ((Option<(u32, u64)>, Element), u64)>,
+    tensors: impl Iterator<Item = ((Found, Element), u64)>,
     chunk: u64,
     size: u64,
 ) -> Vec<Planned> {
