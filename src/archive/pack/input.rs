@@ -136,7 +136,7 @@ pub(super) fn representative_ahead(
 /// `BATCH_BYTES_PER_THREAD` a thread (one chunk at least) and
 /// `BATCH_CHUNKS_MAX` chunks.
 ///
-/// Counting chunks keeps a tensor of wide chunks (see [`tensor_chunk`](super::width::tensor_chunk))
+/// Counting chunks keeps a tensor of wide chunks (see `width::tensor_chunk`)
 /// from taking fewer chunks a thread than others. Small batches are read
 /// soon before they are packed, while their bytes are in the CPU's caches;
 /// batches of several chunks a thread packed slower, with one thread too.

@@ -15,8 +15,8 @@ pub struct PackOptions {
     pub chunk_size: usize,
     /// Let a tensor take chunks of twice or four times `chunk_size` (up to
     /// 1 MiB) where its bytes' statistics say they code smaller (see
-    /// [`tensor_chunk`]), and a tensor coded against a base whole chunks of
-    /// the base's (see [`against_base`](super::width::against_base)); false keeps every chunk at
+    /// `width::tensor_chunk`), and a tensor coded against a base whole chunks
+    /// of the base's (see `width::against_base`); false keeps every chunk at
     /// `chunk_size`.
     pub adapt_chunks: bool,
     pub synth: SynthOptions,

@@ -36,7 +36,7 @@ pub(super) struct Planned {
     /// the tensor lie in that base's source.
     pub(super) base: Option<(u32, u64)>,
     /// The length of the groups of its elements that lie in one row of its
-    /// tensor (see [`Hint::rows`]).
+    /// tensor (see [`Hint::rows`](crate::synth::Hint::rows)).
     pub(super) rows: Option<usize>,
 }
 
