@@ -322,29 +322,7 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> Result<()> {
     if found.len() == 1 && found[0] == *archive {
         return verify_one(cli, archive, against.as_deref()).map(drop);
     }
-    // Each base, with how many verified archives need it.
-    let mut needed: BTreeMap<PathBuf, usize> = BTreeMap::new();
-    let failed = found
-        .iter()
-        .filter(|path| {
-            let original = against.as_ref().map(|dir| {
-                let rel = path.strip_prefix(archive).unwrap_or(path);
-                dir.join(rel).with_extension("safetensors")
-            });
-            match verify_one(cli, path, original.as_deref()) {
-                Ok(bases) => {
-                    bases
-                        .into_iter()
-                        .for_each(|b| *needed.entry(b).or_default() += 1);
-                    false
-                }
-                Err(e) => {
-                    eprintln!("brevis: error: {e}");
-                    true
-                }
-            }
-        })
-        .count();
+    let (failed, needed) = verify_each(cli, archive, &found, against.as_deref());
     if !cli.quiet {
         for (base, n) in &needed {
             println!("{}: a base that {n} archive(s) need", base.display());
@@ -363,6 +341,42 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Verifies the archives `found` under the folder `archive` (see
+/// [`verify_one`]), each against its original in the folder `against` if
+/// given, and reports those that fail. Returns how many failed, and each
+/// base with how many verified archives need it.
+fn verify_each(
+    cli: &Cli,
+    archive: &Path,
+    found: &[PathBuf],
+    against: Option<&Path>,
+) -> (usize, BTreeMap<PathBuf, usize>) {
+    // Each base, with how many verified archives need it.
+    let mut needed: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    let failed = found
+        .iter()
+        .filter(|path| {
+            let original = against.map(|dir| {
+                let rel = path.strip_prefix(archive).unwrap_or(path);
+                dir.join(rel).with_extension("safetensors")
+            });
+            match verify_one(cli, path, original.as_deref()) {
+                Ok(bases) => {
+                    bases
+                        .into_iter()
+                        .for_each(|b| *needed.entry(b).or_default() += 1);
+                    false
+                }
+                Err(e) => {
+                    eprintln!("brevis: error: {e}");
+                    true
+                }
+            }
+        })
+        .count();
+    (failed, needed)
 }
 
 /// Verifies one archive, against its original if given, with a progress bar

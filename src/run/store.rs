@@ -240,24 +240,36 @@ impl StoreRun {
                 crate::atomic::copy_file(source, &job.dst).map_err(named)
             }
             (End::Local(_), Action::Transform) => pack(source, &job.dst).map_err(named),
-            (End::Store(remote), action) => {
-                let key = key_of(remote.store.root(), &job.dst).at(&job.dst)?;
-                let packed;
-                let (upload, written) = match action {
-                    Action::Copy => (source, job.len),
-                    Action::Transform => {
-                        std::fs::create_dir_all(&self.work).at(&self.work)?;
-                        packed = Temporary(self.work.join("output"));
-                        let written = pack(source, &packed.0)
-                            .map_err(named)
-                            .map_err(|e| e.renamed(&packed.0, &job.dst))?;
-                        (packed.0.as_path(), written)
-                    }
-                };
-                remote.store.put_file(upload, &key).at(&job.dst)?;
-                Ok(written)
-            }
+            (End::Store(remote), _) => self.upload(remote, job, source, pack),
         }
+    }
+
+    /// Uploads `job`'s output to `remote`'s store whole: its source (at
+    /// `source`, a local file) copied, or what `pack` makes of it in the work
+    /// folder. Returns the bytes written; errors name the job's paths, not
+    /// the temporaries'.
+    fn upload(
+        &self,
+        remote: &Remote,
+        job: &Job,
+        source: &Path,
+        pack: impl FnOnce(&Path, &Path) -> Result<u64>,
+    ) -> Result<u64> {
+        let key = key_of(remote.store.root(), &job.dst).at(&job.dst)?;
+        let packed;
+        let (upload, written) = match job.action {
+            Action::Copy => (source, job.len),
+            Action::Transform => {
+                std::fs::create_dir_all(&self.work).at(&self.work)?;
+                packed = Temporary(self.work.join("output"));
+                let written = pack(source, &packed.0)
+                    .map_err(|e| e.renamed(source, &job.src))
+                    .map_err(|e| e.renamed(&packed.0, &job.dst))?;
+                (packed.0.as_path(), written)
+            }
+        };
+        remote.store.put_file(upload, &key).at(&job.dst)?;
+        Ok(written)
     }
 }
 
