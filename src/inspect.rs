@@ -12,7 +12,7 @@ use crate::synth::Production;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One row of the report: a tensor, or the header and other non-tensor bytes.
 #[derive(Clone, Debug)]
@@ -277,4 +277,42 @@ pub fn write_json(archive: &Archive, out: &mut impl Write) -> Result<()> {
         "\n],\"productions\":{productions},\"table_bytes\":{tables}}}"
     )
     .at(at)
+}
+
+/// Writes the reports of the archives at `paths`, as JSON or tables: an
+/// archive asked for by name (`single`) as its report alone; several as a
+/// list of `{"path", "report"}` objects in JSON, a heading line before each
+/// table otherwise.
+pub fn write_reports(
+    paths: &[PathBuf],
+    single: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<()> {
+    let at = Path::new(OUTPUT);
+    if json && !single {
+        write!(out, "[").at(at)?;
+    }
+    for (k, path) in paths.iter().enumerate() {
+        let archive = Archive::open_unmapped(path)?;
+        let shown = Value::from(path.display().to_string());
+        match (json, single) {
+            (true, true) => write_json(&archive, out)?,
+            (true, false) => {
+                let comma = if k == 0 { "" } else { "," };
+                write!(out, "{comma}{{\"path\":{shown},\"report\":").at(at)?;
+                write_json(&archive, out)?;
+                write!(out, "}}").at(at)?;
+            }
+            (false, true) => write_table(&archive, out)?,
+            (false, false) => {
+                writeln!(out, "== {}", path.display()).at(at)?;
+                write_table(&archive, out)?;
+            }
+        }
+    }
+    if json && !single {
+        writeln!(out, "]").at(at)?;
+    }
+    Ok(())
 }

@@ -9,8 +9,8 @@
 use brevis::archive::{self, Archive as Inner, PackOptions};
 use brevis::error::Error;
 use brevis::remote::{self, RemoteOptions};
+use brevis::run::{self, tree, Existing, Job};
 use brevis::safetensors::{self, Metadata, SourceLayout};
-use brevis::tree::{self, Action, Existing};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -426,10 +426,10 @@ fn pack(
     py.allow_threads(|| {
         let jobs = plan(&src, &dst, ("safetensors", "brv"), force)?;
         if !break_dependants {
-            archive::refuse_orphaning(&src, &dst, dedup.flatten(), &jobs)?;
+            run::refuse_orphaning(&src, &dst, dedup.flatten(), &jobs)?;
         }
-        let bases = archive::RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
-        run(&jobs, |job| {
+        let bases = run::RunBases::new(&src, &dst, base.as_deref(), dedup, &jobs)?;
+        run_jobs(&jobs, |job| {
             let opts = PackOptions {
                 bases: bases.of(job, &jobs),
                 ..PackOptions::at_level(level)
@@ -448,7 +448,7 @@ fn pack(
 fn unpack(py: Python<'_>, src: PathBuf, dst: PathBuf, force: bool) -> PyResult<u64> {
     py.allow_threads(|| {
         let jobs = plan(&src, &dst, ("brv", "safetensors"), force)?;
-        run(&jobs, |job| {
+        run_jobs(&jobs, |job| {
             let archive = Inner::open_unmapped(&job.src)?;
             archive::unpack_file(&archive, &job.dst, &|_| {})?;
             Ok(archive.len())
@@ -555,15 +555,14 @@ mod unchecked {
     }
 }
 
-/// Mirrors `src` into `dst` as the command line does: files ending in
-/// `exts.0` through `each`, others copied. Returns the bytes written.
-/// The jobs that mirror `src` into `dst`, renaming `from` files to `to`.
+/// The jobs that pack or unpack `src` into `dst` as the command line does,
+/// renaming `from` files to `to` (other files are copied).
 fn plan(
     src: &std::path::Path,
     dst: &std::path::Path,
     (from, to): (&str, &str),
     force: bool,
-) -> brevis::Result<Vec<tree::Job>> {
+) -> brevis::Result<Vec<Job>> {
     let existing = if force {
         Existing::Overwrite
     } else {
@@ -574,21 +573,11 @@ fn plan(
 
 /// Runs `jobs` in order: `each` for the files to transform, a copy for the
 /// others. Returns the bytes written.
-fn run(
-    jobs: &[tree::Job],
-    each: impl Fn(&tree::Job) -> brevis::Result<u64>,
-) -> brevis::Result<u64> {
-    let mut written = 0;
-    for job in jobs {
-        if let Some(parent) = job.dst.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
-        written += match job.action {
-            Action::Transform => each(job)?,
-            Action::Copy => brevis::atomic::copy_file(&job.src, &job.dst)?,
-        };
-    }
-    Ok(written)
+fn run_jobs(jobs: &[Job], each: impl Fn(&Job) -> brevis::Result<u64>) -> brevis::Result<u64> {
+    let tally = run::run_jobs(jobs, false, &(), |job, progress| {
+        run::local_job(job, progress, |job, _| each(job))
+    })?;
+    Ok(tally.bytes_out)
 }
 
 #[pymodule]

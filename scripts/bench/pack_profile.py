@@ -30,10 +30,13 @@ PHASES = [
     ("partition_rows", "rows in classes"),
     ("encode_program", "encoding the programs kept"),
     ("decode_record", "decoding each record back"),
-    ("writer::Run::read", "reading the source"),
+    ("input::Extent::read", "reading the source"),
+    ("writer::Run::read", "reading the source"),  # builds before archive/pack/
     ("Output::write", "writing the archive"),
     ("tensor_chunk", "planning (chunk widths)"),
-    ("writer::plan", "planning (chunk widths)"),
+    ("pack::plan::plan", "planning (chunk widths)"),
+    ("pack::plan::tensor_", "planning (chunk widths)"),
+    ("writer::plan", "planning (chunk widths)"),  # builds before archive/pack/
 ]
 
 # (substrings of a frame, function group), met from the leaf up.

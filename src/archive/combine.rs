@@ -6,7 +6,7 @@
 //! values does better where training moved a float by a few units in its
 //! last place: XOR then flips every bit a carry ran through (0x7f -> 0x80
 //! flips eight), where the difference is one. The packer takes, per chunk,
-//! whichever residual is cheaper (see `base::residual`).
+//! whichever residual is cheaper (see `pack::residual`).
 
 #![forbid(unsafe_code)]
 

@@ -12,13 +12,11 @@
 //! these bytes is checked against its checksum by the archive reader.
 
 pub mod disk;
-pub mod mirror;
 pub mod object;
 pub mod open;
 pub mod store;
 
 pub use disk::DiskCache;
-pub use mirror::Mirror;
 pub use object::{Opener, Remote, RemoteObject, BLOCK};
 pub use open::open_archive;
 pub use store::{is_remote, split_url, ObjectInfo, RemoteOptions, Stats, Store};

@@ -6,9 +6,9 @@
 
 #![forbid(unsafe_code)]
 
-use super::{base_archives, Archive, BaseSources};
+use super::tree::{self, Action, Job};
+use crate::archive::{Archive, BaseSources, MAX_OPENED_BASES};
 use crate::error::{Error, IoContext, Result};
-use crate::tree::{self, Action, Job};
 use std::path::{Path, PathBuf};
 
 /// Most archives a store may hold for matching by content (each is opened
@@ -69,6 +69,21 @@ impl RunBases {
             dedup: self.store.is_some(),
         }
     }
+}
+
+/// The archives under a base folder (or the base archive itself): at most
+/// as many as a reader opens for one archive.
+pub fn base_archives(base: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::metadata(base).at(base)?;
+    let found = tree::find(base, "brv")?;
+    if found.len() > MAX_OPENED_BASES {
+        let reason = format!(
+            "holds {} archives; at most {MAX_OPENED_BASES} can be bases (give a folder of fewer)",
+            found.len()
+        );
+        return Err(Error::invalid(base, reason));
+    }
+    Ok(found)
 }
 
 /// The base archives of `out`, an output of packing into `dst` against

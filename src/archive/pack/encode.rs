@@ -4,8 +4,8 @@
 
 #![forbid(unsafe_code)]
 
-use super::decode::decode_record;
-use super::format::FORMAT_VERSION;
+use crate::archive::decode::decode_record;
+use crate::archive::format::FORMAT_VERSION;
 use crate::dsl::encode_program;
 use crate::safetensors::Layout;
 use crate::synth::{self, Hint, SynthOptions, Template};

@@ -18,12 +18,12 @@
 //! its own, and a thread done with one class's or batch's work takes up
 //! another's rather than wait for a slower one.
 
-use super::format::ChunkEntry;
-use super::writer::{
-    pack_chunk, representative_ahead, Output, Run, Source, Templates, MAX_TEMPLATES,
-};
+use super::chunk::pack_chunk;
+use super::input::{representative_ahead, Extent, Input};
+use super::output::Output;
+use crate::archive::format::ChunkEntry;
 use crate::error::{Error, Result};
-use crate::synth::SynthOptions;
+use crate::synth::{SynthOptions, Template};
 use rayon::ScopeFifo;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
@@ -47,20 +47,29 @@ const REFITS_AHEAD_PER_THREAD: usize = 4;
 /// A chunk's index entry and record.
 type Record = (ChunkEntry, Vec<u8>);
 
-/// Packs the chunks of `source`'s plan, read in the batches `ranges` (of
+/// A class's templates, in the order they are tried: its representative's
+/// programs, then those of the chunks searched since, newest first (each one
+/// template per lane).
+type Templates = Vec<Vec<Template>>;
+
+/// Templates a class keeps: a region of data unlike the representative's
+/// gets its own without pushing out the representative's.
+const MAX_TEMPLATES: usize = 4;
+
+/// Packs the chunks of `input`'s plan, read in the batches `ranges` (of
 /// the plan), into `out`, and adds their bytes to `sha`; `first` holds the
 /// first batch's bytes, already read. `progress` receives the source bytes
 /// written so far.
 pub(super) fn pack_all(
-    source: &Source,
+    input: &Input,
     ranges: &[Range<usize>],
-    first: Run,
+    first: Extent,
     synth: &SynthOptions,
     (out, sha): (&mut Output, &mut Sha256),
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<()> {
     let packing = Packing {
-        source,
+        input,
         ranges,
         synth,
         progress,
@@ -90,7 +99,7 @@ pub(super) fn pack_all(
 
 /// What the tasks share.
 struct Packing<'p, 'o> {
-    source: &'p Source<'p>,
+    input: &'p Input<'p>,
     ranges: &'p [Range<usize>],
     synth: &'p SynthOptions,
     progress: &'p (dyn Fn(u64) + Sync),
@@ -113,7 +122,7 @@ struct State {
     written: usize,
     hashed: usize,
     /// The bytes of the batches read and not hashed yet, in order.
-    unhashed: VecDeque<Arc<Run>>,
+    unhashed: VecDeque<Arc<Extent>>,
     /// Whether a task is reading the next batch, writing the first in the
     /// window, or hashing the first not hashed.
     reading: bool,
@@ -130,7 +139,7 @@ struct State {
 /// A batch's bytes and its chunks' records so far.
 struct Batch {
     range: Range<usize>,
-    run: Arc<Run>,
+    extent: Arc<Extent>,
     records: Vec<Option<Record>>,
     left: usize,
 }
@@ -177,7 +186,7 @@ struct Job {
     /// The chunk's index in the plan.
     at: usize,
     /// The bytes it lies in: its batch's, or a representative's read ahead.
-    run: Arc<Run>,
+    extent: Arc<Extent>,
     templates: Arc<Templates>,
     role: Role,
 }
@@ -215,8 +224,8 @@ impl<'p> Packing<'p, '_> {
     /// Reads the next batch, and admits it.
     fn read(&self) -> Vec<Task> {
         let b = self.lock().next_read;
-        match Run::read(self.source, &self.source.plan[self.ranges[b].clone()]) {
-            Ok(run) => self.admit(b, run),
+        match Extent::read(self.input, &self.input.plan[self.ranges[b].clone()]) {
+            Ok(extent) => self.admit(b, extent),
             Err(e) => self.fail(e),
         }
     }
@@ -225,9 +234,12 @@ impl<'p> Packing<'p, '_> {
     /// the reading, so that a batch's chunks can be packed while it is
     /// hashed.)
     fn hash(&self) -> Vec<Task> {
-        let run = self.lock().unhashed.pop_front().expect("a batch to hash");
-        self.sha.lock().expect("no task panics").update(&run.bytes);
-        drop(run);
+        let extent = self.lock().unhashed.pop_front().expect("a batch to hash");
+        self.sha
+            .lock()
+            .expect("no task panics")
+            .update(&extent.bytes);
+        drop(extent);
         let mut state = self.lock();
         (state.hashing, state.hashed) = (false, state.hashed + 1);
         self.io(&mut state)
@@ -237,23 +249,23 @@ impl<'p> Packing<'p, '_> {
     /// are searched, the others wait in their classes, and a representative
     /// of a class that starts in it and lies beyond it is read and searched
     /// before the class's other chunks.
-    fn admit(&self, b: usize, run: Run) -> Vec<Task> {
+    fn admit(&self, b: usize, extent: Extent) -> Vec<Task> {
         let range = self.ranges[b].clone();
-        let plan = &self.source.plan;
-        let ahead = match representative_ahead(self.source, range.clone()) {
+        let plan = &self.input.plan;
+        let ahead = match representative_ahead(self.input, range.clone()) {
             Ok(ahead) => ahead,
             Err(e) => return self.fail(e),
         };
-        let run = Arc::new(run);
+        let extent = Arc::new(extent);
         let mut state = self.lock();
         state.window.push_back(Batch {
             range: range.clone(),
-            run: run.clone(),
+            extent: extent.clone(),
             records: vec![None; range.len()],
             left: range.len(),
         });
         (state.next_read, state.reading) = (b + 1, false);
-        state.unhashed.push_back(run.clone());
+        state.unhashed.push_back(extent.clone());
         let mut tasks = Vec::new();
         let mut classes = Vec::new();
         for at in range {
@@ -273,18 +285,18 @@ impl<'p> Packing<'p, '_> {
                     classes.push(c);
                 }
                 (None, None) => {
-                    let (run, templates) = (run.clone(), Arc::default());
+                    let (extent, templates) = (extent.clone(), Arc::default());
                     let role = Role::Lone;
                     tasks.push(Task::Chunk(Job {
                         at,
-                        run,
+                        extent,
                         templates,
                         role,
                     }));
                 }
             }
         }
-        if let Some((at, ahead_run)) = ahead {
+        if let Some((at, ahead_extent)) = ahead {
             let class = plan[at].class.expect("a representative is a tensor's");
             let c = state.classes.entry(class).or_default();
             c.busy = Some(Busy::Search);
@@ -292,7 +304,7 @@ impl<'p> Packing<'p, '_> {
             state.ahead.insert(at, None);
             tasks.push(Task::Chunk(Job {
                 at,
-                run: Arc::new(ahead_run),
+                extent: Arc::new(ahead_extent),
                 templates,
                 role: Role::Search { class },
             }));
@@ -312,14 +324,14 @@ impl<'p> Packing<'p, '_> {
         }
         let Job {
             at,
-            run,
+            extent,
             templates,
             role,
         } = job;
-        let p = &self.source.plan[at];
+        let p = &self.input.plan[at];
         let may_search = !matches!(role, Role::Refit { .. });
-        let packed = pack_chunk(run.piece(p), p, self.synth, &templates, may_search);
-        drop((run, templates));
+        let packed = pack_chunk(extent.piece(p), p, self.synth, &templates, may_search);
+        drop((extent, templates));
         let mut state = self.lock();
         let mut tasks = Vec::new();
         match role {
@@ -429,11 +441,11 @@ impl<'p> Packing<'p, '_> {
         };
         jobs.into_iter()
             .map(|(at, role)| {
-                let run = state.batch_of(at).run.clone();
+                let extent = state.batch_of(at).extent.clone();
                 let templates = templates.clone();
                 Task::Chunk(Job {
                     at,
-                    run,
+                    extent,
                     templates,
                     role,
                 })
@@ -446,7 +458,7 @@ impl<'p> Packing<'p, '_> {
         let (records, end) = {
             let mut state = self.lock();
             let batch = state.window.pop_front().expect("a batch to write");
-            let last = &self.source.plan[batch.range.end - 1];
+            let last = &self.input.plan[batch.range.end - 1];
             let records: Vec<Record> = (batch.records.into_iter())
                 .map(|r| r.expect("every chunk packed"))
                 .collect();
@@ -546,7 +558,7 @@ impl State {
 
 /// Adds a search's programs to its class's templates: a class's first
 /// template stays first; later ones go after it, newest first.
-fn learn(templates: &mut Arc<Templates>, found: Vec<crate::synth::Template>) {
+fn learn(templates: &mut Arc<Templates>, found: Vec<Template>) {
     if !found.is_empty() {
         let list = Arc::make_mut(templates);
         list.insert(list.len().min(1), found);

@@ -1,18 +1,14 @@
-//! Packing against a base: a chunk of a tensor that the base archive's source
-//! also has (same name, dtype and shape) may store the XOR of its bytes with
-//! the base's bytes at the same place in that tensor. A fine-tune differs from
-//! its base model in few bits of most values, so the XOR codes far smaller
-//! than the values themselves; an identical tensor codes as constants.
+//! Finding each tensor's base: the `--base` archives matched by tensor
+//! name (a fine-tune's tensors against the model it was tuned from), and
+//! with deduplication any archive's tensors matched by content, kept within
+//! the bases a reader opens.
 
 #![forbid(unsafe_code)]
 
-use super::combine::Combine;
-use super::format::{valid_base_path, BaseEntry};
-use super::reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
-use super::{pack_file, unpack_file, PackOptions, PackSummary};
+use crate::archive::format::{valid_base_path, BaseEntry};
+use crate::archive::reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 use crate::error::{Error, IoContext, Result};
-use crate::safetensors::{Layout, TensorInfo};
-use crate::synth::strided_planes_cost;
+use crate::safetensors::TensorInfo;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 
@@ -239,39 +235,6 @@ impl Admitted {
     }
 }
 
-/// The fingerprint (see [`Archive::fingerprint`]) of `len` bytes that
-/// `read(offset, buffer)` gives, cut into chunks at `step` as the packer
-/// cuts a tensor.
-pub fn fingerprint(
-    len: u64,
-    step: u64,
-    mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,
-) -> Result<u64> {
-    let mut buf = Vec::new();
-    let mut sums = Vec::new();
-    for (at, n) in super::writer::pieces(len, step.max(1)) {
-        buf.resize(n as usize, 0);
-        read(at, &mut buf)?;
-        sums.push(super::format::checksum(&buf));
-    }
-    Ok(super::reader::fingerprint(sums.into_iter()))
-}
-
-/// The archives under a base folder (or the base archive itself): at most
-/// as many as a reader opens for one archive.
-pub fn base_archives(base: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::metadata(base).at(base)?;
-    let found = crate::tree::find(base, "brv")?;
-    if found.len() > MAX_OPENED_BASES {
-        let reason = format!(
-            "holds {} archives; at most {MAX_OPENED_BASES} can be bases (give a folder of fewer)",
-            found.len()
-        );
-        return Err(Error::invalid(base, reason));
-    }
-    Ok(found)
-}
-
 /// The tensors of an archive's source, from its archived header.
 fn source_tensors(archive: &Archive) -> Result<Vec<TensorInfo>> {
     let layout = archive.source_layout().map_err(|reason| {
@@ -279,26 +242,6 @@ fn source_tensors(archive: &Archive) -> Result<Vec<TensorInfo>> {
         Error::invalid(archive.path(), reason)
     })?;
     Ok(layout.tensors)
-}
-
-/// Writes `dst`, an archive of `archive`'s source that needs no base: the
-/// source is decoded (every check of `unpack` made) to a hidden temporary
-/// beside `dst`, packed with `opts` and no base, and removed.
-pub fn detach(
-    archive: &Archive,
-    dst: &Path,
-    opts: &PackOptions,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<PackSummary> {
-    let original = crate::atomic::temp_path(&dst.with_extension("safetensors"));
-    let opts = PackOptions {
-        bases: BaseSources::default(),
-        ..opts.clone()
-    };
-    let result = unpack_file(archive, &original, &|_| {})
-        .and_then(|()| pack_file(&original, dst, &opts, progress));
-    let _ = std::fs::remove_file(&original);
-    result
 }
 
 /// `to` as a `/`-separated path relative to the folder `from`, both taken
@@ -319,55 +262,10 @@ fn relative_path(from: &Path, to: &Path) -> Result<String> {
         .ok_or_else(|| Error::invalid(to, "cannot be named as a base: its path is not UTF-8"))
 }
 
-/// A chunk's bytes combined with its base's, and what they cost.
-pub struct Residual {
-    pub combine: Combine,
-    pub bytes: Vec<u8>,
-    /// The order-0 cost of its byte planes (see `planes_cost`).
-    pub cost: usize,
-}
-
-/// The cheaper residual of `bytes` against `base` (see [`Combine`]), by the
-/// order-0 cost of its byte planes; XOR where they tie.
-pub fn residual(bytes: &[u8], base: &[u8], layout: Layout) -> Residual {
-    let [xor, difference] = [Combine::Xor, Combine::Difference].map(|combine| {
-        let bytes = combine.residual(bytes, base, layout);
-        let cost = planes_cost(&bytes, layout);
-        Residual {
-            combine,
-            bytes,
-            cost,
-        }
-    });
-    if difference.cost < xor.cost {
-        difference
-    } else {
-        xor
-    }
-}
-
-/// Which coding of a chunk with a base to try: `(residual, plain)`, at least
-/// one of them.
-///
-/// The order-0 costs of both sets of byte planes decide where one is clearly
-/// cheaper (by a sixteenth); where they are close, both are coded and the
-/// smaller record kept.
-pub fn candidates(bytes: &[u8], residual: &Residual, layout: Layout) -> (bool, bool) {
-    let (plain, delta) = (planes_cost(bytes, layout), residual.cost);
-    // At least one is tried: the residual where both cost nothing.
-    (delta * 16 <= plain * 17, plain * 16 < delta * 17)
-}
-
-/// The order-0 cost of the byte planes of `bytes`' lanes (the planes of
-/// the elements' bytes: every layout's lanes split its elements on byte
-/// boundaries).
-fn planes_cost(bytes: &[u8], layout: Layout) -> usize {
-    strided_planes_cost(bytes, layout.element_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archive::{pack_file, PackOptions};
 
     #[test]
     fn relative_paths_climb_to_the_common_folder() {
@@ -382,31 +280,6 @@ mod tests {
         assert_eq!(here, "m.brv");
     }
 
-    #[test]
-    fn identical_chunks_code_as_residuals_and_unrelated_ones_plainly() {
-        let layout = Layout::Half;
-        let try_both = |bytes: &[u8], residual: &[u8]| {
-            let residual = Residual {
-                combine: Combine::Xor,
-                bytes: residual.to_vec(),
-                cost: planes_cost(residual, layout),
-            };
-            candidates(bytes, &residual, layout)
-        };
-        let a: Vec<u8> = (0..4096u32)
-            .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
-            .collect();
-        let zero = vec![0u8; a.len()];
-        assert_eq!(try_both(&a, &zero), (true, false));
-        let skewed: Vec<u8> = a.iter().map(|b| b & 1).collect();
-        assert_eq!(try_both(&skewed, &a), (false, true));
-        assert_eq!(try_both(&a, &a), (true, true), "close: both");
-        // Chunks too short to cost anything still get one coding.
-        assert_eq!(try_both(&[7, 7], &[0, 0]), (true, false));
-        assert_eq!(try_both(&[0, 0], &[0, 0]), (true, false));
-    }
-
-    /// A tensor is read to be looked up by content only where the store
     /// has one of its dtype and length: reading it once per chunk length
     /// of every tensor in the store made `--dedup` cost a multiple of the
     /// pack.
@@ -480,24 +353,5 @@ mod tests {
         let mut out = vec![0u8; 4096];
         let err = bases.read(0, 200_000, &mut out).unwrap_err().to_string();
         assert!(err.contains("m.brv"), "{err}");
-    }
-
-    #[test]
-    fn the_residual_is_the_cheaper_combination() {
-        let layout = Layout::Half;
-        let base: Vec<u8> = (0..2048u16)
-            .flat_map(|i| (0x3c00 + i).to_le_bytes())
-            .collect();
-        // One more in the last place than the base: XOR flips the bits a
-        // carry runs through, the difference is 1 throughout.
-        let next: Vec<u8> = (0..2048u16)
-            .flat_map(|i| (0x3c01 + i).to_le_bytes())
-            .collect();
-        let r = residual(&next, &base, layout);
-        assert!(matches!(r.combine, Combine::Difference));
-        assert_eq!(r.cost, planes_cost(&r.bytes, layout));
-        assert_eq!(r.bytes, Combine::Difference.residual(&next, &base, layout));
-        let same = residual(&base, &base, layout);
-        assert!(matches!(same.combine, Combine::Xor), "a tie is XOR");
     }
 }

@@ -6,9 +6,9 @@
 
 #![forbid(unsafe_code)]
 
+use super::tree::{self, Action, Existing, Job};
 use crate::archive::{verify, Archive};
 use crate::error::{IoContext, Result};
-use crate::tree::{Action, Existing, Job};
 use std::path::{Path, PathBuf};
 
 /// This process's share: shard `index` of `count` (0-based).
@@ -68,6 +68,15 @@ impl Shard {
         Ok(todo)
     }
 
+    /// This shard's jobs of packing the local `src` into `dst`, without
+    /// those whose outputs are already complete and of their source (see
+    /// [`done_already`]); and every job of the run, which the shares were
+    /// cut from (see [`source_changed`]).
+    pub fn pack_jobs(&self, src: &Path, dst: &Path) -> Result<(Vec<Job>, Vec<Job>)> {
+        let all = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite)?;
+        Ok((self.todo(all.clone(), done_already)?, all))
+    }
+
     /// The jobs of this shard. Jobs go, largest first (ties by source path),
     /// to the shard with the fewest bytes so far (ties to the lowest index).
     pub fn select(&self, jobs: Vec<Job>) -> Vec<Job> {
@@ -97,7 +106,7 @@ pub fn source_changed(src: &Path, dst: &Path, planned: &[Job]) -> bool {
     let files = |jobs: &[Job]| -> Vec<(PathBuf, u64)> {
         jobs.iter().map(|j| (j.src.clone(), j.len)).collect()
     };
-    let now = crate::tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite);
+    let now = tree::plan(src, dst, "safetensors", "brv", Existing::Overwrite);
     !now.is_ok_and(|now| files(&now) == files(planned))
 }
 

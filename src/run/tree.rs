@@ -1,5 +1,6 @@
-//! Mirroring a source file or directory into a destination: which files are
-//! transformed (packed or unpacked), which are copied, and where each one goes.
+//! A run's jobs: for a source file or folder and a destination, which files
+//! are transformed (packed or unpacked), which are copied, and where each one
+//! goes; and the archives under a folder.
 
 #![forbid(unsafe_code)]
 
@@ -36,7 +37,27 @@ pub enum Existing {
     Skip,
 }
 
-/// Plans the jobs that mirror `src` into `dst`. Files ending in `from_ext` are
+impl Existing {
+    /// `jobs` with their outputs that exist (as `exists` says) refused,
+    /// overwritten or skipped.
+    pub fn apply(self, mut jobs: Vec<Job>, exists: impl Fn(&Job) -> bool) -> Result<Vec<Job>> {
+        match self {
+            Existing::Refuse => {
+                if let Some(job) = jobs.iter().find(|j| exists(j)) {
+                    return Err(Error::invalid(
+                        &job.dst,
+                        "already exists (use --force to overwrite, --skip-existing to keep)",
+                    ));
+                }
+            }
+            Existing::Overwrite => {}
+            Existing::Skip => jobs.retain(|j| !exists(j)),
+        }
+        Ok(jobs)
+    }
+}
+
+/// Plans the jobs that pack or unpack `src` into `dst`. Files ending in `from_ext` are
 /// transformed and renamed to `to_ext`; in directory mode every other file is
 /// copied. A single file is always transformed; if `dst` is a directory it goes
 /// inside it. Existing outputs are refused, overwritten or skipped.
@@ -48,7 +69,7 @@ pub fn plan(
     existing: Existing,
 ) -> Result<Vec<Job>> {
     let meta = std::fs::metadata(src).at(src)?;
-    let mut jobs = if meta.is_dir() {
+    let jobs = if meta.is_dir() {
         if dst.starts_with(src) {
             return Err(Error::invalid(
                 dst,
@@ -84,20 +105,7 @@ pub fn plan(
             return Err(Error::invalid(&job.dst, "is the source itself"));
         }
     }
-    let exists = |job: &Job| std::fs::symlink_metadata(&job.dst).is_ok();
-    match existing {
-        Existing::Refuse => {
-            if let Some(job) = jobs.iter().find(|j| exists(j)) {
-                return Err(Error::invalid(
-                    &job.dst,
-                    "already exists (use --force to overwrite, --skip-existing to keep)",
-                ));
-            }
-        }
-        Existing::Overwrite => {}
-        Existing::Skip => jobs.retain(|j| !exists(j)),
-    }
-    Ok(jobs)
+    existing.apply(jobs, |job| std::fs::symlink_metadata(&job.dst).is_ok())
 }
 
 /// `root` itself if it is a file, else every file under it ending in `.ext`,
@@ -129,15 +137,15 @@ pub fn renamed(path: &Path, from_ext: &str, to_ext: &str) -> Option<PathBuf> {
     (!stem.is_empty()).then(|| PathBuf::from(format!("{stem}.{to_ext}")))
 }
 
-/// The jobs that mirror the files `(path relative to src, length)` of a
-/// folder `src` (local, or a store prefix written as its URL) into `dst`:
+/// The jobs of the files `(path relative to src, length)` listed in a
+/// folder `src` (local, or a store prefix written as its URL), into `dst`:
 /// files ending in `from_ext` are transformed and renamed to `to_ext`, every
 /// other one is copied; temporaries are left out. Sorted by path, so that
 /// output and errors do not depend on listing order. Two files that would
 /// make one output (`m.brv` and a plain `m.safetensors`, unpacked) are an
 /// error naming both: whichever was written last would silently replace the
 /// other.
-pub fn mirror(
+pub fn plan_listing(
     src: &Path,
     dst: &Path,
     files: impl IntoIterator<Item = (PathBuf, u64)>,
@@ -192,7 +200,7 @@ fn refuse_shared_outputs(jobs: &[Job]) -> Result<()> {
 fn walk(src: &Path, dst: &Path, from_ext: &str, to_ext: &str, jobs: &mut Vec<Job>) -> Result<()> {
     let mut files = Vec::new();
     list_files(src, Path::new(""), &mut Vec::new(), &mut files)?;
-    jobs.extend(mirror(src, dst, files, from_ext, to_ext)?);
+    jobs.extend(plan_listing(src, dst, files, from_ext, to_ext)?);
     Ok(())
 }
 
@@ -332,7 +340,7 @@ mod tests {
             .collect();
         listed.push(("b/.m.brv.tmp42".into(), 9));
         listed.reverse();
-        let remote = mirror(&src, Path::new("/out"), listed, "safetensors", "brv").unwrap();
+        let remote = plan_listing(&src, Path::new("/out"), listed, "safetensors", "brv").unwrap();
         assert_eq!(local.unwrap(), remote);
         assert_eq!(remote[0].dst, Path::new("/out/a.brv"));
         assert_eq!(remote[1].src, src.join("b/c/m.safetensors"));
@@ -348,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn mirrors_a_directory_and_refuses_existing_outputs() {
+    fn plans_a_directory_and_refuses_existing_outputs() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
         std::fs::create_dir_all(src.join("sub")).unwrap();

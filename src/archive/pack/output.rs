@@ -1,0 +1,122 @@
+//! Writing the archive: the head, each batch's records in order as they are
+//! packed, then the index of their entries and the trailer, and the head
+//! again once the format version the records need is known.
+
+#![forbid(unsafe_code)]
+
+use super::bases::Bases;
+use super::input::Input;
+use crate::archive::decode::record_version;
+use crate::archive::format::{
+    encode_trailer, head, BaseEntry, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, TRAILER_LEN,
+};
+use crate::atomic::start_writeback;
+use crate::error::{IoContext, Result};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// Sizes of a finished pack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PackSummary {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+/// The archive being written: records so far and their index entries.
+pub(super) struct Output<'a> {
+    writer: BufWriter<&'a File>,
+    path: &'a Path,
+    chunks: Vec<ChunkEntry>,
+    records_len: u64,
+    /// The oldest format version that holds the records written so far.
+    version: u8,
+}
+
+impl<'a> Output<'a> {
+    /// Starts the archive in `file` (at `path`), which will hold `chunks`
+    /// chunks, with its head's magic.
+    pub(super) fn start(file: &'a File, path: &'a Path, chunks: usize) -> Result<Output<'a>> {
+        let mut out = Output {
+            writer: BufWriter::with_capacity(1 << 20, file),
+            path,
+            chunks: Vec::with_capacity(chunks),
+            records_len: 0,
+            version: 1,
+        };
+        out.writer.write_all(&HEAD_MAGIC).at(path)?;
+        Ok(out)
+    }
+
+    pub(super) fn write(&mut self, records: Vec<(ChunkEntry, Vec<u8>)>) -> Result<()> {
+        for (chunk, record) in records {
+            if self.version < FORMAT_VERSION {
+                let needs = record_version(&record, chunk.layout, chunk.src_len as usize);
+                self.version = self.version.max(needs);
+            }
+            self.writer.write_all(&record).at(self.path)?;
+            self.records_len += record.len() as u64;
+            self.chunks.push(chunk);
+        }
+        // What is written syncs as packing goes on (see `start_writeback`).
+        self.writer.flush().at(self.path)?;
+        start_writeback(self.writer.get_ref());
+        Ok(())
+    }
+
+    /// Ends the archive of `input`, whose bytes hash to `sha256`, once every
+    /// record is written: its index and trailer, then its head (written
+    /// before the version was known), all synced.
+    pub(super) fn finish(self, input: &Input, sha256: [u8; 32]) -> Result<PackSummary> {
+        let Output {
+            mut writer,
+            path,
+            mut chunks,
+            records_len,
+            version,
+        } = self;
+        let bases = referenced_bases(&input.bases, &mut chunks);
+        let index = Index {
+            source_len: input.size,
+            sha256,
+            chunk_size: input.chunk,
+            bases,
+            chunks,
+        };
+        let version = index.version().max(version);
+        let index = index.encode_as(version);
+        let index_offset = HEAD_MAGIC.len() as u64 + records_len;
+        writer.write_all(&index).at(path)?;
+        writer
+            .write_all(&encode_trailer(index_offset, &index))
+            .at(path)?;
+        writer.flush().at(path)?;
+        let file = *writer.get_ref();
+        drop(writer);
+        file.write_all_at(&head(version), 0).at(path)?;
+        file.sync_all().at(path)?;
+        Ok(PackSummary {
+            bytes_in: input.size,
+            bytes_out: index_offset + index.len() as u64 + TRAILER_LEN as u64,
+        })
+    }
+}
+
+/// The bases `chunks` reference, in the order first referenced, with the
+/// chunks' spans renumbered to match: an archive names only the bases it
+/// needs.
+fn referenced_bases(bases: &Bases, chunks: &mut [ChunkEntry]) -> Vec<BaseEntry> {
+    let mut order: Vec<u32> = Vec::new();
+    for span in chunks.iter_mut().filter_map(|c| c.base.as_mut()) {
+        let k = match order.iter().position(|&w| w == span.base) {
+            Some(k) => k,
+            None => {
+                order.push(span.base);
+                order.len() - 1
+            }
+        };
+        span.base = k as u32;
+    }
+    order.iter().map(|&w| bases.entry(w).clone()).collect()
+}
