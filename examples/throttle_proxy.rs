@@ -82,7 +82,8 @@ fn relay(client: TcpStream, upstream: u16, link: &Arc<Link>) {
         return;
     };
     let _ = (client.set_nodelay(true), server.set_nodelay(true));
-    let (mut from_server, mut to_client) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+    let (mut from_server, mut to_client) =
+        (server.try_clone().unwrap(), client.try_clone().unwrap());
     let down = link.clone();
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 << 10];

@@ -724,3 +724,50 @@ fn shards_pack_from_a_store_to_a_store_as_one_local_pack_and_resume() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("s3://models/nothing: no objects"), "{err}");
 }
+
+/// `brevis` with the AWS environment pointing at moto on `port`.
+fn brevis_on_store(port: u16, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn verify_and_unpack_read_an_archive_where_it_is_stored() {
+    let big = big(11);
+    let server = moto();
+    server.upload(big.archive.parent().unwrap(), "one");
+    let url = format!("s3://{BUCKET}/one/m.brv");
+    let verified = brevis_on_store(server.port, &["verify", &url]);
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(
+        verified.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    assert!(said.contains("OK"), "{said}");
+
+    let out = big.dir.path().join("restored");
+    std::fs::create_dir(&out).unwrap();
+    let unpacked = brevis_on_store(server.port, &["unpack", "-q", &url, s(&out)]);
+    assert!(
+        unpacked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unpacked.stderr)
+    );
+    assert!(std::fs::read(out.join("m.safetensors")).unwrap() == big.original);
+
+    // A missing object: an error naming its URL, nothing written.
+    let missing = format!("s3://{BUCKET}/one/none.brv");
+    for args in [vec!["verify", &missing], vec!["unpack", &missing, s(&out)]] {
+        let failed = brevis_on_store(server.port, &args);
+        let err = String::from_utf8_lossy(&failed.stderr);
+        assert!(!failed.status.success() && err.contains(&missing), "{err}");
+    }
+    assert!(!out.join("none.safetensors").exists());
+}

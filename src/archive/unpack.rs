@@ -139,7 +139,8 @@ pub fn unpack_file(archive: &Archive, dst: &Path, progress: &(dyn Fn(u64) + Sync
             ),
         ));
     }
-    let stored = std::fs::metadata(archive.path()).at(archive.path())?;
+    // An archive read from a store has no local file whose time to keep.
+    let stored = std::fs::metadata(archive.path()).ok();
     write_atomically(dst, |tmp| {
         let mut file = File::create(tmp).at(tmp)?;
         // Batches are long runs already: buffering them would only copy them.
@@ -150,7 +151,10 @@ pub fn unpack_file(archive: &Archive, dst: &Path, progress: &(dyn Fn(u64) + Sync
         })?;
         file.sync_all().at(tmp)?;
         // The archive has its original's time and permissions (see `stamp`).
-        stamp(tmp, &stored)
+        match &stored {
+            Some(stored) => stamp(tmp, stored),
+            None => Ok(()),
+        }
     })
 }
 

@@ -59,8 +59,9 @@ impl Existing {
 
 /// Plans the jobs that pack or unpack `src` into `dst`. Files ending in `from_ext` are
 /// transformed and renamed to `to_ext`; in directory mode every other file is
-/// copied. A single file is always transformed; if `dst` is a directory it goes
-/// inside it. Existing outputs are refused, overwritten or skipped.
+/// copied. A single file (or the URL of one object in a store) is always
+/// transformed; if `dst` is a directory it goes inside it. Existing outputs
+/// are refused, overwritten or skipped.
 pub fn plan(
     src: &Path,
     dst: &Path,
@@ -68,6 +69,10 @@ pub fn plan(
     to_ext: &str,
     existing: Existing,
 ) -> Result<Vec<Job>> {
+    if super::open::is_url(src) {
+        let job = single_job(src, dst, (from_ext, to_ext), 0);
+        return existing.apply(vec![job], |job| std::fs::symlink_metadata(&job.dst).is_ok());
+    }
     let meta = std::fs::metadata(src).at(src)?;
     let jobs = if meta.is_dir() {
         if dst.starts_with(src) {
@@ -83,22 +88,7 @@ pub fn plan(
         // A FIFO or device would block or never end.
         return Err(Error::invalid(src, "is not a regular file or a directory"));
     } else {
-        // A destination ending in '/' is a folder, made if need be, as for cp.
-        let folder = dst.as_os_str().as_encoded_bytes().ends_with(b"/");
-        let dst = if dst.is_dir() || folder {
-            dst.join(
-                renamed(src, from_ext, to_ext)
-                    .unwrap_or_else(|| src.file_name().unwrap_or_default().into()),
-            )
-        } else {
-            dst.to_path_buf()
-        };
-        vec![Job {
-            src: src.to_path_buf(),
-            dst,
-            action: Action::Transform,
-            len: meta.len(),
-        }]
+        vec![single_job(src, dst, (from_ext, to_ext), meta.len())]
     };
     for job in &jobs {
         if same_file(&job.src, &job.dst) {
@@ -106,6 +96,25 @@ pub fn plan(
         }
     }
     existing.apply(jobs, |job| std::fs::symlink_metadata(&job.dst).is_ok())
+}
+
+/// The job that transforms the one file `src` (of `len` bytes) into `dst`, or
+/// into the folder `dst` if it is one or ends in '/' (made if need be, as for
+/// cp), renamed from `.from` to `.to`.
+fn single_job(src: &Path, dst: &Path, (from, to): (&str, &str), len: u64) -> Job {
+    let folder = dst.as_os_str().as_encoded_bytes().ends_with(b"/");
+    let dst = match dst.is_dir() || folder {
+        true => dst.join(
+            renamed(src, from, to).unwrap_or_else(|| src.file_name().unwrap_or_default().into()),
+        ),
+        false => dst.to_path_buf(),
+    };
+    Job {
+        src: src.to_path_buf(),
+        dst,
+        action: Action::Transform,
+        len,
+    }
 }
 
 /// `root` itself if it is a file, else every file under it ending in `.ext`,

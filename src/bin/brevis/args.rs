@@ -143,7 +143,8 @@ pub struct DetachArgs {
 // The arguments of `brevis unpack`.
 #[derive(clap::Args)]
 pub struct UnpackArgs {
-    /// A .brv archive or a directory.
+    /// A .brv archive (or its URL: s3://BUCKET/KEY.brv, https://...) or a
+    /// directory.
     pub src: PathBuf,
     /// The file to write, or the directory to mirror into.
     pub dst: PathBuf,
@@ -154,7 +155,8 @@ pub struct UnpackArgs {
 // The arguments of `brevis verify`.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
-    /// A .brv archive or a directory of them.
+    /// A .brv archive (or its URL: s3://BUCKET/KEY.brv, https://...) or a
+    /// directory of them.
     pub archive: PathBuf,
     /// Also compare every byte with this original file (for a directory:
     /// the directory of originals, matched by relative path).

@@ -303,7 +303,7 @@ fn unpack(cli: &Cli, args: &UnpackArgs) -> Result<()> {
         outputs.keep_going,
         |job, progress| {
             run::local_job(job, progress, |job, progress| {
-                let archive = Archive::open_unmapped(&job.src)?;
+                let archive = run::open_archive(&job.src)?;
                 archive::unpack_file(&archive, &job.dst, progress)?;
                 Ok(archive.len())
             })
@@ -315,6 +315,9 @@ fn unpack(cli: &Cli, args: &UnpackArgs) -> Result<()> {
 /// under a folder and then a summary.
 fn verify(cli: &Cli, args: &VerifyArgs) -> Result<()> {
     let VerifyArgs { archive, against } = args;
+    if run::is_url(archive) {
+        return verify_one(cli, archive, against.as_deref()).map(drop);
+    }
     let found = tree::find(archive, "brv")?;
     if found.len() == 1 && found[0] == *archive {
         return verify_one(cli, archive, against.as_deref()).map(drop);
@@ -380,7 +383,7 @@ fn verify_each(
 /// and a line saying what matched; returns the paths of the bases it needs.
 fn verify_one(cli: &Cli, archive: &Path, against: Option<&Path>) -> Result<Vec<PathBuf>> {
     let started = Instant::now();
-    let a = Archive::open_unmapped(archive)?;
+    let a = run::open_archive(archive)?;
     let bar = progress_bar(cli, a.len());
     let result = archive::verify(&a, against, &|done| bar.set_position(done));
     bar.finish_and_clear();
