@@ -73,7 +73,15 @@ export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AW
 export RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0 AWS_EC2_METADATA_DISABLED=true
 
 # One load: prints "seconds bytes_down requests digest" (a failed one, "failed").
-stats() { "$py" -c "import socket; print(socket.create_connection(('127.0.0.1', $1)).recv(100).decode().strip())"; }
+# The proxy's counters since the last call: "bytes_down requests".
+stats() {
+  local fd line
+  exec {fd}<>"/dev/tcp/127.0.0.1/$1" || return 1
+  read -r line <&"$fd"
+  exec {fd}<&-
+  [[ -n $line ]] || return 1
+  echo "$line"
+}
 load() {
   local how=$1 name=$2 out
   stats "$stats_port" >/dev/null
@@ -100,7 +108,9 @@ load() {
   out=$(tail -n 1 <<<"$out")
   [[ -n $out ]] || { echo failed; return; }
   read -r secs _ _ digest <<<"$out"
-  echo "$secs $(stats "$stats_port") $digest"
+  local counted
+  counted=$(stats "$stats_port") || { echo failed; return; }
+  echo "$secs $counted $digest"
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
