@@ -230,12 +230,7 @@ fn calibrate(cli: &Cli, args: &CalibrateArgs) -> Result<()> {
         force,
         chunk_size,
     } = args;
-    if !force && std::fs::symlink_metadata(prior).is_ok() {
-        return Err(Error::invalid(
-            prior,
-            "already exists (use --force to overwrite)",
-        ));
-    }
+    refuse_to_overwrite(prior, *force)?;
     let learned = archive::calibrate(src, *chunk_size)?;
     let text = format!("{:#}\n", learned.to_json());
     brevis::atomic::write_atomically(prior, |tmp| {
@@ -267,12 +262,7 @@ fn detach(cli: &Cli, args: &DetachArgs) -> Result<()> {
         force,
         search,
     } = args;
-    if !force && std::fs::symlink_metadata(dst).is_ok() {
-        return Err(Error::invalid(
-            dst,
-            "already exists (use --force to overwrite)",
-        ));
-    }
+    refuse_to_overwrite(dst, *force)?;
     let started = Instant::now();
     let archive = Archive::open_unmapped(src)?;
     let bar = progress_bar(cli, archive.len());
@@ -290,6 +280,17 @@ fn detach(cli: &Cli, args: &DetachArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// An error if `path` exists and `--force` was not given.
+fn refuse_to_overwrite(path: &Path, force: bool) -> Result<()> {
+    match !force && std::fs::symlink_metadata(path).is_ok() {
+        true => Err(Error::invalid(
+            path,
+            "already exists (use --force to overwrite)",
+        )),
+        false => Ok(()),
+    }
 }
 
 /// `brevis unpack`: restores the originals of SRC's archives at DST.
