@@ -56,23 +56,12 @@ pub struct RemoteMountOptions {
     pub memory_bytes: usize,
 }
 
-/// Whether `archives` names object storage (`s3://`, `http(s)://`).
-fn in_store(archives: &Path) -> bool {
-    #[cfg(feature = "remote")]
-    return archives.to_str().is_some_and(crate::remote::is_remote);
-    #[cfg(not(feature = "remote"))]
-    {
-        let _ = archives;
-        false
-    }
-}
-
 /// Checks that `archives` is a directory and `mountpoint` a directory that is not
 /// already mounted on, with errors that say what to do.
 /// A store URL is checked when the mount starts serving (connecting needs
 /// threads, which must not exist before `serve`).
 pub fn check_paths(archives: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf)> {
-    if in_store(archives) {
+    if crate::run::is_url(archives) {
         let mount = check_mountpoint(mountpoint, None)?;
         return Ok((archives.to_path_buf(), mount));
     }
@@ -206,7 +195,7 @@ pub fn serve(
                 format!("cannot start the decoding threads: {e}"),
             )
         })?;
-    let (nodes, watch) = match in_store(archives) {
+    let (nodes, watch) = match crate::run::is_url(archives) {
         #[cfg(feature = "remote")]
         true => (remote_nodes(archives, &options.remote)?, false),
         _ => (local_nodes(archives)?, true),
