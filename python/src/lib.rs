@@ -289,6 +289,19 @@ mod whole {
     /// while these decode.
     const STEP_BYTES: u64 = 8 << 20;
 
+    /// Bytes of the span of `len` at `at` that go into a step with `room`
+    /// bytes left: up to a chunk boundary within the room, else the rest of
+    /// the first chunk (a chunk is never cut, so none is decoded twice).
+    fn piece_len(archive: &Archive, at: u64, len: u64, room: u64) -> u64 {
+        let end = at + len;
+        if end - at <= room {
+            return len;
+        }
+        let boundary = archive.chunk_range(archive.chunk_at(at + room)).start;
+        let first_end = archive.chunk_range(archive.chunk_at(at)).end;
+        boundary.max(first_end).min(end) - at
+    }
+
     /// Decodes `spans` (sorted, disjoint) in parallel and checks the SHA-256
     /// of the whole original: its bytes in order, the spans' where they hold
     /// them and the rest decoded for the hash. Hashing, which is sequential,
@@ -302,15 +315,24 @@ mod whole {
             at: 0,
             scratch: Vec::new(),
         };
+        // Steps of about STEP_BYTES, a long span (a 1 GB embedding) cut at
+        // chunk boundaries: a step's records are fetched before it decodes
+        // and must stay in the reader's memory until they are used.
         let mut steps: Vec<Vec<(u64, &mut [u8])>> = Vec::new();
-        let mut bytes = STEP_BYTES;
-        for span in spans {
-            if bytes >= STEP_BYTES {
-                steps.push(Vec::new());
-                bytes = 0;
+        let mut room = 0;
+        for (mut at, mut rest) in spans {
+            while !rest.is_empty() {
+                if room == 0 {
+                    steps.push(Vec::new());
+                    room = STEP_BYTES;
+                }
+                let take = piece_len(archive, at, rest.len() as u64, room);
+                let (piece, tail) = std::mem::take(&mut rest).split_at_mut(take as usize);
+                room = room.saturating_sub(take);
+                steps.last_mut().expect("pushed").push((at, piece));
+                at += take;
+                rest = tail;
             }
-            bytes += span.1.len() as u64;
-            steps.last_mut().expect("pushed").push(span);
         }
         let chunks_of = |step: Option<&Vec<(u64, &mut [u8])>>| match step {
             Some(step) => {

@@ -55,8 +55,9 @@ trap cleanup EXIT
 mkdir -p "$work/store/bench" "$work/mnt" "$work/scratch"
 names=()
 for file in "$@"; do
-  name=$(basename "$(dirname "$file")")
-  [[ $name == . || $name == model ]] && name=$(basename "$file" .safetensors)
+  # A corpus file is named by its folder, any other by its own name.
+  name=$(basename "$file" .safetensors)
+  [[ $name == model ]] && name=$(basename "$(dirname "$file")")
   names+=("$name")
   ln -f "$file" "$work/store/bench/$name.safetensors" 2>/dev/null || cp "$file" "$work/store/bench/$name.safetensors"
   "$repo/target/release/brevis" pack -q "$file" "$work/store/bench/$name.brv"
