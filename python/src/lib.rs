@@ -8,7 +8,7 @@
 
 use brevis::archive::{self, Archive as Inner, PackOptions};
 use brevis::error::Error;
-use brevis::remote::{self, RemoteOptions};
+use brevis::remote::RemoteOptions;
 use brevis::run::{self, tree, Existing, Job};
 use brevis::safetensors::{self, Metadata, SourceLayout};
 use pyo3::create_exception;
@@ -45,7 +45,6 @@ impl Archive {
     #[new]
     #[pyo3(signature = (path, timeout = 60.0))]
     fn new(py: Python<'_>, path: PathBuf, timeout: f64) -> PyResult<Archive> {
-        let url = path.to_str().filter(|p| remote::is_remote(p));
         let timeout = std::time::Duration::try_from_secs_f64(timeout)
             .ok()
             .filter(|t| !t.is_zero())
@@ -55,10 +54,7 @@ impl Archive {
             ..RemoteOptions::default()
         };
         let inner = py
-            .allow_threads(|| match url {
-                Some(url) => remote::open_archive(url, options),
-                None => Inner::open_unmapped(&path),
-            })
+            .allow_threads(|| run::open_archive_with(&path, options))
             .map_err(to_py)?;
         Ok(Archive { inner })
     }

@@ -15,6 +15,8 @@ pub mod tree;
 
 pub use bases::{base_archives, refuse_orphaning, RunBases};
 pub use jobs::{local_job, run_jobs, Tally, Watch};
+#[cfg(feature = "remote")]
+pub use open::open_archive_with;
 pub use open::{is_url, open_archive};
 pub use shard::Shard;
 #[cfg(feature = "remote")]

@@ -23,8 +23,16 @@ pub fn is_url(path: &Path) -> bool {
 /// environment) with its bases beside it in the store.
 pub fn open_archive(path: &Path) -> Result<Archive> {
     #[cfg(feature = "remote")]
-    if let Some(url) = path.to_str().filter(|p| crate::remote::is_remote(p)) {
-        return crate::remote::open_archive(url, crate::remote::RemoteOptions::default());
-    }
+    return open_archive_with(path, crate::remote::RemoteOptions::default());
+    #[cfg(not(feature = "remote"))]
     Archive::open_unmapped(path)
+}
+
+/// [`open_archive`], an object in a store read with `options`.
+#[cfg(feature = "remote")]
+pub fn open_archive_with(path: &Path, options: crate::remote::RemoteOptions) -> Result<Archive> {
+    match path.to_str().filter(|p| crate::remote::is_remote(p)) {
+        Some(url) => crate::remote::open_archive(url, options),
+        None => Archive::open_unmapped(path),
+    }
 }
