@@ -322,6 +322,62 @@ fn memory_mapped_and_plain_reads_from_several_threads_equal_the_original() {
     }
 }
 
+/// A file read once through a fresh mount has its chunks decoded about
+/// once each: read in order with `read`, and through a map faulted in by two
+/// threads from either half at once (as torch touches a tensor), whose reads
+/// reach the server interleaved. Read-ahead may decode a few chunks that
+/// the other stream has already had sent, not the whole file again.
+#[test]
+fn a_file_read_once_has_its_chunks_decoded_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, archives) = (dir.path().join("src"), dir.path().join("archives"));
+    std::fs::create_dir_all(&src).unwrap();
+    let original = checkpoint(5, 200);
+    std::fs::write(src.join("big.safetensors"), &original).unwrap();
+    pack(&src, &archives);
+    let len = original.len() as u64;
+    let decoded = |m: &Mounted| {
+        let counters = stats(m);
+        assert_eq!(counters["read_bytes"].as_u64(), Some(len));
+        counters["decoded_bytes"].as_u64().unwrap()
+    };
+
+    let m = mount(&archives, &[]);
+    let mut file = File::open(m.path("big.safetensors")).unwrap();
+    let mut read = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        read.extend_from_slice(&buf[..n]);
+    }
+    assert!(read == original);
+    let in_order = decoded(&m);
+    assert!(in_order <= len + len / 50, "decoded {in_order} for {len}");
+    drop(m);
+
+    let m = mount(&archives, &[]);
+    let file = File::open(m.path("big.safetensors")).unwrap();
+    // SAFETY: a read-only map of a file of a read-only mount, which
+    // nothing truncates while it is mapped.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let half = original.len() / 2;
+    std::thread::scope(|scope| {
+        for part in [0..half, half..original.len()] {
+            let (map, original) = (&map, &original);
+            scope.spawn(move || assert!(map[part.clone()] == original[part]));
+        }
+    });
+    let two_streams = decoded(&m);
+    assert!(
+        two_streams <= len + len / 4,
+        "decoded {two_streams} for {len}"
+    );
+    eprintln!("decoded in order {in_order}, two streams {two_streams}, of {len}");
+}
+
 #[test]
 fn a_corrupt_chunk_fails_only_the_reads_that_touch_it() {
     let model = model();

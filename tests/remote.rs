@@ -123,24 +123,6 @@ fn mount_store(url: &str, port: u16, options: &[&str]) -> Mounted {
     mount_with(server, Path::new(url), options)
 }
 
-/// The counters of a mount (its `user.brevis.stats` attribute).
-fn stats(m: &Mounted) -> serde_json::Value {
-    let path = std::ffi::CString::new(m.point.to_str().unwrap()).unwrap();
-    let name = c"user.brevis.stats";
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: both strings are NUL-terminated; `buf` is valid for its length.
-    let n = unsafe {
-        libc::getxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    assert!(n > 0, "getxattr: {}", std::io::Error::last_os_error());
-    serde_json::from_slice(&buf[..n as usize]).unwrap()
-}
-
 fn fetched(m: &Mounted) -> u64 {
     stats(m)["fetched_bytes"].as_u64().unwrap()
 }

@@ -7,6 +7,7 @@
 
 use lru::LruCache;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -23,6 +24,10 @@ pub type Chunk = Arc<Buffer>;
 pub struct ChunkCache {
     state: Mutex<State>,
     budget: Arc<Budget>,
+    /// Chunks decoded and their bytes, since the start: against the bytes
+    /// read, they show what read-ahead wasted or what was decoded twice.
+    decodes: AtomicU64,
+    decoded_bytes: AtomicU64,
 }
 
 struct State {
@@ -75,7 +80,15 @@ impl ChunkCache {
                 held: Mutex::default(),
                 room: Condvar::new(),
             }),
+            decodes: AtomicU64::new(0),
+            decoded_bytes: AtomicU64::new(0),
         }
+    }
+
+    /// Chunks decoded since the start, and their bytes.
+    pub fn decoded(&self) -> (u64, u64) {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        (get(&self.decodes), get(&self.decoded_bytes))
     }
 
     /// Bytes of decoded chunks held now.
@@ -229,6 +242,8 @@ impl ChunkCache {
             flight,
             result: Some(Err("the decoder panicked".to_string())),
         };
+        self.decodes.fetch_add(1, Ordering::Relaxed);
+        self.decoded_bytes.fetch_add(len as u64, Ordering::Relaxed);
         let result = decode(&mut bytes[..len]).map(|()| {
             Arc::new(Buffer {
                 bytes,

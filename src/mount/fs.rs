@@ -47,6 +47,8 @@ pub struct BrevisFs {
     /// waiting for chunks to decode (see [`BrevisFs::read_archive`]).
     loops: usize,
     waiting: Arc<AtomicUsize>,
+    /// Bytes of presented archives answered to reads.
+    served_bytes: Arc<AtomicU64>,
 }
 
 /// One read counted among those waiting for chunks while it lives.
@@ -78,8 +80,9 @@ enum Handle {
     Plain(Box<dyn ByteSource>),
 }
 
-/// The extended attribute that holds the backend's counters (bytes fetched
-/// from a store, requests, cache hits), as JSON.
+/// The extended attribute that holds the mount's counters (chunks decoded,
+/// bytes read) and its backend's (bytes fetched from a store, requests,
+/// cache hits), as JSON.
 const STATS_XATTR: &str = "user.brevis.stats";
 
 impl BrevisFs {
@@ -102,6 +105,7 @@ impl BrevisFs {
             read_ahead_bytes: options.read_ahead_bytes.min(options.cache_bytes as u64 / 2),
             loops,
             waiting: Arc::new(AtomicUsize::new(0)),
+            served_bytes: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -112,6 +116,7 @@ impl BrevisFs {
     /// never holds up reads of the rest).
     fn read_archive(&self, handle: Arc<Handle>, offset: u64, size: u32, reply: ReplyData) {
         let (cache, ahead) = (self.cache.clone(), self.read_ahead_bytes);
+        let served = self.served_bytes.clone();
         let waiting = Waiting::start(&self.waiting);
         // With one thread there is none to keep free.
         let spare = waiting.count < self.loops || self.loops == 1;
@@ -124,7 +129,12 @@ impl BrevisFs {
             match result {
                 // The reply goes out straight from the chunks, with no copy
                 // into one buffer (see vendor/fuser/PATCHED.md).
-                Ok(data) => reply.data_vectored(&data.slices()),
+                Ok(data) => {
+                    let slices = data.slices();
+                    let len: usize = slices.iter().map(|s| s.len()).sum();
+                    served.fetch_add(len as u64, Ordering::Relaxed);
+                    reply.data_vectored(&slices)
+                }
                 Err(()) => reply.error(Errno::EIO),
             }
         };
@@ -133,6 +143,21 @@ impl BrevisFs {
         } else if let Err(e) = std::thread::Builder::new().spawn(answer) {
             // The reply, dropped with the closure, answers EIO.
             log::error!("cannot start a thread for a read: {e}");
+        }
+    }
+
+    /// The counters of `user.brevis.stats`: the mount's own, then its
+    /// backend's, in one JSON object.
+    fn stats(&self) -> String {
+        let (decodes, decoded_bytes) = self.cache.decoded();
+        let served = self.served_bytes.load(Ordering::Relaxed);
+        let own = format!(
+            "\"read_bytes\":{served},\"decodes\":{decodes},\"decoded_bytes\":{decoded_bytes}"
+        );
+        match self.nodes.backend().stats() {
+            // The backend's is an object too: its members follow ours.
+            Some(theirs) => format!("{{{own},{}", theirs.trim_start_matches('{')),
+            None => format!("{{{own}}}"),
         }
     }
 
@@ -328,11 +353,10 @@ impl Filesystem for BrevisFs {
         }
     }
 
-    /// Only `user.brevis.stats`, on every inode of a mount whose backend
-    /// keeps counters.
+    /// Only `user.brevis.stats`, on every inode.
     fn getxattr(&self, _req: &Request, _ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let stats = self.nodes.backend().stats();
-        match stats.filter(|_| name == STATS_XATTR) {
+        let stats = (name == STATS_XATTR).then(|| self.stats());
+        match stats {
             Some(text) if size == 0 => reply.size(text.len() as u32),
             Some(text) if text.len() <= size as usize => reply.data(text.as_bytes()),
             Some(_) => reply.error(Errno::ERANGE),
@@ -358,10 +382,7 @@ impl Filesystem for BrevisFs {
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
         // A size query gets the list's length, a read the names, each NUL-ended.
-        let names = match self.nodes.backend().stats() {
-            Some(_) => format!("{STATS_XATTR}\0"),
-            None => String::new(),
-        };
+        let names = format!("{STATS_XATTR}\0");
         match size {
             0 => reply.size(names.len() as u32),
             n if names.len() <= n as usize => reply.data(names.as_bytes()),

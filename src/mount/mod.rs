@@ -17,6 +17,8 @@ mod nodes;
 mod read;
 #[cfg(feature = "remote")]
 mod remote;
+mod served;
+mod streams;
 mod watch;
 
 pub use fs::{BrevisFs, ServeOptions};

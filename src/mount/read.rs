@@ -6,27 +6,22 @@
 #![forbid(unsafe_code)]
 
 use super::cache::{Chunk, ChunkCache};
+use super::served::Served;
+use super::streams::Streams;
 use crate::archive::Archive;
 use rayon::prelude::*;
 use std::io::IoSlice;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// A read that lands within this distance of where the handle's last read
-/// ended counts as sequential: the kernel sends read-ahead requests of one
-/// stream concurrently, so they arrive slightly out of order.
-pub const SEQUENTIAL_SLACK: u64 = 4 << 20;
-
-/// An open archive and where its reader is going.
+/// An open archive and where its readers are going.
 pub struct ArchiveReader {
     /// Distinguishes this archive version's chunks in the shared cache.
     id: u64,
     archive: Arc<Archive>,
-    /// Source offset where the last read ended.
-    last_end: AtomicU64,
-    /// Chunks before this one have been queued for read-ahead.
-    ahead_until: AtomicUsize,
+    streams: Streams,
+    served: Arc<Served>,
 }
 
 /// The verified chunks that answer one read, and the part of each it wants.
@@ -51,9 +46,9 @@ impl ArchiveReader {
     pub fn new(id: u64, archive: Arc<Archive>) -> ArchiveReader {
         ArchiveReader {
             id,
+            served: Arc::new(Served::new(archive.chunks().len())),
             archive,
-            last_end: AtomicU64::new(0),
-            ahead_until: AtomicUsize::new(0),
+            streams: Streams::new(),
         }
     }
 
@@ -75,28 +70,35 @@ impl ArchiveReader {
         }
         let span = archive.chunk_at(offset)..archive.chunk_at(end - 1) + 1;
         self.prefetch(cache, span.clone())?;
-        // A reader's first reads, with nothing queued past them yet, queue
+        let step = self
+            .streams
+            .record(offset, end, span.end, self.ahead_stop(end, read_ahead));
+        // A stream's first reads, with nothing queued past them yet, queue
         // read-ahead after offering their own chunks to the pool and before
         // taking them: the pool takes this read's chunks first, as the
         // reader waits on them, then goes on to the read-ahead at once
         // rather than after this read's decodes and while its reply is
         // written.
-        let queued_early = self.ahead_until.load(Ordering::Relaxed) <= span.end;
+        let queued_early = step.queued_until <= span.end;
         let done = self.offer_span(cache, span.clone());
         if queued_early {
-            self.read_ahead(cache, offset, end, span.end, read_ahead);
+            self.read_ahead(cache, step.wanted.clone());
         }
         let chunks = self.take_span(cache, span.clone(), &done)?;
-        // Chunks this read went to the end of are done with (the kernel keeps
-        // the pages); the last one may be continued by the next read. Past
-        // the first reads they are demoted before read-ahead is queued, so
-        // that its decodes take their buffers (at once, or as spares once
-        // the reply has let go of them) rather than fresh memory.
-        for i in span.clone().filter(|&i| archive.chunk_range(i).end <= end) {
-            cache.demote((self.id, i));
+        // Chunks whose every byte has now been sent are done with (the
+        // kernel keeps the pages). Past the first reads they are demoted
+        // before read-ahead is queued, so that its decodes take their buffers
+        // (at once, or as spares once the reply has let go of them) rather
+        // than fresh memory.
+        for i in span.clone() {
+            let range = archive.chunk_range(i);
+            let sent = end.min(range.end) - offset.max(range.start);
+            if self.served.add(i, sent, range.end - range.start) {
+                cache.demote((self.id, i));
+            }
         }
         if !queued_early {
-            self.read_ahead(cache, offset, end, span.end, read_ahead);
+            self.read_ahead(cache, step.wanted);
         }
         let pieces = span
             .zip(chunks)
@@ -152,38 +154,40 @@ impl ArchiveReader {
         chunks
     }
 
-    /// Queues decoding of the chunks from `next` on, up to `distance` past
-    /// `end`, when the handle reads sequentially, so that they are ready when
-    /// the reader gets there.
-    fn read_ahead(
-        &self,
-        cache: &Arc<ChunkCache>,
-        offset: u64,
-        end: u64,
-        next: usize,
-        distance: u64,
-    ) {
-        let last_end = self.last_end.swap(end, Ordering::Relaxed);
-        let archive = &self.archive;
-        if offset.abs_diff(last_end) > SEQUENTIAL_SLACK || distance == 0 || end >= archive.len() {
-            return;
+    /// The chunk before which read-ahead of `distance` bytes past `end`
+    /// stops (none at the end of the file, or with `distance` 0).
+    fn ahead_stop(&self, end: u64, distance: u64) -> usize {
+        let len = self.archive.len();
+        if distance == 0 || end >= len {
+            return 0;
         }
-        let stop = archive.chunk_at(end.saturating_add(distance).min(archive.len() - 1)) + 1;
-        let start = self
-            .ahead_until
-            .fetch_max(stop, Ordering::Relaxed)
-            .max(next);
-        let Some(wanted) = self.missing(cache, start..stop) else {
+        self.archive
+            .chunk_at(end.saturating_add(distance).min(len - 1))
+            + 1
+    }
+
+    /// Queues decoding of the `wanted` chunks (those of a sequential
+    /// stream's read-ahead not queued yet), so that they are ready when the
+    /// reader gets there.
+    fn read_ahead(&self, cache: &Arc<ChunkCache>, wanted: Option<Range<usize>>) {
+        let Some(wanted) = wanted.and_then(|w| self.missing(cache, w)) else {
             return;
         };
-        let (cache, archive, id) = (cache.clone(), archive.clone(), self.id);
+        let (cache, archive, id) = (cache.clone(), self.archive.clone(), self.id);
+        let served = self.served.clone();
         rayon::spawn(move || {
             // Errors are left for the read that needs the chunk to report, and
             // so are chunks the cache has no room for now. Chunks decoded
-            // meanwhile are skipped by `decode_ahead`.
+            // meanwhile are skipped by `decode_ahead`, and so are chunks the
+            // kernel has been sent by the time their turn comes (another
+            // stream's).
             let _ = archive.prefetch(wanted.clone());
-            (batches(&archive, wanted).into_par_iter().with_max_len(1))
-                .for_each(|batch| batch.for_each(|i| decode_ahead(&cache, id, &archive, i)));
+            let fresh = |&i: &usize| !served.complete(i, archive.chunks()[i].src_len);
+            (batches(&archive, wanted).into_par_iter().with_max_len(1)).for_each(|batch| {
+                batch
+                    .filter(fresh)
+                    .for_each(|i| decode_ahead(&cache, id, &archive, i))
+            });
         });
     }
 
@@ -621,7 +625,8 @@ mod tests {
         let reader = ArchiveReader::new(3, archive.clone());
         // Farther than the slack from where the last read ended (0 at open),
         // within one chunk.
-        let far = archive.chunk_range(archive.chunk_at(SEQUENTIAL_SLACK + (1 << 20)));
+        let far = archive
+            .chunk_range(archive.chunk_at(crate::mount::streams::SEQUENTIAL_SLACK + (1 << 20)));
         reader.read(&cache, far.start + 10, 100, 1 << 20).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let decoded = (0..archive.chunks().len()).filter(|&i| cache.contains((3, i)));

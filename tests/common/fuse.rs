@@ -281,3 +281,21 @@ pub fn read_range(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u
     buf.truncate(done);
     Ok(buf)
 }
+
+/// The counters of a mount (its `user.brevis.stats` attribute).
+pub fn stats(m: &Mounted) -> serde_json::Value {
+    let path = std::ffi::CString::new(m.point.to_str().unwrap()).unwrap();
+    let name = c"user.brevis.stats";
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: both strings are NUL-terminated; `buf` is valid for its length.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    assert!(n > 0, "getxattr: {}", std::io::Error::last_os_error());
+    serde_json::from_slice(&buf[..n as usize]).unwrap()
+}
