@@ -146,8 +146,9 @@ class safe_open:
         rest = info.shape[1:]
         return self._read(info, first * math.prod(rest), [stop - first] + rest)
 
-    def _load_all(self):
-        """Every tensor, decoded in parallel, then the whole original's SHA-256 checked."""
+    def _load_all(self, check_sha256=False):
+        """Every tensor, decoded in parallel, every chunk checked; with `check_sha256`
+        the whole original's SHA-256 too."""
         # Every dtype is checked before anything is decoded.
         dtypes = {name: self._dtype(info)[0] for name, info in self._tensors.items()}
         allocated = {}
@@ -156,7 +157,7 @@ class safe_open:
             allocated[name], out = self._framework.empty(info.end - info.start)
             if info.end > info.start:
                 targets.append((info.start, out))
-        self._archive.read_all_into(targets)
+        self._archive.read_all_into(targets, check_sha256)
         return {n: self._framework.view(dtypes[n], f, self._tensors[n].shape)
                 for n, f in allocated.items()}
 

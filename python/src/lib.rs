@@ -86,11 +86,18 @@ impl Archive {
         .map_err(to_py)
     }
 
-    /// Fills each `(offset, buffer)` as `read_into` does, all in parallel,
-    /// then checks the SHA-256 of the whole original: its bytes in order,
-    /// the buffers where they hold them and the rest decoded. For loading a
-    /// whole file: every byte returned is checked as `brevis unpack` checks.
-    fn read_all_into(&self, py: Python<'_>, targets: Vec<(u64, Bound<'_, PyAny>)>) -> PyResult<()> {
+    /// Fills each `(offset, buffer)` as `read_into` does, all in parallel
+    /// (every chunk checked against its checksum). With `check_sha256`, also
+    /// checks the SHA-256 of the whole original, as `brevis unpack` does:
+    /// its bytes in order, the buffers where they hold them and the rest
+    /// decoded, hashed on one thread beside the decoding.
+    #[pyo3(signature = (targets, check_sha256 = false))]
+    fn read_all_into(
+        &self,
+        py: Python<'_>,
+        targets: Vec<(u64, Bound<'_, PyAny>)>,
+        check_sha256: bool,
+    ) -> PyResult<()> {
         let mut spans = Vec::with_capacity(targets.len());
         for (offset, buffer) in &targets {
             let target = Target::of(buffer)?;
@@ -115,7 +122,7 @@ impl Archive {
                 .iter()
                 .map(|(o, t)| (*o, unsafe { t.slice() }))
                 .collect();
-            whole::decode_and_check(&self.inner, slices)
+            whole::decode_and_check(&self.inner, slices, check_sha256)
         })
         .map_err(to_py)
     }
@@ -298,19 +305,24 @@ mod whole {
         boundary.max(first_end).min(end) - at
     }
 
-    /// Decodes `spans` (sorted, disjoint) in parallel and checks the SHA-256
-    /// of the whole original: its bytes in order, the spans' where they hold
-    /// them and the rest decoded for the hash. Hashing, which is sequential,
-    /// runs beside the decoding of the next spans, and so does fetching the
-    /// records of the spans after those (from a store: a few large requests
-    /// ahead of the decoders instead of one per record as they decode).
-    pub fn decode_and_check(archive: &Archive, spans: Vec<(u64, &mut [u8])>) -> Result<()> {
-        let mut hash = InOrder {
+    /// Decodes `spans` (sorted, disjoint) in parallel, every chunk checked,
+    /// and with `sha256` checks the SHA-256 of the whole original: its bytes
+    /// in order, the spans' where they hold them and the rest decoded for the
+    /// hash. Hashing, which is sequential, runs beside the decoding of the
+    /// next spans, and so does fetching the records of the spans after those
+    /// (from a store: a few large requests ahead of the decoders instead of
+    /// one per record as they decode).
+    pub fn decode_and_check(
+        archive: &Archive,
+        spans: Vec<(u64, &mut [u8])>,
+        sha256: bool,
+    ) -> Result<()> {
+        let mut hash = sha256.then(|| InOrder {
             archive,
             sha: Sha256::new(),
             at: 0,
             scratch: Vec::new(),
-        };
+        });
         // Steps of about STEP_BYTES, a long span (a 1 GB embedding) cut at
         // chunk boundaries: a step's records are fetched before it decodes
         // and must stay in the reader's memory until they are used.
@@ -348,7 +360,10 @@ mod whole {
                     step.par_iter_mut()
                         .try_for_each(|(at, out)| read_parallel(archive, *at, out))
                 },
-                || rayon::join(|| hash.feed(&done), || archive.prefetch(ahead)),
+                || {
+                    let hashed = || hash.as_mut().map_or(Ok(()), |h| h.feed(&done));
+                    rayon::join(hashed, || archive.prefetch(ahead))
+                },
             );
             decoded?;
             hashed?;
@@ -358,8 +373,13 @@ mod whole {
                 .map(|(at, out)| (at, &*out))
                 .collect();
         }
-        hash.feed(&done)?;
-        hash.finish()
+        match hash {
+            Some(mut hash) => {
+                hash.feed(&done)?;
+                hash.finish()
+            }
+            None => Ok(()),
+        }
     }
 
     /// The SHA-256 of an archive's original, fed in order.
@@ -492,19 +512,20 @@ fn verify(py: Python<'_>, path: PathBuf) -> PyResult<()> {
 /// bytes up to `source_len` bytes in all, checking nothing of it: for tests
 /// of what readers do with an original the packer refuses (an archive made
 /// by hand, or by an older packer). Zeros cost a few bytes per 16 MiB, so the
-/// archive of a large original can be small.
+/// archive of a large original can be small. `sha256`, if given, is recorded instead of the original's.
 #[pyfunction]
-#[pyo3(signature = (dst, original, source_len = None))]
+#[pyo3(signature = (dst, original, source_len = None, sha256 = None))]
 fn _store_unchecked(
     py: Python<'_>,
     dst: PathBuf,
     original: &[u8],
     source_len: Option<u64>,
+    sha256: Option<[u8; 32]>,
 ) -> PyResult<()> {
     let padding = source_len.map_or(Some(0), |n| n.checked_sub(original.len() as u64));
     let padding = padding
         .ok_or_else(|| PyValueError::new_err("source_len is below the original's length"))?;
-    py.allow_threads(|| unchecked::write(&dst, original, padding))
+    py.allow_threads(|| unchecked::write(&dst, original, padding, sha256))
         .map_err(to_py)
 }
 
@@ -523,8 +544,13 @@ mod unchecked {
     const ZEROS: u64 = 16 << 20;
 
     /// The archive of `original` and `padding` zero bytes, each chunk coded
-    /// as bytes by the quickest search.
-    pub fn write(dst: &Path, original: &[u8], padding: u64) -> brevis::Result<()> {
+    /// as bytes by the quickest search, recording `sha256` if given.
+    pub fn write(
+        dst: &Path,
+        original: &[u8],
+        padding: u64,
+        sha256: Option<[u8; 32]>,
+    ) -> brevis::Result<()> {
         let opts = SynthOptions {
             budget: 0,
             ..SynthOptions::default()
@@ -560,7 +586,7 @@ mod unchecked {
         }
         let index = Index {
             source_len: original.len() as u64 + padding,
-            sha256: sha.finalize().into(),
+            sha256: sha256.unwrap_or_else(|| sha.finalize().into()),
             chunk_size: CHUNK as u64,
             bases: Vec::new(),
             chunks,

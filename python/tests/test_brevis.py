@@ -214,6 +214,25 @@ def test_archives_of_headers_the_packer_refuses_are_refused_by_the_reader(tmp_pa
         brevis.numpy.load_file(brv)
 
 
+def test_the_whole_original_s_sha256_is_checked_when_asked(tmp_path):
+    """An archive whose chunks are intact but whose recorded SHA-256 is not its
+    original's: a load checks every chunk and gives the tensors; with
+    ``check_sha256`` it is refused naming the file, as ``brevis verify`` refuses it."""
+    tensors = {"a": np.arange(50_000, dtype=np.float32), "b": np.ones((300, 7), np.int16)}
+    src, brv = tmp_path / "m.safetensors", tmp_path / "m.brv"
+    st_numpy_save(tensors, str(src))
+    _store_unchecked(brv, src.read_bytes(), sha256=bytes(32))
+    loaded = brevis.numpy.load_file(brv)
+    assert all(np.array_equal(loaded[k], v) for k, v in tensors.items())
+    with pytest.raises(brevis.BrevisError, match="m.brv.*SHA-256"):
+        brevis.numpy.load_file(brv, check_sha256=True)
+    with pytest.raises(brevis.BrevisError, match="m.brv.*SHA-256"):
+        brevis.verify(brv)
+    _store_unchecked(brv, src.read_bytes())
+    loaded = brevis.numpy.load_file(brv, check_sha256=True)
+    assert all(np.array_equal(loaded[k], v) for k, v in tensors.items())
+
+
 def test_a_header_size_beyond_the_limit_is_refused_before_anything_is_allocated(tmp_path):
     """The original declares a 512 MiB header and is 512 MiB long (all zeros after the
     size), so the header fits the file; its archive is a few hundred bytes. The
