@@ -27,7 +27,7 @@ pub trait ByteSource: Send + Sync {
 
     /// A hint that `range` is about to be read: a remote source fetches it
     /// now, in as few requests as it can, rather than record by record, and
-    /// says if it cannot (a local one has nothing to do).
+    /// says if it cannot; a local file has the kernel read it ahead.
     fn prefetch(&self, _range: Range<u64>) -> io::Result<()> {
         Ok(())
     }
@@ -62,6 +62,20 @@ impl ByteSource for FileSource {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.file.read_exact_at(buf, offset)
+    }
+
+    /// Asks the kernel to start reading `range` into the page cache and
+    /// returns at once, so that the disk works while the records before it
+    /// decode (a reader's own read-ahead only follows its reads).
+    fn prefetch(&self, range: Range<u64>) -> io::Result<()> {
+        // `None` would mean to the end of the file.
+        let Some(len) = std::num::NonZeroU64::new(range.end.saturating_sub(range.start)) else {
+            return Ok(());
+        };
+        // Only a hint: a kernel that cannot take it loses nothing but time.
+        let advice = rustix::fs::Advice::WillNeed;
+        let _ = rustix::fs::fadvise(&self.file, range.start, Some(len), advice);
+        Ok(())
     }
 }
 
