@@ -6,14 +6,24 @@ lazily), CPU seconds (user + system, this process), and peak RSS (MB).
     bench_model_load.py WAY PATH  ->  prints "<wall> <cpu> <peak_rss_mb> <tensors>"
 
 WAY: safetensors-torch, safetensors-numpy (PATH a .safetensors file, local or
-through a mount), brevis-torch, brevis-numpy (PATH a .brv archive). Python's
-start-up and imports are not timed."""
+through a mount), brevis-torch, brevis-numpy (PATH a .brv archive),
+transformers (PATH a model folder: AutoModelForCausalLM.from_pretrained in
+BF16, every parameter touched). Python's start-up and imports are not timed."""
 import resource
 import sys
 import time
 
 
 def loader(way):
+    if way == "transformers":
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        def load_model(path):
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+            return dict(model.named_parameters())
+
+        return load_model, lambda t: int(t.detach().reshape(-1).view(torch.uint8)[::4096].sum())
     framework = way.split("-")[1]
     if way.startswith("safetensors-"):
         module = __import__(f"safetensors.{framework}", fromlist=["load_file"])

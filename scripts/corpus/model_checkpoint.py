@@ -5,13 +5,16 @@ gate/up 14336x4096, down 4096x14336 and two norms, then the final norm and
 lm_head), with values drawn as weights are (normal, each row scaled by a
 log-normal factor) and rounded to BF16. 12 layers make 7.34 GB.
 
-    scripts/corpus/model_checkpoint.py OUT.safetensors [--layers N] [--seed S]
+    scripts/corpus/model_checkpoint.py OUT.safetensors [--layers N] [--seed S] [--config]
 
 Written tensor by tensor, a few rows at a time, so memory stays small. The
-same arguments give the same bytes."""
+same arguments give the same bytes. With --config, a transformers config.json
+of these shapes (LlamaForCausalLM) is written beside OUT, so that the folder
+loads with `from_pretrained`."""
 
 import argparse
 import json
+import os
 import struct
 
 import numpy as np
@@ -58,12 +61,27 @@ def rows(rng, shape):
         yield bf16(rng.standard_normal((k, width), dtype=np.float32) * scale)
 
 
+def config(layers):
+    """A transformers LlamaConfig of the checkpoint's shapes, as config.json holds it."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "hidden_size": HIDDEN, "intermediate_size": FFN, "num_attention_heads": 32,
+            "num_key_value_heads": KV // 128, "num_hidden_layers": layers,
+            "vocab_size": VOCAB, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+            "rope_theta": 500000.0, "tie_word_embeddings": False, "hidden_act": "silu",
+            "torch_dtype": "bfloat16"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--config", action="store_true", help="also write config.json beside OUT")
     args = ap.parse_args()
+    if args.config:
+        folder = os.path.dirname(os.path.abspath(args.out))
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config(args.layers), f, indent=1)
     header, at = {}, 0
     tensors = list(shapes(args.layers))
     for name, shape in tensors:
