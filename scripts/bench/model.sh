@@ -28,6 +28,7 @@
 #   BENCH_VENV=dir         venv with torch (default target/bench-venv)
 #   BENCH_BUILD=1          0: use target/release/{brevis,brevis-mount} as they are
 #   BENCH_SLOW_BPS=500000000  the slow state's read limit, bytes/s (0: no slow state)
+#   BENCH_PACK=1           0: leave out the pack rows
 set -euo pipefail
 scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 repo=$(cd "$scripts/.." && pwd)
@@ -89,7 +90,7 @@ if [[ $slow_bps != 0 ]]; then
   device=$(findmnt -no MAJ:MIN -T "$work" | head -1)
   # A partition's limit goes on its whole disk.
   disk=$(basename "$(readlink -f "/sys/dev/block/$device/..")")
-  [[ -e /sys/block/$disk ]] && device=$(cat "/sys/block/$disk/dev")
+  if [[ -n $disk && -e /sys/block/$disk/dev ]]; then device=$(cat "/sys/block/$disk/dev"); fi
   mkdir -p "$cgroup"
   echo "$device $slow_bps" >"$cgroup/blkio.throttle.read_bps_device"
   states+=(slow)
@@ -133,6 +134,7 @@ for round in $(seq "$runs"); do
     rm -f "$work/out.safetensors"
     prep "$brv"; measure "verify -j2 ($state)" "$brevis" verify -q -j2 "$brv"
   done
+  [[ ${BENCH_PACK:-1} == 0 ]] && continue
   warm "$model"
   for j in 1 2; do
     measure "pack -j$j (cached)" "$brevis" pack -q -j$j --force "$model" "$work/repacked.brv"
@@ -151,8 +153,8 @@ for state in "${states[@]}"; do
   done
 done
 for j in 1 2; do
-  r=${results["pack -j$j (cached)"]}
-  echo "| pack -j$j (cached) | $(median 1 <<<"$r") | $(median 2 <<<"$r") | $(median 3 <<<"$r") |"
+  r=${results["pack -j$j (cached)"]:-}
+  [[ -n $r ]] && echo "| pack -j$j (cached) | $(median 1 <<<"$r") | $(median 2 <<<"$r") | $(median 3 <<<"$r") |"
 done
 echo
 echo "model.safetensors: $(stat -c %s "$model") bytes; archive $(stat -c %s "$brv") bytes; $runs round(s)."
