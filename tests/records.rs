@@ -3,6 +3,7 @@
 //! Partition wherever a chunk starts in its records, the split reproduces
 //! the bytes through its encoding, never costs more than the program it
 //! replaces, and is not made for bytes without records or for floats.
+//! MXFP4's blocks of FP4 codes take classes of blocks (a Partition of rows).
 
 mod common;
 
@@ -42,13 +43,15 @@ const LAYOUTS: [&[Field]; 4] = [
 ];
 
 /// `records` blocks of `layout` from `seed`: scales F16 of a few
-/// exponents, integers peaked around zero as quantized weights are.
+/// exponents, integers peaked as quantized weights are, each field's
+/// around a value of its own (a K-quant's packed scales, its nibbles and
+/// its high bits differ).
 fn blocks(layout: &[Field], records: usize, seed: u64) -> Vec<u32> {
-    let noise = common::noise(seed, records * 300);
+    let noise = common::noise(seed, records * 450);
     let mut bytes = noise.iter().copied();
     let mut out = Vec::new();
     for _ in 0..records {
-        for &f in layout {
+        for (j, &f) in layout.iter().enumerate() {
             match f {
                 Field::Scale => {
                     let b = bytes.next().unwrap();
@@ -59,7 +62,9 @@ fn blocks(layout: &[Field], records: usize, seed: u64) -> Vec<u32> {
                 Field::Ints(n) => out.extend((0..n).map(|_| {
                     let (a, b) = (bytes.next().unwrap(), bytes.next().unwrap());
                     // A sum of two uniform bytes' top bits: a peak at zero.
-                    ((a >> 4) as i8 - (b >> 4) as i8) as u8 as u32
+                    ((a >> 4) as u8)
+                        .wrapping_sub(b >> 4)
+                        .wrapping_add(40 * j as u8) as u32
                 })),
             }
         }
@@ -148,4 +153,43 @@ fn floats_and_tensors_without_rows_are_not_split() {
         let found = searched(&words, hint);
         assert_eq!(synth::split_records(found.clone(), &words, hint), found);
     }
+}
+
+/// Finds a Partition node anywhere in `p`: its group length.
+fn partition_group(p: &Program<Literal>) -> Option<usize> {
+    match &p.op {
+        Op::Partition { group, .. } => Some(*group),
+        _ => p.children().find_map(partition_group),
+    }
+}
+
+/// Blocks of 32 FP4 codes packed two to a byte (MXFP4's, 16 bytes a
+/// block), half of them with most codes small (a block whose largest
+/// value stands far above the rest), half spread: a literal of the bytes
+/// becomes a Partition of blocks in classes, smaller than the search's
+/// program, that yields the bytes. Without rows none is made.
+#[test]
+fn fp4_blocks_of_two_kinds_take_classes() {
+    let noise = common::noise(11, 1 << 17);
+    let code = |r: u8, narrow: bool| match narrow {
+        true => (r >> 6) | (r & 8),
+        false => r & 15,
+    };
+    let words: Vec<u32> = (noise.chunks(4).enumerate())
+        .map(|(i, r)| {
+            let narrow = (i / 16 * 7) % 5 < 2;
+            (code(r[0], narrow) | code(r[1], narrow) << 4) as u32
+        })
+        .collect();
+    let rows = Hint {
+        float: None,
+        rows: Some(16),
+    };
+    let found = searched(&words, rows);
+    let p = synth::partition_rows(found.clone(), &words, rows);
+    assert_eq!(partition_group(&p), Some(16), "{p}");
+    assert_eq!(decoded(&p), words);
+    assert!(size(&p) < size(&found), "{} >= {}", size(&p), size(&found));
+    let flat = Hint { rows: None, ..rows };
+    assert_eq!(synth::partition_rows(found.clone(), &words, flat), found);
 }
