@@ -6,13 +6,21 @@
 /// its own code tables.
 pub const MAX_PARTITION_CLASSES: usize = 16;
 
+/// Groups shorter than this are put in runs of one class (see
+/// [`gather_partition`]); longer ones one by one, as looking for runs of
+/// them costs more than it saves.
+const RUNS_BELOW: usize = 8;
+
 /// Puts a Partition's groups into `out` with `put` (a copy, or an or into
 /// a Merge's field): group `i` (of `group` words, the last one what is
 /// left) is the next words of `parts[classes[i]]`, the parts lying end to
 /// end in `words` with the given lengths. A class without a part, or one
 /// whose groups take more words than its part holds, is refused before
 /// anything is read past the part. As the lengths sum to `out.len()`, every
-/// part is then used up exactly. Work is O(out.len() + classes.len()).
+/// part is then used up exactly. Consecutive groups of one class take
+/// consecutive words of its part, so each run of short groups is put at
+/// once: the fields of a quantized block are such runs. Work is
+/// O(out.len() + classes.len()).
 pub fn gather_partition<T, F>(
     out: &mut [T],
     group: usize,
@@ -28,16 +36,26 @@ pub fn gather_partition<T, F>(
         at += len;
         end[c] = at;
     }
-    for (rows, &class) in out.chunks_mut(group).zip(classes) {
+    let len = out.len();
+    let groups = len.div_ceil(group).min(classes.len());
+    let mut g = 0;
+    while g < groups {
+        let class = classes[g];
+        let mut run = 1;
+        while group < RUNS_BELOW && g + run < groups && classes[g + run] == class {
+            run += 1;
+        }
         let c = class as usize;
         if c >= lens.len() {
             return Err("partition class without a part");
         }
+        let rows = &mut out[g * group..((g + run) * group).min(len)];
         if rows.len() > end[c] - next[c] {
             return Err("partition class longer than its part");
         }
         put(rows, &words[next[c]..next[c] + rows.len()]);
         next[c] += rows.len();
+        g += run;
     }
     Ok(())
 }
