@@ -61,10 +61,9 @@ fn blocks(layout: &[Field], records: usize, seed: u64) -> Vec<u32> {
                 }
                 Field::Ints(n) => out.extend((0..n).map(|_| {
                     let (a, b) = (bytes.next().unwrap(), bytes.next().unwrap());
-                    // A sum of two uniform bytes' top bits: a peak at zero.
-                    ((a >> 4) as u8)
-                        .wrapping_sub(b >> 4)
-                        .wrapping_add(40 * j as u8) as u32
+                    // A difference of two uniform bytes' top bits: a peak
+                    // at the field's own value.
+                    (a >> 4).wrapping_sub(b >> 4).wrapping_add(40 * j as u8) as u32
                 })),
             }
         }
