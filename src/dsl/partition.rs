@@ -59,3 +59,57 @@ pub fn gather_partition<T, F>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a Partition means, group by group (docs/FORMAT.md): each group
+    /// the next words of its class's part, or None where a class has no
+    /// part or its groups take more words than the part holds.
+    fn one_by_one(len: usize, group: usize, classes: &[u32], lens: &[usize]) -> Option<Vec<u32>> {
+        let mut next: Vec<usize> = (lens
+            .iter()
+            .scan(0, |at, &n| Some(std::mem::replace(at, *at + n))))
+        .collect();
+        let mut out = Vec::new();
+        for (g, &c) in (0..len.div_ceil(group)).zip(classes) {
+            let n = group.min(len - g * group);
+            let c = c as usize;
+            let end = next.get(c)? + n;
+            if end > lens[..=c].iter().sum() {
+                return None;
+            }
+            out.extend((next[c]..end).map(|w| w as u32));
+            next[c] = end;
+        }
+        Some(out)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Putting runs of groups at once yields what putting each group
+        /// does, and refuses what it refuses, short groups or long, with
+        /// classes valid or not.
+        #[test]
+        fn runs_of_groups_gather_as_single_groups(
+            group in 1usize..12,
+            classes in prop::collection::vec(0u32..4, 1..40),
+            lens in prop::collection::vec(0usize..60, 1..4),
+        ) {
+            let len: usize = lens.iter().sum();
+            let words: Vec<u32> = (0..len as u32).collect();
+            let mut out = vec![u32::MAX; len];
+            let got = gather_partition(&mut out, group, &classes, (&words, &lens), |o, w| {
+                o.copy_from_slice(w)
+            });
+            let want = one_by_one(len, group, &classes, &lens);
+            prop_assert_eq!(got.is_ok(), want.is_some());
+            if let Some(want) = want.filter(|w| w.len() == len) {
+                prop_assert_eq!(out, want);
+            }
+        }
+    }
+}
