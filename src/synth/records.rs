@@ -8,10 +8,9 @@
 //! record's pattern) gives each field a stream of its own, and a nested
 //! Partition of single bytes splits each scale into its low and high
 //! bytes, the high one holding the sign and exponent. The layout and the
-//! chunk's place in its records are found from the words: the phase at
-//! which a scale's high byte has the fewest distinct values, checked with
-//! an estimate of what the split saves; the split is kept only where it
-//! codes smaller.
+//! chunk's place in its records are found from the words: the layout and
+//! phase at which a scale's high bytes take far fewer bits (order-0) than
+//! the chunk's bytes do; the split is kept only where it codes smaller.
 
 use super::cost::exact_cost;
 use super::leaf::leaf;
@@ -74,7 +73,7 @@ const SAMPLE_RECORDS: usize = 1024;
 /// Bytes of the lane whose order-0 bits the scales are weighed against.
 const SAMPLE_BYTES: usize = 1 << 16;
 
-/// A layout is tried only where its scales' high bytes take at most this
+/// A layout is tried only where its scales' high bytes take at least this
 /// many bits fewer than the chunk's bytes as a whole, order-0: scales of
 /// one tensor share a few exponents, its integers spread over most bytes.
 const MIN_BITS_SAVED: f64 = 1.0;
