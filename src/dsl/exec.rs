@@ -255,7 +255,14 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
             if in_rows(p, out.len()) {
                 partition_in_rows(partition, out)?
             } else {
-                run_partition::<T, T, L>(partition, out, |rows, words| rows.copy_from_slice(words))?
+                // Groups of one or two words (the fields of a quantized
+                // block) are copied in place: a `memcpy` call each would
+                // cost more than the copy.
+                run_partition::<T, T, L>(partition, out, |rows, words| match (rows, words) {
+                    ([r], [w]) => *r = *w,
+                    ([r0, r1], [w0, w1]) => (*r0, *r1) = (*w0, *w1),
+                    (rows, words) => rows.copy_from_slice(words),
+                })?
             }
         }
         Op::Mirror { at, head, diffs } => {

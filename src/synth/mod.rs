@@ -13,6 +13,8 @@
 //! - [`refit_or_search`]: a chunk's lane, as the packer finds it (templates
 //!   from other chunks re-fit, else [`search_stream`]); then
 //!   [`partition_rows`] offers its literals a Partition of the tensor's rows.
+//! - [`split_records`]: a chunk's lane of bytes holding block-quantized
+//!   weights (GGUF's blocks), its fields split apart where that is smaller.
 //! - [`search_stream`]: a stream without templates: the search on its first
 //!   words, with a Match and a Mirror offered beside it.
 //! - [`astar`]: the bounded A* search alone, with the productions it chose.
@@ -24,8 +26,8 @@
 //! weigh programs by; `options` how hard they search; `stream` what they
 //! know of a stream besides its words; `search` the A* and `expand` the
 //! operators it expands holes with (`palette`, `scaled` find two of them);
-//! `leaf` and `sparse` the leaves; `refit` templates; `matches`, `mirror`
-//! and `partition` the nodes offered beside the search's program; `upcast`
+//! `leaf` and `sparse` the leaves; `refit` templates; `matches`, `mirror`,
+//! `partition` and `records` the nodes offered beside the search's program; `upcast`
 //! the special case of bf16 values stored as f32; `learn`, `prior`,
 //! `context` and `production` the prior.
 
@@ -44,6 +46,7 @@ mod partition;
 mod passes;
 pub mod prior;
 mod production;
+mod records;
 mod refit;
 mod scaled;
 mod search;
@@ -69,6 +72,7 @@ pub use partition::{partition_rows, MIN_GROUP};
 pub use passes::{refit_or_search, search_stream};
 pub use prior::Prior;
 pub use production::Production;
+pub use records::split_records;
 pub use refit::Template;
 pub use scaled::scaled_streams;
 pub use search::{astar, Found};

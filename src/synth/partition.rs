@@ -8,7 +8,10 @@
 //! exponents' sum, which the lane's words (the elements) give whatever
 //! fields the program codes; each entropy-coded literal of the program that
 //! yields words in place of the elements (under Merges and Maps only) is
-//! offered a Partition, kept where it codes smaller.
+//! offered a Partition, kept where it codes smaller. Bytes that are not
+//! floats (blocks of FP4 codes, each block scaled to its own largest value)
+//! have no exponents: their groups are sorted by what their bytes cost in
+//! the lane's histogram, which sets the groups whose bytes are rare apart.
 
 use super::cost::{cost as cost_of, exact_cost, prediction_slack};
 use super::leaf::leaf;
@@ -31,6 +34,10 @@ const MAX_WIDTH: u32 = 12;
 /// word of its own.
 pub const MIN_GROUP: usize = 32;
 
+/// [`MIN_GROUP`] for bytes that are not floats: a block of 32 FP4 codes
+/// (MXFP4's, packed in 16 bytes) is what shares a scale.
+const MIN_BYTE_GROUP: usize = 16;
+
 /// A partition is built only where its estimate saves at least 1/this of
 /// the literal's size: the estimate is no closer than that to what the
 /// classes code to, so a smaller saving may well be none, and building a
@@ -44,30 +51,67 @@ const MIN_GROUPS: usize = 16;
 /// its entropy-coded literals that yields one word per element replaced by
 /// a Partition of groups of `hint.rows` words where that costs less (see
 /// `partitioned`): never more than `p`. Unchanged without rows, or for
-/// words that are not floats. The last pass of a lane's program, after the
-/// caller takes the program as a template (a re-fit is weighed against the
-/// template's literals, and partitioned anew).
+/// words that are neither floats nor bytes. The last pass of a lane's
+/// program, after the caller takes the program as a template (a re-fit is
+/// weighed against the template's literals, and partitioned anew).
 pub fn partition_rows(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program<Literal> {
-    let (Some(rows), Some(float)) = (hint.rows, hint.float) else {
+    let Some(rows) = hint.rows else {
         return p;
     };
-    if !may_partition(lane.len(), hint) || float.width() != p.ty.width {
+    if !may_partition(lane.len(), p.ty.width, hint) {
         return p;
     }
     let order = std::cell::OnceCell::new();
     let order = || {
         order
-            .get_or_init(|| groups_by_exponent(lane, rows, float))
+            .get_or_init(|| match hint.float {
+                Some(float) => groups_by_exponent(lane, rows, float),
+                None => groups_by_information(lane, rows),
+            })
             .as_slice()
     };
-    partition_literals(p, rows, &order)
+    let found = partition_literals(p, rows, &order);
+    match hint.float {
+        Some(_) => found,
+        None => whole_bytes(found, lane, rows, order()),
+    }
+}
+
+/// `found`, or the Partition of `lane` (bytes) as one literal where that
+/// costs less: a search may split bytes into fields (the two FP4 codes of
+/// a byte) that each gain too little from classes to pay for their own,
+/// where the bytes as one literal pay for one set of classes.
+fn whole_bytes(
+    found: Program<Literal>,
+    lane: &[u32],
+    rows: usize,
+    order: &[u32],
+) -> Program<Literal> {
+    let Program {
+        ty,
+        op: Op::Lit(lit),
+    } = leaf(lane.into(), 8).0
+    else {
+        return found;
+    };
+    let whole = worth_trying(&lit, ty).then(|| partitioned(&lit, ty, rows, order));
+    match whole.flatten() {
+        Some(whole) if exact_cost(&whole) < exact_cost(&found) => whole,
+        _ => found,
+    }
 }
 
 /// Whether [`partition_rows`] may partition a program of a lane of `len`
-/// words with `hint`: float words in rows long enough, and enough of them.
-pub(super) fn may_partition(len: usize, hint: Hint) -> bool {
-    let rows = hint.rows.filter(|_| hint.float.is_some());
-    rows.is_some_and(|rows| rows >= MIN_GROUP && len >= MIN_WORDS)
+/// words of `width` bits with `hint`: float words (of the hint's format)
+/// or bytes, in rows long enough, and enough of them.
+pub(super) fn may_partition(len: usize, width: u32, hint: Hint) -> bool {
+    let least = match hint.float {
+        Some(float) if float.width() == width => MIN_GROUP,
+        None if width == 8 => MIN_BYTE_GROUP,
+        _ => return false,
+    };
+    hint.rows
+        .is_some_and(|rows| rows >= least && len >= MIN_WORDS)
 }
 
 /// The groups of `rows` words of `lane`, in order of their exponents' sum
@@ -86,6 +130,34 @@ fn groups_by_exponent(lane: &[u32], rows: usize, float: FloatFormat) -> Vec<u32>
     let mut order: Vec<u32> = (0..sums.len() as u32).collect();
     order.sort_by_key(|&g| (sums[g as usize], g));
     order
+}
+
+/// The groups of `rows` bytes of `lane`, in order of what their bytes cost
+/// in the lane's histogram (ties by position): each byte's cost is minus
+/// the base-2 logarithm of its count, in integers (see [`log2_fixed`]), so
+/// that the order is the same on every machine.
+fn groups_by_information(lane: &[u32], rows: usize) -> Vec<u32> {
+    let mut counts = [0u32; 256];
+    lane.iter().for_each(|&w| counts[w as usize & 0xff] += 1);
+    let cost = counts.map(|c| LOG2_CEILING - log2_fixed(c));
+    let sum = |g: &[u32]| -> u64 { g.iter().map(|&w| cost[w as usize & 0xff] as u64).sum() };
+    let sums: Vec<u64> = lane.chunks(rows).map(sum).collect();
+    let mut order: Vec<u32> = (0..sums.len() as u32).collect();
+    order.sort_by_key(|&g| (sums[g as usize], g));
+    order
+}
+
+/// Above [`log2_fixed`] of any count.
+const LOG2_CEILING: u32 = 33 << 8;
+
+/// `256 log2(c)` for `c >= 1`, its fraction linear between powers of two
+/// (0 for 0, which no byte of the lane has).
+fn log2_fixed(c: u32) -> u32 {
+    let Some(e) = c.checked_ilog2() else {
+        return 0;
+    };
+    let fraction = ((c as u64) << 8 >> e) as u32 & 0xff;
+    (e << 8) | fraction
 }
 
 /// [`partition_rows`] below the root: through Merges and Maps, whose

@@ -116,7 +116,7 @@ fn search_deeper_or_default(
     opts: &SynthOptions,
 ) -> Program<Literal> {
     let deeper = opts.budget > DEFAULT_BUDGET || opts.search_words > SEARCH_WORDS;
-    if !(deeper && opts.partitions && may_partition(words.len(), hint)) {
+    if !(deeper && opts.partitions && may_partition(words.len(), width, hint)) {
         return search_shared(words, width, hint, opts);
     }
     let default = SynthOptions {

@@ -87,6 +87,7 @@ pub fn encode_record_like(
             true => synth::partition_rows(program, lane, hint),
             false => program,
         };
+        let program = synth::split_records(program, lane, hint);
         encode_program(&program, &mut record);
     }
     let mut check = vec![0u8; bytes.len()];
