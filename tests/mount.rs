@@ -842,6 +842,7 @@ fn slow_archive(path: &Path, count: usize) {
         sha256: [0; 32],
         chunk_size: MAX_CHUNK_BYTES,
         bases: Vec::new(),
+        rows: Vec::new(),
         chunks: vec![entry; count],
     };
     let records = std::iter::repeat_n(&record[..], count);

@@ -450,6 +450,7 @@ fn referencing(
         sha256: [3; 32],
         chunk_size: 64,
         bases: vec![entry; count],
+        rows: Vec::new(),
         chunks: vec![ChunkEntry {
             layout: brevis::safetensors::Layout::Bytes,
             src_len: 64,
@@ -457,6 +458,7 @@ fn referencing(
             checksum: twox_hash::XxHash3_64::oneshot(&zeros),
             base: Some(BaseSpan {
                 base: 0,
+                rows: None,
                 offset: 0,
                 combine: brevis::archive::Combine::Xor,
             }),

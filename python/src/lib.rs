@@ -563,6 +563,7 @@ mod unchecked {
             sha256: sha.finalize().into(),
             chunk_size: CHUNK as u64,
             bases: Vec::new(),
+            rows: Vec::new(),
             chunks,
         };
         let needs = (records.iter().zip(&index.chunks))

@@ -388,8 +388,10 @@ impl Archive {
     }
 
     /// Combines `out`, a decoded residual, with the base's source bytes of
-    /// `span` (which the index checked lie inside that source), read and
-    /// checked as any others.
+    /// `span` (which the index checked lie inside that source, or inside its
+    /// row map's bytes), read and checked as any others. A row map's bytes
+    /// are gathered a run at a time: the base's chunks a run covers are
+    /// decoded once for it.
     fn combine_base(
         &self,
         span: BaseSpan,
@@ -399,10 +401,28 @@ impl Archive {
     ) -> Result<()> {
         let base = &self.bases[span.base as usize];
         let len = out.len();
-        read_base(base, span.offset, len, &mut |bytes| {
-            span.combine.restore(out, bytes, layout)
+        let fail = |e| Error::invalid(&self.path, format!("reading its base: {e}"));
+        let Some(map) = span.rows else {
+            return read_base(base, span.offset, len, &mut |bytes| {
+                span.combine.restore(out, bytes, layout)
+            })
+            .map_err(fail);
+        };
+        let map = &self.index.rows[map as usize];
+        crate::scratch::with_bytes(len, |gathered| {
+            for (at, n, from) in map.pieces(span.offset, len as u64) {
+                let piece = &mut gathered[at as usize..(at + n) as usize];
+                match from {
+                    None => piece.fill(0),
+                    Some(from) => read_base(base, from, piece.len(), &mut |bytes| {
+                        piece.copy_from_slice(bytes)
+                    })
+                    .map_err(fail)?,
+                }
+            }
+            span.combine.restore(out, gathered, layout);
+            Ok(())
         })
-        .map_err(|e| Error::invalid(&self.path, format!("reading its base: {e}")))
     }
 
     /// Fills `buf` with source bytes starting at `offset`, decoding only the

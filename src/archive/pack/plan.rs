@@ -4,7 +4,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::bases::Bases;
+use super::bases::{Bases, Origin};
 use super::options::PackOptions;
 use super::width::{against_base, tables_per_plane, tensor_chunk};
 use crate::archive::format::{checksum, MAX_CHUNK_BYTES};
@@ -32,9 +32,8 @@ pub(super) struct Planned {
     /// Its place among the chunks of its region, and their number.
     pub(super) nth: u64,
     pub(super) count: u64,
-    /// Which base has its tensor, if one has, and where the same bytes of
-    /// the tensor lie in that base's source.
-    pub(super) base: Option<(u32, u64)>,
+    /// Where a base has the same bytes of its tensor, if one has.
+    pub(super) base: Option<Origin>,
     /// The length of the groups of its elements that lie in one row of its
     /// tensor (see [`Hint::rows`](crate::synth::Hint::rows)).
     pub(super) rows: Option<usize>,
@@ -79,7 +78,7 @@ pub(super) fn pieces(len: u64, step: u64) -> impl Iterator<Item = (u64, u64)> {
 
 /// A tensor's class, whether it leads it, where a base has it, and its row
 /// length in elements (see [`push_region`]).
-type Region = (Option<usize>, bool, Option<(u32, u64)>, Option<u64>);
+type Region = (Option<usize>, bool, Option<Origin>, Option<u64>);
 
 /// Splits `[start, end)` into chunks of whole elements (see [`pieces`]).
 fn push_region(
@@ -101,7 +100,7 @@ fn push_region(
         leads,
         nth,
         count,
-        base: base.map(|(which, base_at)| (which, base_at + at)),
+        base: base.map(|origin| origin.plus(at)),
         rows: row.map(|row| gcd(row, at / e) as usize),
     }));
 }
@@ -177,9 +176,8 @@ pub(super) fn plan(
     Ok(cut(&layout, tensors, chunking.chunk, size))
 }
 
-/// Which base has a tensor, if one has, and where its bytes start in that
-/// base's source.
-type Found = Option<(u32, u64)>;
+/// Where a base has a tensor's bytes, if one has.
+type Found = Option<Origin>;
 
 /// A reader of tensor `t`'s bytes in `file` (named `src` in errors), at
 /// offsets from the tensor's start.
@@ -200,7 +198,10 @@ fn tensor_bases<R: Fn(u64, &mut [u8]) -> Result<()>>(
     read_of: impl Fn(&TensorInfo) -> R,
 ) -> Result<Vec<Found>> {
     (tensors.iter())
-        .map(|t| bases.offset_of(t, |step| fingerprint(t.end - t.start, step, read_of(t))))
+        .map(|t| {
+            let fingerprint = |step| fingerprint(t.end - t.start, step, read_of(t));
+            bases.offset_of(t, fingerprint, read_of(t))
+        })
         .collect()
 }
 
@@ -221,8 +222,8 @@ fn tensor_steps<R: Fn(u64, &mut [u8]) -> Result<()>>(
             let tables = tables_per_plane(&t.shape, chunking.row_classes);
             tensor_chunk(t.end - t.start, (element, tables), chunk, read_of(t))
         }
-        (true, Some((which, at))) => Ok(bases
-            .chunk_at(*which, *at)
+        (true, Some(origin)) => Ok(bases
+            .chunk_at(*origin)
             .map_or(chunk, |step| against_base(step, chunk))),
         (false, _) => Ok(chunk),
     })
