@@ -602,6 +602,55 @@ mod tests {
         assert_eq!(Index::decode(&xor, 1012, 4).unwrap(), with_base());
     }
 
+    /// The middle chunk in rows of the base: 8 base rows of 512 bytes from
+    /// byte 100, then 2 rows of its own.
+    fn with_rows() -> Index {
+        use crate::archive::rows::Run;
+        let mut index = with_difference();
+        let runs = vec![
+            Run {
+                rows: 8,
+                from: Some(0),
+            },
+            Run {
+                rows: 2,
+                from: None,
+            },
+        ];
+        index.rows.push(RowMap::new(0, 100, 512, runs).unwrap());
+        let span = index.chunks[1].base.as_mut().unwrap();
+        (span.rows, span.offset) = (Some(0), 1024);
+        index
+    }
+
+    #[test]
+    fn an_index_with_row_maps_is_version_9_and_round_trips() {
+        let index = with_rows();
+        assert_eq!(index.version(), ROWS_VERSION);
+        let bytes = index.encode();
+        assert_eq!(Index::decode(&bytes, 1012, 9).unwrap(), index);
+        assert!(Index::decode(&bytes, 1012, 8).is_err(), "no map table in 8");
+        // The flag is a layout bit before version 9, and without a base.
+        let mut flagged = with_difference().encode_as(8);
+        // The middle chunk's entry: kind, two 2-byte varints, checksum,
+        // base, a 2-byte offset; then the last chunk's 11 bytes.
+        let at = flagged.len() - 11 - 16;
+        assert_eq!(flagged[at], REFERENCES_BASE | DIFFERENCE | 2);
+        flagged[at] |= ROWS;
+        let err = Index::decode(&flagged, 1012, 8).unwrap_err();
+        assert_eq!(err.reason, "unknown chunk layout");
+        let mut beyond = with_rows();
+        beyond.chunks[1].base.as_mut().unwrap().offset = 1025;
+        let err = Index::decode(&beyond.encode(), 1012, 9).unwrap_err();
+        assert_eq!(err.reason, "base span beyond its row map");
+        let mut other = with_rows().encode();
+        let at = other.len() - 11 - 2 - 1;
+        assert_eq!(other[at], 0, "the middle chunk's map");
+        other[at] = 1;
+        let err = Index::decode(&other, 1012, 9).unwrap_err();
+        assert_eq!(err.reason, "row map number out of range");
+    }
+
     #[test]
     fn an_index_with_bases_is_version_2_and_round_trips() {
         let index = with_base();
@@ -643,7 +692,9 @@ mod tests {
             let _ = Index::decode(&bytes, bytes.len() as u64, 1);
             let _ = Index::decode(&bytes, bytes.len() as u64, 2);
             let _ = Index::decode(&bytes, bytes.len() as u64, 4);
-            for (index, version) in [(sample(), 1), (with_base(), 2), (with_difference(), 4)] {
+            let _ = Index::decode(&bytes, bytes.len() as u64, 9);
+            let indexes = [(sample(), 1), (with_base(), 2), (with_difference(), 4), (with_rows(), 9)];
+            for (index, version) in indexes {
                 let mut damaged = index.encode();
                 let k = at % damaged.len();
                 damaged[k] ^= 1 << bit;
