@@ -3,8 +3,8 @@
 
     scripts/bench/rows.py BREVIS WORKDIR [MODEL.safetensors ...]
 
-For each model (by default a 250,000 x 1024 BF16 embedding made here, and
-minilm-bf16 and wordllama-f16 of the corpus), writes two fine-tunes of it
+For each model (by default minilm-bf16 and wordllama-f16 of the corpus,
+and a 250,000 x 1024 BF16 embedding made here), writes two fine-tunes of it
 into WORKDIR: `extended` (5% new rows appended to its largest matrix, the
 embedding, and 1% of the words of its next largest moved by one unit) and
 `pruned` (60% of the embedding's rows, shuffled). Each is packed alone and
@@ -117,9 +117,9 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     if not models:
         corpus = os.environ.get("BREVIS_CORPUS", os.path.expanduser("~/.cache/brevis-corpus"))
-        models = [os.path.join(workdir, "synthetic-250k.safetensors")]
-        synthetic(models[0])
-        models += [os.path.join(corpus, m, "model.safetensors") for m in ("minilm-bf16", "wordllama-f16")]
+        models = [os.path.join(corpus, m, "model.safetensors") for m in ("minilm-bf16", "wordllama-f16")]
+        models.append(os.path.join(workdir, "synthetic-250k.safetensors"))
+        synthetic(models[-1])
     print("| model | fine-tune | original | alone | against base | of it the embedding | pack --base s | unpack alone s | unpack s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for model in models:

@@ -26,6 +26,9 @@ pub struct RowMap {
     /// The map's row where each run starts, and its row count at the end:
     /// a binary search finds the run of any byte.
     starts: Vec<u64>,
+    /// The first base row it takes and the row after its last (both 0
+    /// where it takes none).
+    base_rows: (u64, u64),
 }
 
 /// Consecutive rows of a map: `rows` base rows from `from`, or rows that
@@ -35,6 +38,9 @@ pub struct Run {
     pub rows: u64,
     pub from: Option<u64>,
 }
+
+/// Average rows per run below which a map is [`RowMap::scattered`].
+const SCATTERED_RUN_ROWS: u64 = 8;
 
 /// Smallest encoded map: base, origin, row length, run count, one run of
 /// two bytes.
@@ -52,12 +58,19 @@ impl RowMap {
             starts.push(at);
         }
         at.checked_mul(row_len)?;
+        let (mut first, mut end) = (u64::MAX, 0);
+        for run in &runs {
+            if let Some(from) = run.from {
+                (first, end) = (first.min(from), end.max(from.checked_add(run.rows)?));
+            }
+        }
         Some(RowMap {
             base,
             origin,
             row_len,
             runs,
             starts,
+            base_rows: (first.min(end), end),
         })
     }
 
@@ -74,16 +87,23 @@ impl RowMap {
         self.len() == 0
     }
 
+    /// Whether its rows come from all over its base tensor, a few at a
+    /// time: runs of fewer than [`SCATTERED_RUN_ROWS`] rows on average.
+    pub fn scattered(&self) -> bool {
+        self.runs.len() as u64 * SCATTERED_RUN_ROWS > self.starts[self.runs.len()]
+    }
+
+    /// The base's source bytes its rows lie in: from its first row to the
+    /// end of its last (empty if it takes none).
+    pub fn base_span(&self) -> std::ops::Range<u64> {
+        let (first, end) = self.base_rows;
+        self.origin + first * self.row_len..self.origin + end * self.row_len
+    }
+
     /// The end of the base's source bytes its rows reach (0 if it takes
     /// none), or `None` past `u64`.
     fn base_end(&self) -> Option<u64> {
-        let ends = self.runs.iter().filter_map(|r| {
-            let rows = r.from?.checked_add(r.rows)?;
-            rows.checked_mul(self.row_len)?.checked_add(self.origin)
-        });
-        let taken = self.runs.iter().filter(|r| r.from.is_some()).count();
-        let ends: Vec<u64> = ends.collect();
-        (ends.len() == taken).then(|| ends.into_iter().max().unwrap_or(0))
+        (self.base_rows.1.checked_mul(self.row_len)?).checked_add(self.origin)
     }
 
     /// The pieces of the map's bytes `[offset, offset + len)` (which lie

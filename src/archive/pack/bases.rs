@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::rows::{find_rows, BaseRows};
+use super::rows::{find_rows, sections, BaseRows};
 use crate::archive::format::{valid_base_path, BaseEntry};
 use crate::archive::reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 use crate::archive::RowMap;
@@ -298,6 +298,16 @@ impl Bases {
                 .map(drop)
         })?;
         Ok(Some(Arc::new(bytes)))
+    }
+
+    /// The byte ranges of a tensor of `len` bytes at `origin` that are cut
+    /// into chunks of `step` bytes apart (see [`sections`]): at runs of new
+    /// rows of a quarter of a chunk or more.
+    pub fn sections(&self, origin: Option<Origin>, len: u64, step: u64) -> Vec<(u64, u64)> {
+        match origin.and_then(|o| o.map) {
+            Some(m) => sections(self.map(m), step / 4),
+            None => vec![(0, len)],
+        }
     }
 
     /// Row map `map` of the pack, its base numbered as the pack numbers

@@ -173,7 +173,7 @@ pub(super) fn plan(
         .collect();
     let steps = tensor_steps(&layout, (&found, &elements), chunking, bases, read_of)?;
     let tensors = (found.into_iter().zip(elements)).zip(steps);
-    Ok(cut(&layout, tensors, chunking.chunk, size))
+    Ok(cut(&layout, tensors, (chunking.chunk, size), bases))
 }
 
 /// Where a base has a tensor's bytes, if one has.
@@ -231,12 +231,13 @@ fn tensor_steps<R: Fn(u64, &mut [u8]) -> Result<()>>(
 }
 
 /// The chunks of `layout`'s header, its `tensors` (each with its base, its
-/// element and its chunk size) and the gaps between them, up to `size`.
+/// element and its chunk size; against a row map, in the sections of
+/// [`Bases::sections`]) and the gaps between them, up to `size`.
 fn cut(
     layout: &SourceLayout,
     tensors: impl Iterator<Item = ((Found, Element), u64)>,
-    chunk: u64,
-    size: u64,
+    (chunk, size): (u64, u64),
+    bases: &Bases,
 ) -> Vec<Planned> {
     let mut plan = Vec::new();
     let bytes = Element::BYTES;
@@ -246,15 +247,21 @@ fn cut(
     let mut classes = HashMap::new();
     for (t, ((base, element), step)) in layout.tensors.iter().zip(tensors) {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
-        // Chunks coded against a base are a class apart: their residuals against
-        // the base look nothing like the values.
-        let next = classes.len();
-        let key = (&t.dtype, &t.shape, base.is_some());
-        let class = *classes.entry(key).or_insert(next);
         // Rows of at least two elements (a matrix's last dimension).
         let row = (t.shape.len() >= 2).then(|| t.shape[t.shape.len() - 1]);
-        let group = (Some(class), class == next, base, row.filter(|&r| r >= 2));
-        push_region(&mut plan, (t.start, t.end), element, group, step);
+        let row = row.filter(|&r| r >= 2);
+        let sections = bases.sections(base, t.end - t.start, step);
+        for (section, (from, to)) in sections.into_iter().enumerate() {
+            // Chunks coded against a base are a class apart: their residuals
+            // against the base look nothing like the values. So are the
+            // sections of one against a row map: its new rows are values.
+            let next = classes.len();
+            let key = (&t.dtype, &t.shape, base.is_some(), section);
+            let class = *classes.entry(key).or_insert(next);
+            let group = (Some(class), class == next, base.map(|o| o.plus(from)), row);
+            let region = (t.start + from, t.start + to);
+            push_region(&mut plan, region, element, group, step);
+        }
         at = at.max(t.end);
     }
     push_region(&mut plan, (at, size), bytes, none, chunk);

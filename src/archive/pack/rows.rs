@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use crate::archive::format::checksum;
-use crate::archive::Run;
+use crate::archive::{RowMap, Run};
 use crate::error::Result;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -94,6 +94,26 @@ pub(super) fn find_rows(
     Ok(Some(runs_of(&found)))
 }
 
+/// The byte ranges a tensor coded against `map` is cut into before its
+/// chunks are: apart where a run without base rows at least `least` bytes
+/// long starts and ends (the rows a vocabulary appended). A chunk of both
+/// would be the residual's zeros and then new rows, which a program
+/// searched on its first words codes as neither.
+pub(super) fn sections(map: &RowMap, least: u64) -> Vec<(u64, u64)> {
+    let mut cuts = vec![0];
+    let mut at = 0;
+    for run in map.runs() {
+        let end = at + run.rows * map.row_len;
+        if run.from.is_none() && end - at >= least {
+            cuts.extend([at, end]);
+        }
+        at = end;
+    }
+    cuts.push(at);
+    cuts.dedup();
+    cuts.windows(2).map(|w| (w[0], w[1])).collect()
+}
+
 /// Consecutive rows merged into runs: rows with no base row, or base rows
 /// that follow one another.
 fn runs_of(found: &[Option<u64>]) -> Vec<Run> {
@@ -160,6 +180,24 @@ mod tests {
             [(3, Some(0)), (1, None)]
         );
         assert_eq!(runs(&base, &trained, false), None, "nothing in common");
+    }
+
+    #[test]
+    fn long_runs_of_new_rows_are_sections_of_their_own() {
+        let run = |rows, from| Run { rows, from };
+        let runs = vec![
+            run(10, Some(0)),
+            run(1, None),
+            run(2, Some(20)),
+            run(5, None),
+        ];
+        let map = RowMap::new(0, 0, 8, runs).unwrap();
+        assert_eq!(sections(&map, 32), [(0, 104), (104, 144)]);
+        assert_eq!(
+            sections(&map, 8),
+            [(0, 80), (80, 88), (88, 104), (104, 144)]
+        );
+        assert_eq!(sections(&map, 64), [(0, 144)]);
     }
 
     #[test]
