@@ -9,7 +9,6 @@
 
 #![forbid(unsafe_code)]
 
-use super::format::MAX_CHUNK_BYTES;
 use crate::wire::{put_varint, Reader, WireError};
 
 /// Rows of a base's source, `row_len` bytes each from `origin`, in the
@@ -38,6 +37,10 @@ pub struct Run {
     pub rows: u64,
     pub from: Option<u64>,
 }
+
+/// Longest row a map may have: as long as the longest chunk, which a
+/// row longer than that would not fit in anyway.
+const MAX_ROW_BYTES: u64 = 64 << 20;
 
 /// Average rows per run below which a map is [`RowMap::scattered`].
 const SCATTERED_RUN_ROWS: u64 = 8;
@@ -160,7 +163,7 @@ impl RowMap {
         let max_base = max_base.ok_or_else(|| r.error("a row map needs a base"))?;
         let base = r.varint_max(max_base, "row map's base number out of range")?;
         let origin = r.varint()?;
-        let row_len = r.varint_max(MAX_CHUNK_BYTES, "row longer than the maximum")?;
+        let row_len = r.varint_max(MAX_ROW_BYTES, "row longer than the maximum")?;
         if row_len == 0 {
             return Err(r.error("rows of no bytes"));
         }
