@@ -29,6 +29,11 @@
 //! Version 8 adds the Mirror operator: rows that are their own mirror
 //! image.
 //!
+//! Version 9 adds row maps: `rows-base` (an embedding and a head of 256
+//! rows) is the base of `rows-extended` (40 rows appended to both),
+//! `rows-pruned` (200 of them, shuffled) and `rows-trained` (the extended
+//! one with its old rows moved by a unit in their last place).
+//!
 //! Version 4 adds differences from a base: `difference-tuned` (every value of
 //! every float width moved by a few units in its last place) is packed against
 //! `difference-base`.
@@ -78,7 +83,8 @@ fn main() {
         6 => seeded_rans(dir),
         7 => partitioned(dir),
         8 => mirrored(dir),
-        _ => panic!("{usage}: VERSION is 1 to 8"),
+        9 => row_maps(dir),
+        _ => panic!("{usage}: VERSION is 1 to 9"),
     }
 }
 
@@ -563,6 +569,56 @@ fn packed() -> Vec<(&'static str, Vec<u8>, usize)> {
         ("header-only", header_only, 256 << 10),
         ("tiny-chunks", build(&structured[..4], &plain), 64),
     ]
+}
+
+/// Version 9: a vocabulary's embedding and head extended, pruned and
+/// reordered, and extended with their old rows trained, each against the
+/// base they were made from, as row maps of its rows (by XOR where the
+/// rows are the base's, by differences where they moved).
+fn row_maps(dir: &Path) {
+    let v = common::vocabulary(256, 64, 40, 200);
+    // The extended file's old embedding rows, their BF16 words moved by
+    // up to a unit in their last place.
+    let mut trained = v.extended.clone();
+    let layout =
+        brevis::safetensors::parse(trained.len() as u64, |n| Ok(trained[..n as usize].to_vec()))
+            .unwrap();
+    let embed = &layout.tensors[0];
+    assert_eq!(embed.name, "model.embed_tokens.weight");
+    let old = (embed.start as usize)..(embed.start as usize + 256 * 64 * 2);
+    let moves = noise(91, old.len() / 2);
+    for (word, m) in trained[old].chunks_exact_mut(2).zip(moves) {
+        let w = u16::from_le_bytes([word[0], word[1]]);
+        let w = w.wrapping_add(m as u16 % 3).wrapping_sub(1);
+        word.copy_from_slice(&w.to_le_bytes());
+    }
+    let base = dir.join("rows-base.safetensors");
+    std::fs::write(&base, &v.base).unwrap();
+    pack(&base, 8 << 10, None);
+    let files = [
+        ("rows-extended", v.extended),
+        ("rows-pruned", v.pruned),
+        ("rows-trained", trained),
+    ];
+    for (name, bytes) in files {
+        let src = dir.join(format!("{name}.safetensors"));
+        std::fs::write(&src, bytes).unwrap();
+        let a = pack(&src, 8 << 10, Some(&base.with_extension("brv")));
+        assert_eq!(a.version(), 9, "row maps make a version 9 archive");
+        assert!(a
+            .chunks()
+            .iter()
+            .any(|c| c.base.is_some_and(|s| s.rows.is_some())));
+    }
+    let trained = Archive::open(dir.join("rows-trained.brv")).unwrap();
+    let moved = |c: &ChunkEntry| {
+        c.base
+            .is_some_and(|s| s.rows.is_some() && s.combine == Combine::Difference)
+    };
+    assert!(
+        trained.chunks().iter().any(moved),
+        "rows differ from the base's"
+    );
 }
 
 /// The version 2 set: a base, a fine-tune against it, and a checkpoint

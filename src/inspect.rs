@@ -133,10 +133,12 @@ impl Row {
             pos += used;
         }
         if self.program.is_empty() {
-            let with_base = match seg.base.map(|s| s.combine) {
+            let with_base = match seg.base.map(|s| (s.combine, s.rows.is_some())) {
                 None => "",
-                Some(Combine::Xor) => "base ^ ",
-                Some(Combine::Difference) => "base + ",
+                Some((Combine::Xor, false)) => "base ^ ",
+                Some((Combine::Difference, false)) => "base + ",
+                Some((Combine::Xor, true)) => "base rows ^ ",
+                Some((Combine::Difference, true)) => "base rows + ",
             };
             self.program = format!("{with_base}{}", lanes.join(" | "));
         }
@@ -213,7 +215,7 @@ pub fn write_table(archive: &Archive, out: &mut impl Write) -> Result<()> {
     let at = Path::new(OUTPUT);
     for base in &archive.index().bases {
         let base = &base.path;
-        writeln!(out, "base: {base} (chunks marked 'base ^' store their XOR with it, 'base +' their difference from its values)").at(at)?;
+        writeln!(out, "base: {base} (chunks marked 'base ^' store their XOR with it, 'base +' their difference from its values; 'base rows' against its rows a row map gathers)").at(at)?;
     }
     writeln!(
         out,

@@ -28,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 8] = [
+const VERSIONS: [(u8, usize); 9] = [
     (1, 10),
     (2, 3),
     (3, 1),
@@ -37,6 +37,7 @@ const VERSIONS: [(u8, usize); 8] = [
     (6, 4),
     (7, 1),
     (8, 1),
+    (9, 4),
 ];
 
 #[test]
@@ -399,6 +400,41 @@ fn version_8_golden_archives_use_mirrors_and_version_7_refuses_them() {
     found
         .iter()
         .for_each(|brv| refused_as_older(brv, 8, "unknown operator"));
+}
+
+#[test]
+fn version_9_golden_archives_gather_rows_of_their_base_and_version_8_refuses_them() {
+    let dir = golden_dir(9);
+    for (name, difference) in [("extended", false), ("pruned", false), ("trained", true)] {
+        let brv = dir.join(format!("rows-{name}.brv"));
+        let a = Archive::open(&brv).unwrap();
+        assert_eq!(a.version(), 9, "{name}");
+        assert_eq!(a.index().rows.len(), 2, "{name}: embedding and head");
+        let in_rows = |combine| {
+            let of = move |c: &ChunkEntry| {
+                c.base
+                    .is_some_and(|s| s.rows.is_some() && s.combine == combine)
+            };
+            a.chunks().iter().any(of)
+        };
+        assert!(in_rows(Combine::Xor), "{name}");
+        assert_eq!(in_rows(Combine::Difference), difference, "{name}");
+        // Labelled version 8, the index has no table of row maps.
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::copy(dir.join("rows-base.brv"), tmp.path().join("rows-base.brv")).unwrap();
+        let mut bytes = std::fs::read(&brv).unwrap();
+        bytes[7] = 8;
+        let path = tmp.path().join("relabelled.brv");
+        std::fs::write(&path, bytes).unwrap();
+        let err = Archive::open(&path).err().expect("refused").to_string();
+        assert!(
+            err.contains("relabelled.brv") && err.contains("corrupt"),
+            "{err}"
+        );
+    }
+    let pruned = Archive::open(dir.join("rows-pruned.brv")).unwrap();
+    let runs = pruned.index().rows[0].runs();
+    assert!(runs.len() > 100, "reordered rows: a run each");
 }
 
 #[test]

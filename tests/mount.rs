@@ -829,6 +829,59 @@ fn a_checkpoint_packed_against_its_base_reads_through_the_mount() {
 }
 
 #[test]
+fn vocabularies_extended_and_reordered_against_their_base_read_through_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let (originals, store) = (dir.path().join("originals"), dir.path().join("store"));
+    std::fs::create_dir_all(&originals).unwrap();
+    std::fs::create_dir_all(&store).unwrap();
+    let v = vocabulary(4096, 256, 300, 3000);
+    let files = [
+        ("base", &v.base),
+        ("extended", &v.extended),
+        ("pruned", &v.pruned),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(originals.join(format!("{name}.safetensors")), bytes).unwrap();
+    }
+    pack(&originals.join("base.safetensors"), &store.join("base.brv"));
+    for name in ["extended", "pruned"] {
+        let src = originals.join(format!("{name}.safetensors"));
+        let base = store.join("base.brv");
+        let dst = store.join(format!("{name}.brv"));
+        brevis(&["pack", "-q", "--base", s(&base), s(&src), s(&dst)]);
+        let archive = brevis::archive::Archive::open_unmapped(&dst).unwrap();
+        assert_eq!(archive.version(), 9, "{name} is coded by row maps");
+    }
+    // A cache far smaller than the base's embedding: the reordered rows'
+    // base chunks are evicted and decoded again as reads go.
+    let m = mount(&store, &["--cache-size", "1M"]);
+    for (name, original) in [("extended", &v.extended), ("pruned", &v.pruned)] {
+        let shown = std::fs::read(m.path(&format!("{name}.safetensors"))).unwrap();
+        assert!(shown == *original, "{name} differs through the mount");
+        let file = open_direct(&m.path(&format!("{name}.safetensors")));
+        for k in 0..50u64 {
+            let at = (k * 7919 * 4096) % original.len() as u64 / 4096 * 4096;
+            let got = read_range(&file, at, 12288).unwrap();
+            let end = (at as usize + 12288).min(original.len());
+            assert!(got == original[at as usize..end], "{name} at {at}");
+        }
+    }
+    assert!(m.log_text().is_empty(), "{}", m.log_text());
+    drop(m);
+    // With its base gone, the reordered vocabulary fails with EIO, the log
+    // naming both files.
+    std::fs::remove_file(store.join("base.brv")).unwrap();
+    let m = mount(&store, &[]);
+    let err = std::fs::read(m.path("pruned.safetensors")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    let log = m.log_text();
+    assert!(
+        log.contains("pruned.brv") && log.contains("base.brv"),
+        "{log}"
+    );
+}
+
+#[test]
 fn an_archive_truncated_in_place_gives_errors_not_its_old_size() {
     let model = model();
     let m = mount(&model.archives, &[]);
@@ -898,6 +951,7 @@ fn slow_archive(path: &Path, count: usize) {
         sha256: [0; 32],
         chunk_size: MAX_CHUNK_BYTES,
         bases: Vec::new(),
+        rows: Vec::new(),
         chunks: vec![entry; count],
     };
     let records = std::iter::repeat_n(&record[..], count);

@@ -589,6 +589,7 @@ mod unchecked {
             sha256: sha256.unwrap_or_else(|| sha.finalize().into()),
             chunk_size: CHUNK as u64,
             bases: Vec::new(),
+            rows: Vec::new(),
             chunks,
         };
         let needs = (records.iter().zip(&index.chunks))

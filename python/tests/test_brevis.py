@@ -116,6 +116,31 @@ def test_dedup_matches_the_archives_already_in_the_store(tmp_path):
         brevis.verify(store / "second.brv")
 
 
+def test_a_vocabulary_extended_or_reordered_loads_from_its_row_maps(tmp_path):
+    rng = np.random.default_rng(11)
+    embed = (rng.standard_normal((3000, 64)) * 0.02).astype(np.float16)
+    base = tmp_path / "base.safetensors"
+    st_numpy_save({"embed": embed}, str(base))
+    brevis.pack(base, tmp_path / "base.brv")
+    new_rows = (rng.standard_normal((100, 64)) * 0.02).astype(np.float16)
+    tunes = {
+        "extended": np.concatenate([embed, new_rows]),
+        "pruned": embed[rng.permutation(3000)[:2000]],
+    }
+    for name, rows in tunes.items():
+        src = tmp_path / f"{name}.safetensors"
+        st_numpy_save({"embed": rows}, str(src))
+        alone = brevis.pack(src, tmp_path / f"{name}.alone.brv")
+        based = brevis.pack(src, tmp_path / f"{name}.brv", base=tmp_path / "base.brv")
+        # The old rows are references to the base's: a small part of alone.
+        assert based * 4 < alone, name
+        loaded = brevis.numpy.load_file(tmp_path / f"{name}.brv")
+        assert loaded["embed"].tobytes() == rows.tobytes(), name
+    (tmp_path / "base.brv").unlink()
+    with pytest.raises(brevis.BrevisError, match="base.brv"):
+        brevis.numpy.load_file(tmp_path / "pruned.brv")
+
+
 def test_damaged_and_missing_archives_raise_naming_the_file(tmp_path, packed):
     src = next(s for s in CORPUS_FILES if dtypes_of(s) <= NUMPY_DTYPES)
     bad = tmp_path / "bad.brv"

@@ -2,17 +2,18 @@
 # Fuzzes the parsers of untrusted input with cargo fuzz (libFuzzer, nightly toolchain):
 #   archive  whole .brv files: framing, trailer, index, then every record read back
 #   record   one chunk record: program decoder, codecs, executor
+#   index    an archive's index as every format version reads it (bases, row maps)
 #   header   safetensors headers
 #   pack     chunk bytes packed and decoded back: no record may fall back to literals
 #   codec    each literal codec: arbitrary bytes decoded, arbitrary words round-tripped
 # Seeds for `archive` are small real archives packed from a generated checkpoint.
-#   scripts/test/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]     (default: 300, all five)
+#   scripts/test/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]     (default: 300, all six)
 # Crashes are saved under fuzz/artifacts/TARGET/ and make the script fail.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-300}
 shift || true
-targets=("${@:-archive record header pack codec}")
+targets=("${@:-archive record index header pack codec}")
 # shellcheck disable=SC2206
 targets=(${targets[*]})
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
@@ -60,6 +61,15 @@ fi
 # A format version 5 archive (Sparse programs in all three lane widths), and
 # its records, the same way.
 [ -e "$seeds/seed-v5-sparse.brv" ] || cp tests/golden/v5/sparse-pruned.brv "$seeds/seed-v5-sparse.brv"
+# The index of a format version 9 archive (row maps of a base's rows,
+# reordered) among the index target's seeds.
+mkdir -p fuzz/corpus/index
+python3 - tests/golden/v9/rows-pruned.brv fuzz/corpus/index/seed-v9-rows <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+off, n = struct.unpack_from("<QQ", b, len(b) - 32)
+open(sys.argv[2], "wb").write(b[off:off + n])
+PY
 mkdir -p fuzz/corpus/record
 for golden in v4/match-basis:v4-match v5/sparse-pruned:v5-sparse; do
 python3 - "tests/golden/${golden%%:*}.brv" fuzz/corpus/record "${golden##*:}" <<'PY'

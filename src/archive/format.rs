@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 use super::combine::Combine;
+use super::rows::{RowMap, MIN_MAP_LEN};
 use crate::safetensors::Layout;
 use crate::wire::{put_varint, Reader, WireError};
 
@@ -11,7 +12,7 @@ use crate::wire::{put_varint, Reader, WireError};
 /// An archive is written in the oldest version that can hold what it uses;
 /// docs/FORMAT.md (*Version*) lists what each version adds, and the
 /// `*_VERSION` constants below the first version of each feature.
-pub const FORMAT_VERSION: u8 = 8;
+pub const FORMAT_VERSION: u8 = 9;
 
 /// The first version whose programs may use the operators for quantized
 /// weights (Palette, Scaled).
@@ -40,6 +41,10 @@ pub const PARTITION_VERSION: u8 = 7;
 /// The first version whose programs may use the Mirror operator (rows that
 /// are their own mirror image, up to a difference).
 pub const MIRROR_VERSION: u8 = 8;
+
+/// The first version whose chunks may combine with rows of a base's
+/// tensor gathered by a row map (see [`RowMap`]).
+pub const ROWS_VERSION: u8 = 9;
 
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
@@ -102,6 +107,10 @@ const REFERENCES_BASE: u8 = 0x80;
 /// Bit of a version 4 chunk entry's first byte that says its record is the
 /// difference from its base's values (with [`REFERENCES_BASE`] only).
 const DIFFERENCE: u8 = 0x40;
+/// Bit of a version 9 chunk entry's first byte that says its base span lies
+/// in a row map's bytes, not in a base's source (with [`REFERENCES_BASE`]
+/// only).
+const ROWS: u8 = 0x20;
 
 /// The checksum of chunks and of the index: XXH3-64 with seed 0 (the
 /// implementation picks SSE2 or AVX2 at run time; checking every decoded
@@ -124,11 +133,15 @@ pub struct ChunkEntry {
     pub base: Option<BaseSpan>,
 }
 
-/// A span of a base's source, `src_len` bytes from `offset`.
+/// A span of a base's source, `src_len` bytes from `offset`; or of the
+/// bytes a row map of that base stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BaseSpan {
     /// Which of the index's bases.
     pub base: u32,
+    /// Which of the index's row maps (of base `base`) `offset` is in, if
+    /// the span is one's.
+    pub rows: Option<u32>,
     pub offset: u64,
     /// How the chunk's decoded record and the span make its bytes.
     pub combine: Combine,
@@ -152,8 +165,10 @@ pub struct Index {
     pub sha256: [u8; 32],
     /// Nominal chunk size the packer used (informational).
     pub chunk_size: u64,
-    /// Archives whose sources chunks reference (format version 2 only).
+    /// Archives whose sources chunks reference (format version 2 and later).
     pub bases: Vec<BaseEntry>,
+    /// Rows of the bases gathered for chunks to reference (version 9).
+    pub rows: Vec<RowMap>,
     pub chunks: Vec<ChunkEntry>,
 }
 
@@ -166,11 +181,13 @@ fn layout_code(layout: Layout) -> u8 {
 
 impl Index {
     /// The oldest format version this index can be written in: 2 if it has
-    /// bases, 4 if a chunk is a difference from its base (its records may
-    /// need a later one).
+    /// bases, 4 if a chunk is a difference from its base, 9 if it has row
+    /// maps (its records may need a later one).
     pub fn version(&self) -> u8 {
         let differs = |c: &ChunkEntry| c.base.is_some_and(|s| s.combine == Combine::Difference);
-        if self.chunks.iter().any(differs) {
+        if !self.rows.is_empty() {
+            ROWS_VERSION
+        } else if self.chunks.iter().any(differs) {
             DIFFERENCE_VERSION
         } else if self.bases.is_empty() {
             1
@@ -200,6 +217,10 @@ impl Index {
                 out.extend_from_slice(b.path.as_bytes());
             }
         }
+        if version >= ROWS_VERSION {
+            put_varint(&mut out, self.rows.len() as u64);
+            self.rows.iter().for_each(|m| m.encode(&mut out));
+        }
         put_varint(&mut out, self.chunks.len() as u64);
         for s in &self.chunks {
             let flag = match s.base.map(|span| span.combine) {
@@ -207,12 +228,16 @@ impl Index {
                 Some(Combine::Xor) => REFERENCES_BASE,
                 Some(Combine::Difference) => REFERENCES_BASE | DIFFERENCE,
             };
-            out.push(layout_code(s.layout) | flag);
+            let rows = s.base.and_then(|span| span.rows).map_or(0, |_| ROWS);
+            out.push(layout_code(s.layout) | flag | rows);
             put_varint(&mut out, s.src_len);
             put_varint(&mut out, s.rec_len);
             out.extend_from_slice(&s.checksum.to_le_bytes());
             if let Some(span) = s.base {
-                put_varint(&mut out, span.base as u64);
+                debug_assert!(span
+                    .rows
+                    .is_none_or(|m| self.rows[m as usize].base == span.base));
+                put_varint(&mut out, span.rows.unwrap_or(span.base) as u64);
                 put_varint(&mut out, span.offset);
             }
         }
@@ -232,12 +257,17 @@ impl Index {
         } else {
             Vec::new()
         };
+        let rows = if version >= ROWS_VERSION {
+            row_maps(&mut r, &bases)?
+        } else {
+            Vec::new()
+        };
         let max_count = (r.remaining() / MIN_ENTRY_LEN) as u64;
         let count = r.varint_max(max_count, "chunk count exceeds index size")?;
         let mut chunks = Vec::with_capacity(count as usize);
         let (mut src_total, mut rec_total) = (0u64, 0u64);
         for _ in 0..count {
-            let s = chunk(&mut r, &bases, version)?;
+            let s = chunk(&mut r, (&bases, &rows), version)?;
             src_total += s.src_len;
             rec_total = rec_total.saturating_add(s.rec_len);
             chunks.push(s);
@@ -256,9 +286,18 @@ impl Index {
             sha256,
             chunk_size,
             bases,
+            rows,
             chunks,
         })
     }
+}
+
+/// The table of row maps of a version 9 index (maybe none).
+fn row_maps(r: &mut Reader, bases: &[BaseEntry]) -> Result<Vec<RowMap>, WireError> {
+    let max_count = (r.remaining() / MIN_MAP_LEN) as u64;
+    let count = r.varint_max(max_count, "row map count exceeds index size")?;
+    let lens: Vec<u64> = bases.iter().map(|b| b.source_len).collect();
+    (0..count).map(|_| RowMap::decode(r, &lens)).collect()
 }
 
 /// The table of bases of a version 2 index (at least one) or of a later
@@ -299,18 +338,27 @@ pub fn valid_base_path(path: &str) -> bool {
         && path.split('/').all(|c| !c.is_empty())
 }
 
-fn chunk(r: &mut Reader, bases: &[BaseEntry], version: u8) -> Result<ChunkEntry, WireError> {
+/// The bases and row maps of an index.
+type Referenced<'a> = (&'a [BaseEntry], &'a [RowMap]);
+
+fn chunk(r: &mut Reader, (bases, rows): Referenced, version: u8) -> Result<ChunkEntry, WireError> {
     let at = r.pos();
     let first = r.u8()?;
     let references = !bases.is_empty() && first & REFERENCES_BASE != 0;
     let differs = references && version >= DIFFERENCE_VERSION && first & DIFFERENCE != 0;
+    let in_rows = references && version >= ROWS_VERSION && first & ROWS != 0;
     // Flags a version does not have are left in the layout code, which
     // then names no layout.
-    let code = match (references, differs) {
-        (false, _) => first,
-        (true, false) => first & !REFERENCES_BASE,
-        (true, true) => first & !(REFERENCES_BASE | DIFFERENCE),
-    };
+    let mut code = first;
+    for (set, flag) in [
+        (references, REFERENCES_BASE),
+        (differs, DIFFERENCE),
+        (in_rows, ROWS),
+    ] {
+        if set {
+            code &= !flag;
+        }
+    }
     let combine = if differs {
         Combine::Difference
     } else {
@@ -328,9 +376,11 @@ fn chunk(r: &mut Reader, bases: &[BaseEntry], version: u8) -> Result<ChunkEntry,
     }
     let rec_len = r.varint()?;
     let checksum = r.u64_le()?;
-    let base = references
-        .then(|| span(r, bases, src_len, combine))
-        .transpose()?;
+    let base = match (references, in_rows) {
+        (false, _) => None,
+        (true, false) => Some(span(r, bases, src_len, combine)?),
+        (true, true) => Some(rows_span(r, rows, src_len, combine)?),
+    };
     Ok(ChunkEntry {
         layout,
         src_len,
@@ -359,6 +409,34 @@ fn span(
     }
     Ok(BaseSpan {
         base: base as u32,
+        rows: None,
+        offset,
+        combine,
+    })
+}
+
+/// A chunk's span of a row map's bytes: it must lie inside them.
+fn rows_span(
+    r: &mut Reader,
+    rows: &[RowMap],
+    src_len: u64,
+    combine: Combine,
+) -> Result<BaseSpan, WireError> {
+    let max = (rows.len() as u64).checked_sub(1);
+    let max = max.ok_or_else(|| r.error("a chunk in rows of an index with no row map"))?;
+    let map = r.varint_max(max, "row map number out of range")?;
+    let at = r.pos();
+    let offset = r.varint()?;
+    let map_len = rows[map as usize].len();
+    if offset.checked_add(src_len).is_none_or(|end| end > map_len) {
+        return Err(WireError {
+            at,
+            reason: "base span beyond its row map",
+        });
+    }
+    Ok(BaseSpan {
+        base: rows[map as usize].base,
+        rows: Some(map as u32),
         offset,
         combine,
     })
@@ -437,6 +515,7 @@ mod tests {
             sha256: [7; 32],
             chunk_size: 4096,
             bases: Vec::new(),
+            rows: Vec::new(),
             chunks: vec![
                 seg(Layout::Bytes, 4, 9),
                 seg(Layout::Word, 4096, 1000),
@@ -488,6 +567,7 @@ mod tests {
         });
         index.chunks[1].base = Some(BaseSpan {
             base: 0,
+            rows: None,
             offset: 10_000 - 4096,
             combine: Combine::Xor,
         });
@@ -520,6 +600,55 @@ mod tests {
         // An XOR span reads the same in every version that has bases.
         let xor = with_base().encode_as(4);
         assert_eq!(Index::decode(&xor, 1012, 4).unwrap(), with_base());
+    }
+
+    /// The middle chunk in rows of the base: 8 base rows of 512 bytes from
+    /// byte 100, then 2 rows of its own.
+    fn with_rows() -> Index {
+        use crate::archive::rows::Run;
+        let mut index = with_difference();
+        let runs = vec![
+            Run {
+                rows: 8,
+                from: Some(0),
+            },
+            Run {
+                rows: 2,
+                from: None,
+            },
+        ];
+        index.rows.push(RowMap::new(0, 100, 512, runs).unwrap());
+        let span = index.chunks[1].base.as_mut().unwrap();
+        (span.rows, span.offset) = (Some(0), 1024);
+        index
+    }
+
+    #[test]
+    fn an_index_with_row_maps_is_version_9_and_round_trips() {
+        let index = with_rows();
+        assert_eq!(index.version(), ROWS_VERSION);
+        let bytes = index.encode();
+        assert_eq!(Index::decode(&bytes, 1012, 9).unwrap(), index);
+        assert!(Index::decode(&bytes, 1012, 8).is_err(), "no map table in 8");
+        // The flag is a layout bit before version 9, and without a base.
+        let mut flagged = with_difference().encode_as(8);
+        // The middle chunk's entry: kind, two 2-byte varints, checksum,
+        // base, a 2-byte offset; then the last chunk's 11 bytes.
+        let at = flagged.len() - 11 - 16;
+        assert_eq!(flagged[at], REFERENCES_BASE | DIFFERENCE | 2);
+        flagged[at] |= ROWS;
+        let err = Index::decode(&flagged, 1012, 8).unwrap_err();
+        assert_eq!(err.reason, "unknown chunk layout");
+        let mut beyond = with_rows();
+        beyond.chunks[1].base.as_mut().unwrap().offset = 1025;
+        let err = Index::decode(&beyond.encode(), 1012, 9).unwrap_err();
+        assert_eq!(err.reason, "base span beyond its row map");
+        let mut other = with_rows().encode();
+        let at = other.len() - 11 - 2 - 1;
+        assert_eq!(other[at], 0, "the middle chunk's map");
+        other[at] = 1;
+        let err = Index::decode(&other, 1012, 9).unwrap_err();
+        assert_eq!(err.reason, "row map number out of range");
     }
 
     #[test]
@@ -563,7 +692,9 @@ mod tests {
             let _ = Index::decode(&bytes, bytes.len() as u64, 1);
             let _ = Index::decode(&bytes, bytes.len() as u64, 2);
             let _ = Index::decode(&bytes, bytes.len() as u64, 4);
-            for (index, version) in [(sample(), 1), (with_base(), 2), (with_difference(), 4)] {
+            let _ = Index::decode(&bytes, bytes.len() as u64, 9);
+            let indexes = [(sample(), 1), (with_base(), 2), (with_difference(), 4), (with_rows(), 9)];
+            for (index, version) in indexes {
                 let mut damaged = index.encode();
                 let k = at % damaged.len();
                 damaged[k] ^= 1 << bit;

@@ -3,7 +3,7 @@
 //!
 //! `pack` writes archives; the rest reads them: `reader` opens one (and its
 //! bases) for reads at any offset, `decode` turns a record back into its
-//! chunk, `unpack` decodes and checks whole archives; `detach` does both.
+//! chunk, `combine` and `rows` add back a base's bytes, `unpack` decodes and checks whole archives; `detach` does both.
 
 mod combine;
 mod decode;
@@ -11,6 +11,7 @@ mod detach;
 mod format;
 mod pack;
 mod reader;
+mod rows;
 mod source;
 mod unpack;
 
@@ -20,12 +21,13 @@ pub use detach::detach;
 pub use format::{
     assemble, BaseEntry, BaseSpan, ChunkEntry, Index, DIFFERENCE_VERSION, FORMAT_VERSION,
     HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, MIRROR_VERSION, PARTITION_VERSION,
-    QUANTIZED_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
+    QUANTIZED_VERSION, ROWS_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
 };
 pub use pack::{
     calibrate, encode_record, literal_fallbacks, pack_file, BaseSources, PackOptions, PackSummary,
     CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES, DEFAULT_LEVEL, LEVELS,
 };
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
+pub use rows::{RowMap, Run};
 pub use source::{ByteSource, FileSource, LocalFiles, SourceOpener};
 pub use unpack::{for_each_chunk, unpack_file, verify};

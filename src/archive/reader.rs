@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// An open archive: its index in memory, its records read on demand.
 pub struct Archive {
@@ -30,7 +31,15 @@ pub struct Archive {
     rec_starts: Vec<u64>,
     /// The archives of the index's bases, in its order, opened and checked.
     bases: Vec<Archive>,
+    /// For each row map, the base bytes its rows lie in, decoded once for
+    /// [`Archive::decode_chunk_into`] where it is scattered (see
+    /// [`Archive::held_rows`]), or why they could not be.
+    held: Vec<OnceLock<std::result::Result<Vec<u8>, String>>>,
 }
+
+/// Most bytes of a base tensor an archive holds decoded for a scattered
+/// row map; beyond, its rows are decoded where they lie as they are read.
+const MAX_HELD_BYTES: u64 = 4 << 30;
 
 /// How a chunk's base bytes are read: `(base, offset, len, use_bytes)`
 /// calls `use_bytes` once with base's `len` checked source bytes from
@@ -147,6 +156,7 @@ impl Archive {
         };
         let mut archive = Archive::with_backing(path, backing)?;
         archive.bases = open_bases(path, &archive.index.bases, chain, opened)?;
+        archive.held = archive.index.rows.iter().map(|_| OnceLock::new()).collect();
         Ok(archive)
     }
 
@@ -192,6 +202,7 @@ impl Archive {
             src_starts,
             rec_starts,
             bases: Vec::new(),
+            held: Vec::new(),
         })
     }
 
@@ -346,12 +357,54 @@ impl Archive {
     /// checksum; on any failure `out` must not be used.
     pub fn decode_chunk_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
         self.decode_chunk_with(i, out, &|base, offset, len, use_bytes| {
+            if let Some(held) = self.held_rows(base, offset, len) {
+                use_bytes(held?);
+                return Ok(());
+            }
             crate::scratch::with_bytes(len, |bytes| {
                 base.read_at(offset, bytes).map_err(|e| e.to_string())?;
                 use_bytes(bytes);
                 Ok(())
             })
         })
+    }
+
+    /// The base bytes `offset..offset + len` of `base` from where a
+    /// scattered row map of this archive holds them decoded (decoding them
+    /// on first use), if one does. A reordered vocabulary's chunk takes its
+    /// rows from as many base chunks as it has rows: decoded where they lie,
+    /// a whole read would decode the base tensor once per chunk. (The mount
+    /// reads bases through its own cache instead.)
+    fn held_rows(
+        &self,
+        base: &Archive,
+        offset: u64,
+        len: usize,
+    ) -> Option<std::result::Result<&[u8], String>> {
+        let (m, span) = (self.index.rows.iter().enumerate()).find_map(|(m, map)| {
+            let span = map.base_span();
+            let of_base = std::ptr::eq(&self.bases[map.base as usize], base);
+            let inside = span.start <= offset && offset + len as u64 <= span.end;
+            let small = span.end - span.start <= MAX_HELD_BYTES;
+            (of_base && inside && small && map.scattered()).then_some((m, span))
+        })?;
+        let held = self.held[m].get_or_init(|| {
+            // The length is the base's index's claim: an error, not an
+            // abort, where memory does not hold it.
+            let mut bytes = Vec::new();
+            let len = (span.end - span.start) as usize;
+            bytes.try_reserve_exact(len).map_err(|e| e.to_string())?;
+            bytes.resize(len, 0);
+            base.read_at(span.start, &mut bytes)
+                .map(|_| bytes)
+                .map_err(|e| e.to_string())
+        });
+        let at = (offset - span.start) as usize;
+        Some(
+            held.as_ref()
+                .map(|b| &b[at..at + len])
+                .map_err(Clone::clone),
+        )
     }
 
     /// [`Archive::decode_chunk_into`], reading a base's source bytes with
@@ -388,8 +441,10 @@ impl Archive {
     }
 
     /// Combines `out`, a decoded residual, with the base's source bytes of
-    /// `span` (which the index checked lie inside that source), read and
-    /// checked as any others.
+    /// `span` (which the index checked lie inside that source, or inside its
+    /// row map's bytes), read and checked as any others. A row map's bytes
+    /// are gathered a run at a time: the base's chunks a run covers are
+    /// decoded once for it.
     fn combine_base(
         &self,
         span: BaseSpan,
@@ -399,10 +454,28 @@ impl Archive {
     ) -> Result<()> {
         let base = &self.bases[span.base as usize];
         let len = out.len();
-        read_base(base, span.offset, len, &mut |bytes| {
-            span.combine.restore(out, bytes, layout)
+        let fail = |e| Error::invalid(&self.path, format!("reading its base: {e}"));
+        let Some(map) = span.rows else {
+            return read_base(base, span.offset, len, &mut |bytes| {
+                span.combine.restore(out, bytes, layout)
+            })
+            .map_err(fail);
+        };
+        let map = &self.index.rows[map as usize];
+        crate::scratch::with_bytes(len, |gathered| {
+            for (at, n, from) in map.pieces(span.offset, len as u64) {
+                let piece = &mut gathered[at as usize..(at + n) as usize];
+                match from {
+                    None => piece.fill(0),
+                    Some(from) => read_base(base, from, piece.len(), &mut |bytes| {
+                        piece.copy_from_slice(bytes)
+                    })
+                    .map_err(fail)?,
+                }
+            }
+            span.combine.restore(out, gathered, layout);
+            Ok(())
         })
-        .map_err(|e| Error::invalid(&self.path, format!("reading its base: {e}")))
     }
 
     /// Fills `buf` with source bytes starting at `offset`, decoding only the

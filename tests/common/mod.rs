@@ -185,3 +185,77 @@ pub fn one_byte_tensors(data: &[u8]) -> Vec<u8> {
     file.extend_from_slice(data);
     file
 }
+
+/// A model with a vocabulary, and two fine-tunes that change it (see
+/// [`vocabulary`]).
+pub struct Vocabulary {
+    pub base: Vec<u8>,
+    /// `added` rows appended to `embed_tokens` and `lm_head`, and a layer's
+    /// weights nudged.
+    pub extended: Vec<u8>,
+    /// `kept` rows of both, in a shuffled order.
+    pub pruned: Vec<u8>,
+}
+
+/// A model of `embed_tokens` and `lm_head` (`vocab` rows of `hidden` BF16
+/// weights) and one layer's weights, and its fine-tunes of [`Vocabulary`].
+pub fn vocabulary(vocab: usize, hidden: usize, added: usize, kept: usize) -> Vocabulary {
+    let rows = |seed: u64, n: usize| bf16_weights(seed, n * hidden);
+    let (embed, head, layer) = (rows(1, vocab), rows(2, vocab), rows(3, hidden));
+    let shape = |n: usize| [n as u64, hidden as u64];
+    let file = |embed: Vec<u8>, head: Vec<u8>, layer: Vec<u8>| {
+        let n = embed.len() / 2 / hidden;
+        build(
+            &[
+                tensor("model.embed_tokens.weight", "BF16", &shape(n), embed),
+                tensor("model.layers.0.mlp.weight", "BF16", &shape(hidden), layer),
+                tensor("lm_head.weight", "BF16", &shape(n), head),
+            ],
+            &Extras::default(),
+        )
+    };
+    let appended = |mut old: Vec<u8>, seed| {
+        old.extend(rows(seed, added));
+        old
+    };
+    let mut nudged = layer.clone();
+    let flips = noise(4, nudged.len() / 2);
+    for (k, flip) in flips.iter().enumerate() {
+        nudged[2 * k] ^= flip & 3;
+    }
+    let mut order: Vec<usize> = (0..vocab).collect();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..vocab).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let row_bytes = 2 * hidden;
+    let pick = |t: &[u8]| -> Vec<u8> {
+        (order[..kept].iter())
+            .flat_map(|&r| t[r * row_bytes..(r + 1) * row_bytes].to_vec())
+            .collect()
+    };
+    Vocabulary {
+        base: file(embed.clone(), head.clone(), layer.clone()),
+        extended: file(
+            appended(embed.clone(), 5),
+            appended(head.clone(), 6),
+            nudged,
+        ),
+        pruned: file(pick(&embed), pick(&head), layer),
+    }
+}
+
+/// `n` BF16 words of weights: about normal, a few hundredths wide.
+pub fn bf16_weights(seed: u64, n: usize) -> Vec<u8> {
+    let bytes = noise(seed, 4 * n);
+    (bytes.chunks_exact(4))
+        .flat_map(|b| {
+            let sum: f32 = b.iter().map(|&v| v as f32 / 255.0 - 0.5).sum();
+            let bits = (sum * 0.03).to_bits();
+            ((bits >> 16) as u16).to_le_bytes()
+        })
+        .collect()
+}

@@ -1,16 +1,57 @@
 //! Finding each tensor's base: the `--base` archives matched by tensor
 //! name (a fine-tune's tensors against the model it was tuned from), and
-//! with deduplication any archive's tensors matched by content, kept within
-//! the bases a reader opens.
+//! with deduplication any archive's tensors matched by content, and a
+//! tensor whose rows are rows of a base tensor (of its name, if it has one)
+//! as a row map of them (see `rows`), kept within the bases a reader opens.
 
 #![forbid(unsafe_code)]
 
+use super::rows::{find_rows, sections, BaseRows};
 use crate::archive::format::{valid_base_path, BaseEntry};
 use crate::archive::reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
+use crate::archive::RowMap;
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::TensorInfo;
+use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+/// Where a tensor's bytes, or a chunk's, lie in a base: a span of base
+/// `which`'s source from `offset`, or of the bytes of row map `map` (of
+/// that base).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Origin {
+    pub(super) which: u32,
+    pub(super) map: Option<u32>,
+    pub(super) offset: u64,
+}
+
+impl Origin {
+    /// The place `n` bytes further on.
+    pub(super) fn plus(self, n: u64) -> Origin {
+        Origin {
+            offset: self.offset + n,
+            ..self
+        }
+    }
+}
+
+/// Bytes of base tensors a pack holds decoded for its row maps at most: a
+/// tensor whose base tensor would take more is not matched by rows.
+const MAX_HELD_BYTES: u64 = 8 << 30;
+
+/// Base tensors of other names whose rows a tensor is looked for in, at
+/// most (those nearest its row count first): each is decoded to be looked
+/// in.
+const ROW_CANDIDATES: usize = 2;
+
+/// A row map of a pack, and the decoded bytes of the base tensor its rows
+/// are from (shared by the maps of one base tensor).
+struct Gathered {
+    map: RowMap,
+    bytes: Arc<Vec<u8>>,
+}
 
 /// The base archives of a pack, opened, with the tensors of their sources.
 pub struct Bases {
@@ -29,6 +70,10 @@ pub struct Bases {
     /// What the archive being written references so far, kept within what
     /// a reader opens (see [`Admitted`]).
     admitted: Admitted,
+    /// The row maps made so far, numbered in order.
+    maps: Vec<Gathered>,
+    /// The base tensors decoded for row maps, by base and start.
+    held: HashMap<(u32, u64), Arc<Vec<u8>>>,
 }
 
 /// A tensor's dtype and length in bytes. With its fingerprint at a chunk
@@ -75,6 +120,8 @@ impl Bases {
             tensors: HashMap::new(),
             contents: HashMap::new(),
             admitted: Admitted::default(),
+            maps: Vec::new(),
+            held: HashMap::new(),
         };
         let store = sources.store.iter().filter(|_| sources.dedup);
         let named = sources.named.len();
@@ -131,42 +178,152 @@ impl Bases {
         &self.archives[which as usize].1
     }
 
-    /// Which base has a tensor of `t`'s name, dtype and shape, or else (with
-    /// deduplication) of its dtype and content, and where its bytes start in
-    /// that base's source; `fingerprint(step)` gives the fingerprint of
-    /// `t`'s bytes cut into chunks of `step` bytes. A base is only taken
-    /// while a reader can still open all the bases taken (see [`Admitted`]).
+    /// Where a base has `t`'s bytes: a tensor of its name, dtype and shape,
+    /// or else (with deduplication) of its dtype and content; or else rows
+    /// of a base tensor of its dtype and row shape, as a row map (see
+    /// [`Bases::rows_of`]). `fingerprint(step)` gives the fingerprint of
+    /// `t`'s bytes cut into chunks of `step` bytes, `read(offset, buffer)`
+    /// its bytes. A base is only taken while a reader can still open all
+    /// the bases taken (see [`Admitted`]).
     pub fn offset_of(
         &mut self,
         t: &TensorInfo,
         mut fingerprint: impl FnMut(u64) -> Result<u64>,
-    ) -> Result<Option<(u32, u64)>> {
+        read: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<Option<Origin>> {
+        let at = |which: u32, offset: u64| Origin {
+            which,
+            map: None,
+            offset,
+        };
         if let Some((which, b)) = self.tensors.get(&t.name) {
             let same = b.dtype == t.dtype && b.shape == t.shape;
             let load = self.archives[*which as usize].0.bases_load();
             if same && b.end - b.start == t.end - t.start && self.admitted.admit(*which, load) {
-                return Ok(Some((*which, b.start)));
+                return Ok(Some(at(*which, b.start)));
             }
         }
         let kind = (t.dtype.clone(), t.end - t.start);
-        let Some(steps) = self.contents.get(&kind).filter(|_| t.start < t.end) else {
-            return Ok(None);
-        };
-        for (&step, prints) in steps {
+        let steps = self.contents.get(&kind).filter(|_| t.start < t.end);
+        for (&step, prints) in steps.into_iter().flatten() {
             if let Some(&held) = prints.get(&fingerprint(step)?) {
                 let load = self.archives[held.which as usize].0.bases_load();
                 if self.admitted.admit(held.which, load) {
-                    return Ok(Some((held.which, held.start)));
+                    return Ok(Some(at(held.which, held.start)));
                 }
             }
+        }
+        self.rows_of(t, read)
+    }
+
+    /// A row map of `t`'s rows in the base tensor of its name where that has
+    /// its dtype and row shape, or else in one of a few others that have
+    /// (the nearest in row count first, where no base has a tensor of its
+    /// name), if enough of them are found (see [`find_rows`]).
+    fn rows_of(
+        &mut self,
+        t: &TensorInfo,
+        mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<Option<Origin>> {
+        let Some(row_len) = row_len(t) else {
+            return Ok(None);
+        };
+        for (which, b) in self.row_candidates(t) {
+            let load = self.archives[which as usize].0.bases_load();
+            if !self.admitted.fits(which, load) {
+                continue;
+            }
+            let Some(bytes) = self.hold(which, &b)? else {
+                continue;
+            };
+            let base = BaseRows::new(&bytes, row_len as usize);
+            let same_name = b.name == t.name;
+            let found = find_rows(&base, t.shape[0], same_name, &mut read)?;
+            drop(base);
+            let Some(runs) = found else {
+                continue;
+            };
+            let map = RowMap::new(which, b.start, row_len, runs).expect("rows of a tensor");
+            self.admitted.admit(which, load);
+            self.held.insert((which, b.start), bytes.clone());
+            self.maps.push(Gathered { map, bytes });
+            return Ok(Some(Origin {
+                which,
+                map: Some(self.maps.len() as u32 - 1),
+                offset: 0,
+            }));
         }
         Ok(None)
     }
 
-    /// The length of base `which`'s chunk that starts at `offset`, if one
-    /// does (an empty tensor at the end of the base has none).
-    pub fn chunk_at(&self, which: u32, offset: u64) -> Option<u64> {
+    /// The base tensors `t`'s rows may be among: the one of its name if it
+    /// has `t`'s dtype and row shape but not its shape; where no base has a
+    /// tensor of its name, the [`ROW_CANDIDATES`] of its dtype and row shape
+    /// nearest its row count.
+    fn row_candidates(&self, t: &TensorInfo) -> Vec<(u32, TensorInfo)> {
+        let like = |b: &TensorInfo| {
+            b.dtype == t.dtype && b.shape.len() >= 2 && b.shape[1..] == t.shape[1..]
+        };
+        if let Some((which, b)) = self.tensors.get(&t.name) {
+            let fits = like(b) && b.shape != t.shape && row_len(b).is_some();
+            return fits.then(|| (*which, b.clone())).into_iter().collect();
+        }
+        let mut others: Vec<_> = (self.tensors.values())
+            .filter(|(_, b)| like(b) && row_len(b).is_some())
+            .map(|(which, b)| (*which, b.clone()))
+            .collect();
+        others.sort_by_key(|(which, b)| (b.shape[0].abs_diff(t.shape[0]), *which, b.start));
+        others.truncate(ROW_CANDIDATES);
+        others
+    }
+
+    /// The bytes of base `which`'s tensor `b`, decoded (each chunk checked),
+    /// unless holding them besides those held would exceed
+    /// [`MAX_HELD_BYTES`].
+    fn hold(&mut self, which: u32, b: &TensorInfo) -> Result<Option<Arc<Vec<u8>>>> {
+        if let Some(bytes) = self.held.get(&(which, b.start)) {
+            return Ok(Some(bytes.clone()));
+        }
+        let held: u64 = self.held.values().map(|b| b.len() as u64).sum();
+        if held + (b.end - b.start) > MAX_HELD_BYTES {
+            return Ok(None);
+        }
         let archive = &self.archives[which as usize].0;
+        let mut bytes = vec![0u8; (b.end - b.start) as usize];
+        // In pieces, on every thread: a vocabulary's embedding is large.
+        let pieces = bytes.par_chunks_mut(4 << 20).enumerate();
+        pieces.try_for_each(|(i, out)| {
+            archive
+                .read_at(b.start + (i as u64) * (4 << 20), out)
+                .map(drop)
+        })?;
+        Ok(Some(Arc::new(bytes)))
+    }
+
+    /// The byte ranges of a tensor of `len` bytes at `origin` that are cut
+    /// into chunks of `step` bytes apart (see [`sections`]): at runs of new
+    /// rows of a quarter of a chunk or more.
+    pub fn sections(&self, origin: Option<Origin>, len: u64, step: u64) -> Vec<(u64, u64)> {
+        match origin.and_then(|o| o.map) {
+            Some(m) => sections(self.map(m), step / 4),
+            None => vec![(0, len)],
+        }
+    }
+
+    /// Row map `map` of the pack, its base numbered as the pack numbers
+    /// bases.
+    pub fn map(&self, map: u32) -> &RowMap {
+        &self.maps[map as usize].map
+    }
+    /// The length of the base's chunk that starts at `origin`, if one does
+    /// (an empty tensor at the end of the base has none); for a row map,
+    /// at its base tensor's start.
+    pub fn chunk_at(&self, origin: Origin) -> Option<u64> {
+        let offset = match origin.map {
+            Some(m) => self.map(m).origin,
+            None => origin.offset,
+        };
+        let archive = &self.archives[origin.which as usize].0;
         if offset >= archive.len() {
             return None;
         }
@@ -174,11 +331,34 @@ impl Bases {
         (range.start == offset).then(|| range.end - range.start)
     }
 
-    /// Base `which`'s source bytes from `offset`, each chunk checked.
-    pub fn read(&self, which: u32, offset: u64, out: &mut [u8]) -> Result<()> {
-        let archive = &self.archives[which as usize].0;
-        archive.read_at(offset, out).map(|_| ())
+    /// The base's bytes from `origin`, each chunk checked; a row map's from
+    /// its base tensor's decoded bytes.
+    pub fn read(&self, origin: Origin, out: &mut [u8]) -> Result<()> {
+        let Some(m) = origin.map else {
+            let archive = &self.archives[origin.which as usize].0;
+            return archive.read_at(origin.offset, out).map(|_| ());
+        };
+        let Gathered { map, bytes } = &self.maps[m as usize];
+        for (at, n, from) in map.pieces(origin.offset, out.len() as u64) {
+            let piece = &mut out[at as usize..(at + n) as usize];
+            match from {
+                Some(from) => {
+                    let from = (from - map.origin) as usize;
+                    piece.copy_from_slice(&bytes[from..from + piece.len()]);
+                }
+                None => piece.fill(0),
+            }
+        }
+        Ok(())
     }
+}
+
+/// The bytes of one row of `t` (its first dimension's), for a tensor of at
+/// least two dimensions whose rows are whole bytes.
+fn row_len(t: &TensorInfo) -> Option<u64> {
+    let (len, rows) = (t.end - t.start, *t.shape.first()?);
+    let whole = t.shape.len() >= 2 && rows > 0 && len % rows == 0 && len > 0;
+    whole.then(|| len / rows)
 }
 
 /// Says so when the base `archive` (given by name) nests too deep for an
@@ -221,12 +401,19 @@ impl Admitted {
     }
 
     /// Whether base `which`, which opens `opened` archives `levels` deep
-    /// (see [`Archive::bases_load`]), is, or can now be, referenced.
+    /// (see [`Archive::bases_load`]), is, or could now be, referenced.
+    fn fits(&self, which: u32, (opened, levels): (usize, usize)) -> bool {
+        self.taken.contains(&which)
+            || (self.opened + 1 + opened <= MAX_OPENED_BASES && Self::deep_enough(levels))
+    }
+
+    /// Whether base `which` (see [`Admitted::fits`]) is, or can now be,
+    /// referenced; it is from now on if it can.
     fn admit(&mut self, which: u32, (opened, levels): (usize, usize)) -> bool {
         if self.taken.contains(&which) {
             return true;
         }
-        let fits = self.opened + 1 + opened <= MAX_OPENED_BASES && Self::deep_enough(levels);
+        let fits = self.fits(which, (opened, levels));
         if fits {
             self.taken.insert(which);
             self.opened += 1 + opened;
@@ -311,15 +498,18 @@ mod tests {
             reads.set(reads.get() + 1);
             Ok(0)
         };
+        let no_read = |_: u64, _: &mut [u8]| unreachable!("a tensor of one dimension has no rows");
         for t in [tensor("x", "F32", 8192), tensor("y", "I32", 4096)] {
-            assert_eq!(bases.offset_of(&t, count).unwrap(), None);
+            assert_eq!(bases.offset_of(&t, count, no_read).unwrap(), None);
         }
         assert_eq!(
             reads.get(),
             0,
             "no stored tensor has their dtype and length"
         );
-        bases.offset_of(&tensor("z", "F32", 4096), count).unwrap();
+        bases
+            .offset_of(&tensor("z", "F32", 4096), count, no_read)
+            .unwrap();
         assert_eq!(reads.get(), 1, "one chunk length to look it up with");
     }
 
@@ -351,7 +541,12 @@ mod tests {
             .set_len(100)
             .unwrap();
         let mut out = vec![0u8; 4096];
-        let err = bases.read(0, 200_000, &mut out).unwrap_err().to_string();
+        let origin = Origin {
+            which: 0,
+            map: None,
+            offset: 200_000,
+        };
+        let err = bases.read(origin, &mut out).unwrap_err().to_string();
         assert!(err.contains("m.brv"), "{err}");
     }
 }

@@ -38,15 +38,16 @@ pub(super) fn pack_chunk(
         };
         (chunk, encoded)
     };
-    let Some((base_bytes, (which, offset))) = piece.base else {
+    let Some((base_bytes, origin)) = piece.base else {
         let encoded = encode_record_like(piece.bytes, layout, hint, synth, like, may_search)?;
         return Some(entry(encoded, None));
     };
     let residual = residual(piece.bytes, base_bytes, layout);
     let (try_residual, try_plain) = candidates(piece.bytes, &residual, layout);
     let span = BaseSpan {
-        base: which,
-        offset,
+        base: origin.which,
+        rows: origin.map,
+        offset: origin.offset,
         combine: residual.combine,
     };
     let delta = try_residual

@@ -4,7 +4,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::bases::Bases;
+use super::bases::{Bases, Origin};
 use super::plan::{plan, Chunking, Planned};
 use crate::error::{IoContext, Result};
 use std::fs::File;
@@ -67,9 +67,9 @@ impl<'a> Input<'a> {
             base_buf.resize(buf.len(), 0);
         }
         for p in batch {
-            if let Some((which, at)) = p.base {
+            if let Some(origin) = p.base {
                 let out = &mut base_buf[(p.start - start) as usize..][..p.len as usize];
-                self.bases.read(which, at, out)?;
+                self.bases.read(origin, out)?;
             }
         }
         Ok(())
@@ -103,12 +103,11 @@ impl Extent {
     }
 }
 
-/// A chunk's bytes, and the bytes of its base with which base it is and
-/// their offset in its source.
+/// A chunk's bytes, and the bytes of its base with where they are.
 #[derive(Clone, Copy)]
 pub(super) struct Piece<'a> {
     pub(super) bytes: &'a [u8],
-    pub(super) base: Option<(&'a [u8], (u32, u64))>,
+    pub(super) base: Option<(&'a [u8], Origin)>,
 }
 
 /// The representative chunk (see [`Planned::representative`]) of the tensor

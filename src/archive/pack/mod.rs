@@ -1,7 +1,7 @@
 //! Packing a safetensors file into an archive.
 //!
 //! The file is planned into chunks (`plan`; their widths: `width`) against
-//! its bases (`bases`), a prior is learned from a sample of them (`sample`),
+//! its bases (`bases`; rows found among a base tensor's: `rows`), a prior is learned from a sample of them (`sample`),
 //! and the chunks are packed in parallel (`chunk`, `encode`; against a base:
 //! `residual`) and their records written in source order (`output`) by the
 //! tasks of `pipeline`, read in batches of a chunk a thread (`input`), a few
@@ -19,6 +19,7 @@ mod output;
 mod pipeline;
 mod plan;
 mod residual;
+mod rows;
 mod sample;
 #[cfg(test)]
 mod tests;

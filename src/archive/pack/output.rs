@@ -10,6 +10,7 @@ use crate::archive::decode::record_version;
 use crate::archive::format::{
     encode_trailer, head, BaseEntry, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, TRAILER_LEN,
 };
+use crate::archive::RowMap;
 use crate::atomic::start_writeback;
 use crate::error::{IoContext, Result};
 use std::fs::File;
@@ -76,12 +77,13 @@ impl<'a> Output<'a> {
             records_len,
             version,
         } = self;
-        let bases = referenced_bases(&input.bases, &mut chunks);
+        let (bases, rows) = referenced(&input.bases, &mut chunks);
         let index = Index {
             source_len: input.size,
             sha256,
             chunk_size: input.chunk,
             bases,
+            rows,
             chunks,
         };
         let version = index.version().max(version);
@@ -103,20 +105,34 @@ impl<'a> Output<'a> {
     }
 }
 
-/// The bases `chunks` reference, in the order first referenced, with the
-/// chunks' spans renumbered to match: an archive names only the bases it
-/// needs.
-fn referenced_bases(bases: &Bases, chunks: &mut [ChunkEntry]) -> Vec<BaseEntry> {
-    let mut order: Vec<u32> = Vec::new();
+/// The bases and row maps `chunks` reference, each in the order first
+/// referenced, with the chunks' spans (and the maps' bases) renumbered to
+/// match: an archive names only the bases and maps it needs.
+fn referenced(bases: &Bases, chunks: &mut [ChunkEntry]) -> (Vec<BaseEntry>, Vec<RowMap>) {
+    let (mut order, mut maps) = (Vec::new(), Vec::new());
     for span in chunks.iter_mut().filter_map(|c| c.base.as_mut()) {
-        let k = match order.iter().position(|&w| w == span.base) {
-            Some(k) => k,
-            None => {
-                order.push(span.base);
-                order.len() - 1
-            }
-        };
-        span.base = k as u32;
+        span.base = number(&mut order, span.base);
+        span.rows = span.rows.map(|m| number(&mut maps, m));
     }
-    order.iter().map(|&w| bases.entry(w).clone()).collect()
+    let rows = maps.iter().map(|&m| {
+        let mut map = bases.map(m).clone();
+        map.base = number(&mut order, map.base);
+        map
+    });
+    let rows = rows.collect();
+    (
+        order.iter().map(|&w| bases.entry(w).clone()).collect(),
+        rows,
+    )
+}
+
+/// The place of `w` in `order`, which takes it last if it is not there.
+fn number(order: &mut Vec<u32>, w: u32) -> u32 {
+    match order.iter().position(|&o| o == w) {
+        Some(k) => k as u32,
+        None => {
+            order.push(w);
+            order.len() as u32 - 1
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::bases::Bases;
+use super::bases::{Bases, Origin};
 use super::options::PackOptions;
 use super::width::{against_base, tables_per_plane, tensor_chunk};
 use crate::archive::format::{checksum, MAX_CHUNK_BYTES};
@@ -32,9 +32,8 @@ pub(super) struct Planned {
     /// Its place among the chunks of its region, and their number.
     pub(super) nth: u64,
     pub(super) count: u64,
-    /// Which base has its tensor, if one has, and where the same bytes of
-    /// the tensor lie in that base's source.
-    pub(super) base: Option<(u32, u64)>,
+    /// Where a base has the same bytes of its tensor, if one has.
+    pub(super) base: Option<Origin>,
     /// The length of the groups of its elements that lie in one row of its
     /// tensor (see [`Hint::rows`](crate::synth::Hint::rows)).
     pub(super) rows: Option<usize>,
@@ -79,7 +78,7 @@ pub(super) fn pieces(len: u64, step: u64) -> impl Iterator<Item = (u64, u64)> {
 
 /// A tensor's class, whether it leads it, where a base has it, and its row
 /// length in elements (see [`push_region`]).
-type Region = (Option<usize>, bool, Option<(u32, u64)>, Option<u64>);
+type Region = (Option<usize>, bool, Option<Origin>, Option<u64>);
 
 /// Splits `[start, end)` into chunks of whole elements (see [`pieces`]).
 fn push_region(
@@ -101,7 +100,7 @@ fn push_region(
         leads,
         nth,
         count,
-        base: base.map(|(which, base_at)| (which, base_at + at)),
+        base: base.map(|origin| origin.plus(at)),
         rows: row.map(|row| gcd(row, at / e) as usize),
     }));
 }
@@ -174,12 +173,11 @@ pub(super) fn plan(
         .collect();
     let steps = tensor_steps(&layout, (&found, &elements), chunking, bases, read_of)?;
     let tensors = (found.into_iter().zip(elements)).zip(steps);
-    Ok(cut(&layout, tensors, chunking.chunk, size))
+    Ok(cut(&layout, tensors, (chunking.chunk, size), bases))
 }
 
-/// Which base has a tensor, if one has, and where its bytes start in that
-/// base's source.
-type Found = Option<(u32, u64)>;
+/// Where a base has a tensor's bytes, if one has.
+type Found = Option<Origin>;
 
 /// A reader of tensor `t`'s bytes in `file` (named `src` in errors), at
 /// offsets from the tensor's start.
@@ -200,7 +198,10 @@ fn tensor_bases<R: Fn(u64, &mut [u8]) -> Result<()>>(
     read_of: impl Fn(&TensorInfo) -> R,
 ) -> Result<Vec<Found>> {
     (tensors.iter())
-        .map(|t| bases.offset_of(t, |step| fingerprint(t.end - t.start, step, read_of(t))))
+        .map(|t| {
+            let fingerprint = |step| fingerprint(t.end - t.start, step, read_of(t));
+            bases.offset_of(t, fingerprint, read_of(t))
+        })
         .collect()
 }
 
@@ -221,8 +222,8 @@ fn tensor_steps<R: Fn(u64, &mut [u8]) -> Result<()>>(
             let tables = tables_per_plane(&t.shape, chunking.row_classes);
             tensor_chunk(t.end - t.start, (element, tables), chunk, read_of(t))
         }
-        (true, Some((which, at))) => Ok(bases
-            .chunk_at(*which, *at)
+        (true, Some(origin)) => Ok(bases
+            .chunk_at(*origin)
             .map_or(chunk, |step| against_base(step, chunk))),
         (false, _) => Ok(chunk),
     })
@@ -230,12 +231,13 @@ fn tensor_steps<R: Fn(u64, &mut [u8]) -> Result<()>>(
 }
 
 /// The chunks of `layout`'s header, its `tensors` (each with its base, its
-/// element and its chunk size) and the gaps between them, up to `size`.
+/// element and its chunk size; against a row map, in the sections of
+/// [`Bases::sections`]) and the gaps between them, up to `size`.
 fn cut(
     layout: &SourceLayout,
     tensors: impl Iterator<Item = ((Found, Element), u64)>,
-    chunk: u64,
-    size: u64,
+    (chunk, size): (u64, u64),
+    bases: &Bases,
 ) -> Vec<Planned> {
     let mut plan = Vec::new();
     let bytes = Element::BYTES;
@@ -245,15 +247,21 @@ fn cut(
     let mut classes = HashMap::new();
     for (t, ((base, element), step)) in layout.tensors.iter().zip(tensors) {
         push_region(&mut plan, (at, t.start), bytes, none, chunk);
-        // Chunks coded against a base are a class apart: their residuals against
-        // the base look nothing like the values.
-        let next = classes.len();
-        let key = (&t.dtype, &t.shape, base.is_some());
-        let class = *classes.entry(key).or_insert(next);
         // Rows of at least two elements (a matrix's last dimension).
         let row = (t.shape.len() >= 2).then(|| t.shape[t.shape.len() - 1]);
-        let group = (Some(class), class == next, base, row.filter(|&r| r >= 2));
-        push_region(&mut plan, (t.start, t.end), element, group, step);
+        let row = row.filter(|&r| r >= 2);
+        let sections = bases.sections(base, t.end - t.start, step);
+        for (section, (from, to)) in sections.into_iter().enumerate() {
+            // Chunks coded against a base are a class apart: their residuals
+            // against the base look nothing like the values. So are the
+            // sections of one against a row map: its new rows are values.
+            let next = classes.len();
+            let key = (&t.dtype, &t.shape, base.is_some(), section);
+            let class = *classes.entry(key).or_insert(next);
+            let group = (Some(class), class == next, base.map(|o| o.plus(from)), row);
+            let region = (t.start + from, t.start + to);
+            push_region(&mut plan, region, element, group, step);
+        }
         at = at.max(t.end);
     }
     push_region(&mut plan, (at, size), bytes, none, chunk);
