@@ -196,9 +196,13 @@ impl ChunkCache {
         if let Some(flight) = state.decoding.get(&key) {
             return Attempt::Decoding(flight.clone());
         }
-        let reused = state
-            .reusable(len, &self.budget)
-            .or_else(|| state.make_room(len, &self.budget));
+        // Read-ahead evicts no chunk with bytes still to send (it would be
+        // decoded again when they are asked for): it takes spares, chunks
+        // read through, or room the budget has.
+        let reused = state.reusable(len, &self.budget).or_else(|| match asker {
+            Asker::Ahead => None,
+            Asker::Read { .. } => state.make_room(len, &self.budget),
+        });
         let (buffer, counted) = match reused {
             Some(buffer) => {
                 let mut held = self.budget.lock();
