@@ -72,7 +72,7 @@ pub use partition::{partition_rows, MIN_GROUP};
 pub use passes::{refit_or_search, search_stream};
 pub use prior::Prior;
 pub use production::Production;
-pub use records::split_records;
+pub use records::{split_records, Field, LAYOUTS};
 pub use refit::Template;
 pub use scaled::scaled_streams;
 pub use search::{astar, Found};

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// A field of a record: an F16 scale (split into its bytes), or bytes of
 /// integers coded as one stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Field {
+pub enum Field {
     Scale,
     Ints(usize),
 }
@@ -39,7 +39,7 @@ impl Field {
 /// The block layouts tried, as GGUF (ggml-common.h) lays them out, shorter
 /// records first: every field an even number of bytes at an even offset,
 /// so that two-byte groups never straddle fields.
-const LAYOUTS: [&[Field]; 4] = [
+pub const LAYOUTS: [&[Field]; 4] = [
     // Q4_0: d, then 32 nibbles.
     &[Field::Scale, Field::Ints(16)],
     // Q8_0: d, then 32 int8.
