@@ -31,7 +31,7 @@
 #   pools by os.cpu_count() and glyd decompresses on several threads whatever it is given.
 #   brevis -j1 and zstd -T1 are not pinned.
 #
-# Further tables: brevis against the per-tensor order-0 references (scripts/studies/order0_reference.py),
+# Further tables: brevis against the per-tensor order-0 references (scripts/studies/references.py),
 # brevis effort levels (pack -j1 --level N), search budgets, re-fitting,
 # peak memory of brevis (/usr/bin/time), and reads through brevis-mount.
 #
@@ -73,7 +73,7 @@ repo=$(cd "$scripts/.." && pwd)
 runs=${BENCH_RUNS:-3}
 base_py=${PYTHON:-python3}
 all_threads=$(nproc)
-all_names="minilm-f32 minilm-bf16 minilm-fp8 minilm-upcast minilm-dequant4 wordllama-f16 criscross-f16 silero-vad-f32 fracast-int8 minilm-q8_0 minilm-q4_0 minilm-mxfp4"
+all_names="minilm-f32 minilm-bf16 minilm-fp8 minilm-upcast minilm-dequant4 wordllama-f16 criscross-f16 silero-vad-f32 fracast-int8 minilm-q8_0 minilm-q4_0 minilm-mxfp4 minilm-gptq"
 all_peers="zipnn lmzip z4ai glyd"
 
 log() { printf 'bench: %s\n' "$*" >&2; }
@@ -306,19 +306,22 @@ table_row() {
   add_row "$name" "$tool" "$size" "$(ratio "$orig" "${size%% *}")" "${cells[@]}"
 }
 
-# ref_row NAME SRC: brevis's archive beside the file's per-tensor order-0 references
-# (scripts/studies/order0_reference.py: tables not counted, and with the histograms' expected
-# shortfall added back); 'vs' = how much smaller brevis's archive is than each.
+# ref_row NAME SRC: brevis's archive beside the file's per-tensor references
+# (scripts/studies/references.py: order 0 with tables not counted, the same with the
+# histograms' expected shortfall added back, and order 1 on byte planes with tables paid);
+# 'smaller by' = how much smaller brevis's archive is than each.
 ref_rows=()
 ref_row() {
-  local name=$1 src=$2 orig size out rb cb
+  local name=$1 src=$2 orig size out rb cb ob
   [[ -n ${tool_error[brevis]:-} ]] && return
   orig=$(fsize "$src")
   size=${packed_size[brevis|1]}
-  out=$("$py" "$scripts/studies/order0_reference.py" "$src") || die "studies/order0_reference.py failed on $name"
-  rb=${out#*reference_bytes=} rb=${rb%% *} cb=${out#*corrected_bytes=}
+  out=$("$py" "$scripts/studies/references.py" "$src") || die "studies/references.py failed on $name"
+  rb=${out#*reference_bytes=} rb=${rb%% *} cb=${out#*corrected_bytes=} cb=${cb%% *}
+  ob=${out#*order1_bytes=}
   ref_rows+=("$(printf '%s\t' "$name" "$size" "$(ratio "$orig" "$size")" "$(ratio "$orig" "$rb")" \
-    "$(smaller_by "$size" "$rb")" "$(ratio "$orig" "$cb")" "$(smaller_by "$size" "$cb")")")
+    "$(smaller_by "$size" "$rb")" "$(ratio "$orig" "$cb")" "$(smaller_by "$size" "$cb")" \
+    "$(ratio "$orig" "$ob")" "$(smaller_by "$size" "$ob")")")
 }
 # smaller_by SIZE REF: how much smaller SIZE is than REF, in percent of REF
 smaller_by() { awk -v s="$1" -v r="$2" 'BEGIN { printf "%+.3f%%", 100 * (r - s) / r }'; }
@@ -650,9 +653,9 @@ total=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
 print_table "$(printf 'file\ttool\tsize (B)\tratio\tpack MB/s 1T\tunpack MB/s 1T\tpack MB/s %sT\tunpack MB/s %sT\t' "$N" "$N")" "${rows[@]}"
 if (( ${#ref_rows[@]} )); then
   echo
-  echo "brevis against the per-tensor order-0 references (scripts/studies/order0_reference.py: 16-bit symbols, or the two 16-bit halves of 32-bit values, or bytes; tables not counted; 'corrected' adds back each histogram's expected shortfall, (distinct - 1) / (2 ln 2) bits; 'smaller by' = how much smaller brevis's archive is):"
+  echo "brevis against the per-tensor references (scripts/studies/references.py): order 0 on 16-bit symbols, or the two 16-bit halves of 32-bit values, or bytes, tables not counted; 'corrected' adds back each histogram's expected shortfall, (distinct - 1) / (2 ln 2) bits; 'order 1' codes each byte plane with the previous byte as context, tables paid (an adaptive code's length); 'smaller by' = how much smaller brevis's archive is:"
   echo
-  print_table "$(printf 'file\tbrevis size (B)\tbrevis ratio\treference ratio\tsmaller by\tcorrected ratio\tsmaller by\t')" "${ref_rows[@]}"
+  print_table "$(printf 'file\tbrevis size (B)\tbrevis ratio\treference ratio\tsmaller by\tcorrected ratio\tsmaller by\torder 1 ratio\tsmaller by\t')" "${ref_rows[@]}"
 fi
 if (( ${#level_rows[@]} )); then
   echo

