@@ -7,7 +7,9 @@
 # and slow (cold, the job and the mount server in a cgroup whose disk reads
 # are limited to BENCH_SLOW_BPS, as a network disk is). Prints a markdown
 # table of medians: wall seconds, CPU seconds (user + system) and peak RSS,
-# then what the mount decoded for what it was asked.
+# then what the mount decoded for what it was asked. "load s" is the loader's own
+# time to every tensor in memory (scripts/bench/model_load.py's clock: without
+# Python's start-up and imports, or mounting), where "wall s" is the whole command's.
 #
 #   raw safetensors.torch   safetensors.torch.load_file of the original, every page touched
 #   mount safetensors.torch the same through a fresh brevis-mount of the archive
@@ -99,13 +101,15 @@ fi
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 warm() { cat "$@" >/dev/null; }
 declare -A results=()
-# measure NAME CMD...: appends "wall cpu rss_mb" of CMD to results[NAME].
+# measure NAME CMD...: appends "wall cpu rss_mb load" of CMD to results[NAME]
+# (load: the first field of a loader's line, "-" for other commands).
 measure() {
   local name=$1; shift
-  local out
-  out=$(/usr/bin/time -f '%e %U %S %M' "$@" 2>&1 >/dev/null | tail -1) || die "$name failed: $out"
-  read -r wall user sys rss <<<"$out"
-  results[$name]+="$wall $(echo "$user + $sys" | bc) $((rss / 1024));"
+  local printed wall user sys rss load_s
+  printed=$(/usr/bin/time -f '%e %U %S %M' -o "$work/time" "$@") || die "$name failed: $(cat "$work/time")"
+  read -r wall user sys rss < <(tail -1 "$work/time")
+  load_s=$(awk 'NF == 4 { print $1 }' <<<"$printed")
+  results[$name]+="$wall $(echo "$user + $sys" | bc) $((rss / 1024)) ${load_s:--};"
 }
 load="$scripts/bench/model_load.py"
 # The mount server runs in the background: its CPU and memory are not the
@@ -142,19 +146,20 @@ for round in $(seq "$runs"); do
   rm -f "$work/repacked.brv"
 done
 
-median() { tr ';' '\n' | awk -v k="$1" 'NF { print $k }' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
-echo "| job | wall s | CPU s | peak RSS MB |"
-echo "| --- | ---: | ---: | ---: |"
+# median K: the median of field K of the ";"-separated entries on stdin ("" if none is a number)
+median() { tr ';' '\n' | awk -v k="$1" 'NF && $k != "-" { print $k }' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+echo "| job | wall s | load s | CPU s | peak RSS MB |"
+echo "| --- | ---: | ---: | ---: | ---: |"
 for state in "${states[@]}"; do
   for job in "raw safetensors.torch" "mount safetensors.torch" "brevis.torch" "raw transformers" \
     "mount transformers" "mount dd" "unpack -j2" "verify -j2"; do
     r=${results["$job ($state)"]:-}
-    [[ -n $r ]] && echo "| $job ($state) | $(median 1 <<<"$r") | $(median 2 <<<"$r") | $(median 3 <<<"$r") |"
+    [[ -n $r ]] && echo "| $job ($state) | $(median 1 <<<"$r") | $(median 4 <<<"$r") | $(median 2 <<<"$r") | $(median 3 <<<"$r") |"
   done
 done
 for j in 1 2; do
   r=${results["pack -j$j (cached)"]:-}
-  [[ -n $r ]] && echo "| pack -j$j (cached) | $(median 1 <<<"$r") | $(median 2 <<<"$r") | $(median 3 <<<"$r") |"
+  [[ -n $r ]] && echo "| pack -j$j (cached) | $(median 1 <<<"$r") | | $(median 2 <<<"$r") | $(median 3 <<<"$r") |"
 done
 echo
 echo "model.safetensors: $(stat -c %s "$model") bytes; archive $(stat -c %s "$brv") bytes; $runs round(s)."
