@@ -35,16 +35,24 @@ if [ "$(id -u)" -eq 0 ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
   echo "test.sh: chmod 0666 /dev/fuse, so that the user nobody can mount (as distributions set it)"
   chmod 0666 /dev/fuse
 fi
+# step NAME: starts step NAME, saying how long the one before it took (the whole
+# run has to stay well within CI's limit; this shows where its time goes).
+step_name="setup" step_start=$SECONDS
+step() {
+  echo "== $1 (${step_name} took $((SECONDS - step_start)) s)"
+  step_name=$1 step_start=$SECONDS
+}
+
 BREVIS_PYTHON=$(scripts/test/pyenv.sh)
 export BREVIS_PYTHON
 
 export BREVIS_CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
-echo "== corpus"
+step "corpus"
 scripts/fetch-corpus.sh
 # The converter that made one corpus file, on a checkpoint written here.
 "$BREVIS_PYTHON" scripts/corpus/torch_to_safetensors_test.py
 
-echo "== format and lints"
+step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --all-targets --features corpus,fuse-tests --quiet -- -D warnings
 # The library alone, as a crate that reads archives depends on it.
@@ -52,7 +60,7 @@ cargo clippy --lib --no-default-features --quiet -- -D warnings
 # The Python bindings, a crate of their own.
 (cd python && cargo fmt -- --check && cargo clippy --release --quiet -- -D warnings)
 
-echo "== tests"
+step "tests"
 # Benches are built, not run: their listings are not test results.
 cargo build --quiet --benches --features corpus
 # The mount soak test reads for a minute; its report line shows with --nocapture.
@@ -61,12 +69,12 @@ cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
 
 # A real Slurm job array (single-node slurmctld + slurmd on this machine, from
 # Debian's packages) packs a folder with --shard auto; about two minutes.
-echo "== Slurm job array"
+step "Slurm job array"
 scripts/test/slurm.sh target/debug/brevis
 
 # The Python package, built into the tests' venv; also into the bench's venv
 # when it exists, which has torch and transformers (too heavy to install here).
-echo "== Python package"
+step "Python package"
 scripts/test/python.sh
 if [ -x target/bench-venv/bin/python ]; then
   scripts/test/python.sh "$PWD/target/bench-venv/bin/python"
@@ -74,7 +82,7 @@ fi
 
 # Miri checks the unsafe-free portable decoders for undefined behaviour (it
 # runs no SIMD): every codec on small streams of every word type.
-echo "== Miri"
+step "Miri"
 if { rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal; } &&
   rustup component add --toolchain nightly miri rust-src >/dev/null; then
   # (Miri ignores optimisation levels and warns about the test profile's.)
@@ -89,11 +97,11 @@ fi
 # Each fuzz target runs briefly on its kept seeds (a crash fails the run;
 # scripts/test/fuzz.sh SECONDS runs them longer). Like Miri it needs the nightly
 # toolchain, and cargo-fuzz from crates.io.
-echo "== fuzz (${BREVIS_FUZZ_SECONDS:-20} s per target)"
+step "fuzz (${BREVIS_FUZZ_SECONDS:-20} s per target)"
 if rustup toolchain list | grep -q '^nightly'; then
   scripts/test/fuzz.sh "${BREVIS_FUZZ_SECONDS:-20}"
 else
   echo "test.sh: WARNING: the nightly toolchain could not be installed; the fuzz step did NOT run"
 fi
 
-echo "== all tests passed"
+echo "== all tests passed (${step_name} took $((SECONDS - step_start)) s; ${SECONDS} s in all)"
