@@ -22,7 +22,7 @@ const BATCH_BYTES_PER_THREAD: u64 = 4 << 20;
 
 /// The file being packed, open, the chunks planned for it and its bases.
 pub(super) struct Input<'a> {
-    path: &'a Path,
+    pub(super) path: &'a Path,
     pub(super) file: File,
     pub(super) size: u64,
     pub(super) chunk: u64,

@@ -3,10 +3,11 @@
 //! The file is planned into chunks (`plan`; their widths: `width`) against
 //! its bases (`bases`; rows found among a base tensor's: `rows`), a prior is learned from a sample of them (`sample`),
 //! and the chunks are packed in parallel (`chunk`, `encode`; against a base:
-//! `residual`) and their records written in source order (`output`) by the
-//! tasks of `pipeline`, read in batches of a chunk a thread (`input`), a few
-//! batches at a time: memory is bounded by threads x chunk size and the
-//! bytes do not depend on the thread count.
+//! `residual`) by the tasks of `pipeline`, read and hashed ahead of them in
+//! batches of a chunk a thread (`input`, `read_ahead`), a few batches at a
+//! time, and their records written in source order behind them (`output`,
+//! `write_behind`): memory is bounded by threads x chunk size and the bytes
+//! do not depend on the thread count.
 
 #![forbid(unsafe_code)]
 
@@ -18,12 +19,14 @@ mod options;
 mod output;
 mod pipeline;
 mod plan;
+mod read_ahead;
 mod residual;
 mod rows;
 mod sample;
 #[cfg(test)]
 mod tests;
 mod width;
+mod write_behind;
 
 pub use bases::BaseSources;
 pub use encode::{encode_record, literal_fallbacks};
@@ -32,15 +35,16 @@ pub use output::PackSummary;
 pub use sample::{calibrate, CALIBRATION_BUDGET};
 
 use crate::atomic::{stamp, write_atomically};
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use bases::Bases;
-use input::{batches, Extent, Input};
+use input::{batches, Input};
 use output::Output;
 use plan::Chunking;
+use read_ahead::read_ahead;
 use sample::synth_options;
-use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::path::Path;
+use write_behind::write_behind;
 
 /// Packs the safetensors file `src` into the archive `dst`, written under a
 /// temporary name and renamed into place. `progress` receives source bytes done.
@@ -62,7 +66,9 @@ pub fn pack_file(
 
 /// Writes the archive of `input` to the file `tmp`: the search's options
 /// (with a prior learned while the first batch is read), then every chunk
-/// packed and written in order, then the index.
+/// packed and written in order, then the index. The source is read and
+/// hashed ahead of the workers, and the records written behind them, each
+/// on a thread of its own.
 fn write_archive(
     input: &Input,
     tmp: &Path,
@@ -72,22 +78,19 @@ fn write_archive(
     let plan = &input.plan;
     let file = File::create(tmp).at(tmp)?;
     let mut out = Output::start(&file, tmp, plan.len())?;
-    let mut sha = Sha256::new();
     let threads = rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, input.chunk, threads).collect();
-    // The first batch is read while the prior is learned.
-    let (synth, first) = rayon::join(
-        || synth_options(input, opts),
-        || {
-            ranges
-                .first()
-                .map(|r| Extent::read(input, &plan[r.clone()]))
-        },
-    );
-    let synth = &synth?;
-    if let Some(first) = first.transpose()? {
-        let output = (&mut out, &mut sha);
-        pipeline::pack_all(input, &ranges, first, synth, output, progress)?;
-    }
-    out.finish(input, sha.finalize().into())
+    let sha256 = std::thread::scope(|scope| {
+        let (source, reader) = read_ahead(scope, input, &ranges);
+        let (sink, writer) = write_behind(scope, &mut out, progress);
+        let packed = synth_options(input, opts)
+            .and_then(|synth| pipeline::pack_all(input, &ranges, &synth, source, sink));
+        let written = writer.join().expect("the writer does not panic");
+        let sha256 = reader.join().expect("the reader does not panic");
+        // A failed write stops packing: its error is the one to report.
+        written?;
+        packed?;
+        Ok::<_, Error>(sha256.expect("every batch read once all are packed"))
+    })?;
+    out.finish(input, sha256)
 }

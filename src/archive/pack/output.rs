@@ -25,6 +25,9 @@ pub struct PackSummary {
     pub bytes_out: u64,
 }
 
+/// A chunk's index entry and record.
+pub(super) type Record = (ChunkEntry, Vec<u8>);
+
 /// The archive being written: records so far and their index entries.
 pub(super) struct Output<'a> {
     writer: BufWriter<&'a File>,
@@ -50,7 +53,7 @@ impl<'a> Output<'a> {
         Ok(out)
     }
 
-    pub(super) fn write(&mut self, records: Vec<(ChunkEntry, Vec<u8>)>) -> Result<()> {
+    pub(super) fn write(&mut self, records: Vec<Record>) -> Result<()> {
         for (chunk, record) in records {
             if self.version < FORMAT_VERSION {
                 let needs = record_version(&record, chunk.layout, chunk.src_len as usize);

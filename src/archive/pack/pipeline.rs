@@ -1,8 +1,9 @@
 //! Packing a planned file's chunks on the thread pool without barriers:
-//! tasks read the source a batch at a time, hash the batches in order, pack
-//! chunks, and write finished batches' records in order, each task starting
-//! the tasks its result makes ready. At most [`WINDOW_BATCHES`] batches are
-//! in memory, read and not yet both written and hashed.
+//! tasks take the source a batch at a time (as read and hashed ahead, see
+//! `read_ahead`), pack chunks, and hand finished batches' records over in
+//! order (to be written behind, see `write_behind`), each task starting the
+//! tasks its result makes ready. At most [`WINDOW_BATCHES`] batches are in
+//! memory, taken and not yet handed over.
 //!
 //! Chunks outside tensors are searched, and so is the representative chunk
 //! of the tensor that leads each class (tensors of one dtype and shape): its
@@ -20,21 +21,20 @@
 
 use super::chunk::pack_chunk;
 use super::input::{representative_ahead, Extent, Input};
-use super::output::Output;
-use crate::archive::format::ChunkEntry;
+use super::output::Record;
+use super::write_behind::Written;
 use crate::error::{Error, Result};
 use crate::synth::{SynthOptions, Template};
 use rayon::ScopeFifo;
-use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Batches in memory at once, read and not yet both written and hashed:
-/// while one thread reads a batch, the other packs the chunks of the ones
-/// before it. With two, a thread done with a batch's last chunks often
-/// waited for the next batch's read; with four, packing was no faster and
-/// more is held in memory.
+/// Batches in memory at once, taken and not yet handed over: the chunks of
+/// a batch whose templates wait on a search in the one before are packed
+/// meanwhile. With two, a thread done with a batch's last chunks often
+/// waited; with four, packing was no faster and more is held in memory.
 const WINDOW_BATCHES: usize = 3;
 
 /// Re-fits of a class under way at once beyond its settled head, per
@@ -43,9 +43,6 @@ const WINDOW_BATCHES: usize = 3;
 /// unbounded, a class of many tiny chunks that misfit often re-fit every
 /// chunk in the window once per misfit.
 const REFITS_AHEAD_PER_THREAD: usize = 4;
-
-/// A chunk's index entry and record.
-type Record = (ChunkEntry, Vec<u8>);
 
 /// A class's templates, in the order they are tried: its representative's
 /// programs, then those of the chunks searched since, newest first (each one
@@ -56,59 +53,51 @@ type Templates = Vec<Vec<Template>>;
 /// gets its own without pushing out the representative's.
 const MAX_TEMPLATES: usize = 4;
 
-/// Packs the chunks of `input`'s plan, read in the batches `ranges` (of
-/// the plan), into `out`, and adds their bytes to `sha`; `first` holds the
-/// first batch's bytes, already read. `progress` receives the source bytes
-/// written so far.
+/// Packs the chunks of `input`'s plan, which `source` sends in the batches
+/// `ranges` (of the plan), and sends each batch's records to `sink`, in
+/// order. A failed send means the receiver stopped on an error of its own,
+/// which the caller reports.
 pub(super) fn pack_all(
     input: &Input,
     ranges: &[Range<usize>],
-    first: Extent,
     synth: &SynthOptions,
-    (out, sha): (&mut Output, &mut Sha256),
-    progress: &(dyn Fn(u64) + Sync),
+    source: Receiver<Result<Extent>>,
+    sink: SyncSender<Written>,
 ) -> Result<()> {
     let packing = Packing {
         input,
         ranges,
         synth,
-        progress,
         refits_ahead: REFITS_AHEAD_PER_THREAD * rayon::current_num_threads(),
-        out: Mutex::new(out),
-        sha: Mutex::new(sha),
+        source: Mutex::new(source),
+        sink,
         state: Mutex::new(State::default()),
     };
     rayon::scope_fifo(|s| {
-        let tasks = packing.admit(0, first);
+        let tasks = packing.io(&mut packing.lock());
         packing.spawn(s, tasks);
     });
     let state = packing.state.into_inner().expect("no task panics");
     match state.error {
         Some(e) => Err(e),
         None => {
-            let done = (state.written, state.hashed);
-            assert_eq!(
-                done,
-                (ranges.len(), ranges.len()),
-                "every batch written and hashed"
-            );
+            assert_eq!(state.written, ranges.len(), "every batch handed over");
             Ok(())
         }
     }
 }
 
 /// What the tasks share.
-struct Packing<'p, 'o> {
+struct Packing<'p> {
     input: &'p Input<'p>,
     ranges: &'p [Range<usize>],
     synth: &'p SynthOptions,
-    progress: &'p (dyn Fn(u64) + Sync),
     /// Re-fits of a class under way at once (see [`REFITS_AHEAD_PER_THREAD`]).
     refits_ahead: usize,
-    /// Written by one task at a time, in order (see [`State::writing`]).
-    out: Mutex<&'p mut Output<'o>>,
-    /// Updated by one task at a time, in order (see [`State::hashing`]).
-    sha: Mutex<&'p mut Sha256>,
+    /// Taken from by one task at a time (see [`State::reading`]).
+    source: Mutex<Receiver<Result<Extent>>>,
+    /// Sent to by one task at a time, in order (see [`State::writing`]).
+    sink: SyncSender<Written>,
     state: Mutex<State>,
 }
 
@@ -117,17 +106,13 @@ struct Packing<'p, 'o> {
 struct State {
     /// The batches read and not yet written, in order.
     window: VecDeque<Batch>,
-    /// The batch to read next, and how many are written and hashed.
+    /// The batch to take next, and how many are handed over.
     next_read: usize,
     written: usize,
-    hashed: usize,
-    /// The bytes of the batches read and not hashed yet, in order.
-    unhashed: VecDeque<Arc<Extent>>,
-    /// Whether a task is reading the next batch, writing the first in the
-    /// window, or hashing the first not hashed.
+    /// Whether a task is taking the next batch, or handing the first in the
+    /// window over.
     reading: bool,
     writing: bool,
-    hashing: bool,
     classes: HashMap<usize, Class>,
     /// Representatives searched before their batch is read, by their index
     /// in the plan, with their records once searched.
@@ -176,7 +161,6 @@ enum Busy {
 /// Work for the thread pool.
 enum Task {
     Read,
-    Hash,
     Write,
     Chunk(Job),
 }
@@ -202,7 +186,7 @@ enum Role {
     Refit { class: usize, slot: usize },
 }
 
-impl<'p> Packing<'p, '_> {
+impl<'p> Packing<'p> {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().expect("no task panics")
     }
@@ -212,7 +196,6 @@ impl<'p> Packing<'p, '_> {
             s.spawn_fifo(move |s| {
                 let more = match task {
                     Task::Read => self.read(),
-                    Task::Hash => self.hash(),
                     Task::Write => self.write(),
                     Task::Chunk(job) => self.pack(job),
                 };
@@ -221,28 +204,14 @@ impl<'p> Packing<'p, '_> {
         }
     }
 
-    /// Reads the next batch, and admits it.
+    /// Takes the next batch, read ahead, and admits it.
     fn read(&self) -> Vec<Task> {
         let b = self.lock().next_read;
-        match Extent::read(self.input, &self.input.plan[self.ranges[b].clone()]) {
+        let read = self.source.lock().expect("no task panics").recv();
+        match read.expect("the reader sends every batch or its error") {
             Ok(extent) => self.admit(b, extent),
             Err(e) => self.fail(e),
         }
-    }
-
-    /// Adds the first batch not hashed yet to the file's hash. (Apart from
-    /// the reading, so that a batch's chunks can be packed while it is
-    /// hashed.)
-    fn hash(&self) -> Vec<Task> {
-        let extent = self.lock().unhashed.pop_front().expect("a batch to hash");
-        self.sha
-            .lock()
-            .expect("no task panics")
-            .update(&extent.bytes);
-        drop(extent);
-        let mut state = self.lock();
-        (state.hashing, state.hashed) = (false, state.hashed + 1);
-        self.io(&mut state)
     }
 
     /// Takes batch `b`'s bytes into the window: its chunks outside tensors
@@ -265,7 +234,6 @@ impl<'p> Packing<'p, '_> {
             left: range.len(),
         });
         (state.next_read, state.reading) = (b + 1, false);
-        state.unhashed.push_back(extent.clone());
         let mut tasks = Vec::new();
         let mut classes = Vec::new();
         for at in range {
@@ -453,9 +421,9 @@ impl<'p> Packing<'p, '_> {
             .collect()
     }
 
-    /// Writes the first batch's records, all packed.
+    /// Hands the first batch's records, all packed, over to be written.
     fn write(&self) -> Vec<Task> {
-        let (records, end) = {
+        let written = {
             let mut state = self.lock();
             let batch = state.window.pop_front().expect("a batch to write");
             let last = &self.input.plan[batch.range.end - 1];
@@ -464,20 +432,19 @@ impl<'p> Packing<'p, '_> {
                 .collect();
             (records, last.start + last.len)
         };
-        let written = self.out.lock().expect("no task panics").write(records);
-        if let Err(e) = written {
-            return self.fail(e);
+        // Before the next batch can be sent, so that they go in order.
+        if self.sink.send(written).is_err() {
+            let stopped = std::io::Error::other("the archive's writer stopped");
+            return self.fail(Error::io(self.input.path, stopped));
         }
-        // Before the next write can start, so that progress only grows.
-        (self.progress)(end);
         let mut state = self.lock();
         (state.writing, state.written) = (false, state.written + 1);
         self.io(&mut state)
     }
 
-    /// The reading, hashing and writing that can start: the first batch's
-    /// writing once its chunks are packed, the next hashing, and the next
-    /// batch's reading while the window has room.
+    /// The taking and handing over that can start: the first batch's
+    /// records once its chunks are packed, and the next batch while the
+    /// window has room.
     fn io(&self, state: &mut State) -> Vec<Task> {
         let mut tasks = Vec::new();
         if state.error.is_some() {
@@ -487,11 +454,7 @@ impl<'p> Packing<'p, '_> {
             state.writing = true;
             tasks.push(Task::Write);
         }
-        if !state.hashing && !state.unhashed.is_empty() {
-            state.hashing = true;
-            tasks.push(Task::Hash);
-        }
-        let room = state.next_read - state.written.min(state.hashed) < WINDOW_BATCHES;
+        let room = state.next_read - state.written < WINDOW_BATCHES;
         if !state.reading && room && state.next_read < self.ranges.len() {
             state.reading = true;
             tasks.push(Task::Read);
