@@ -90,8 +90,7 @@ pub fn encode_record_like(
         let program = synth::split_records(program, lane, hint);
         encode_program(&program, &mut record);
     }
-    let mut check = vec![0u8; bytes.len()];
-    if decode_record(&record, layout, FORMAT_VERSION, &mut check).is_ok() && check == bytes {
+    if decodes_to(&record, layout, bytes) {
         return Some(Encoded { record, templates });
     }
     // A bug in the search or the coders: never write it, and make it count.
@@ -106,6 +105,15 @@ pub fn encode_record_like(
     Some(Encoded {
         record,
         templates: Vec::new(),
+    })
+}
+
+/// Whether `record` decodes to `bytes`: into pooled scratch, which decoding
+/// overwrites whole (as an archive's reader decodes), rather than a fresh
+/// zeroed buffer a chunk.
+fn decodes_to(record: &[u8], layout: Layout, bytes: &[u8]) -> bool {
+    crate::scratch::with_bytes(bytes.len(), |check| {
+        decode_record(record, layout, FORMAT_VERSION, check).is_ok() && check == bytes
     })
 }
 
