@@ -33,7 +33,7 @@ use super::leaf::{leaf_among, leaf_lower_bound, leaf_lower_bound_of};
 use super::options::{Order, SearchLimits, SynthOptions};
 use super::prior::Prior;
 use super::production::Production;
-use super::stream::Hint;
+use super::stream::{is_constant, Hint};
 use crate::codec::{Codec, Stats};
 use crate::dsl::{self, encoded_len, Literal, Program, Type};
 use rayon::prelude::*;
@@ -222,6 +222,9 @@ struct Search<'a> {
     /// all threads before the search takes them (see [`Search::prepare_root`]).
     prepared: HashMap<usize, Option<Vec<Child>>>,
     branches: HashMap<(usize, usize), Rc<Branch>>,
+    /// Holes derived and not kept (see [`Search::take_root_within_bounds`]),
+    /// and the words of all derived, as the limits count them.
+    unkept_holes: usize,
     words: usize,
     max_words: usize,
     /// Whether the limits on holes and words still hold (see [`Search::fits`]).
@@ -253,6 +256,7 @@ pub fn astar(target: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
         holes: Vec::new(),
         prepared: HashMap::new(),
         branches: HashMap::new(),
+        unkept_holes: 0,
         words: 0,
         max_words: target.len().saturating_mul(setup.limits.max_words_factor),
         bounded: true,
@@ -287,10 +291,15 @@ pub fn astar(target: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
     let start = Rc::new(start);
     let (likely, unlikely): (Vec<usize>, Vec<usize>) =
         (0..s.operators(root).len()).partition(|&operator| s.is_likely(root, operator));
-    s.prepare_root(root, &likely);
-    for operator in likely {
-        if let Some(state) = s.materialize(&start, root, operator) {
-            s.consider(state);
+    match setup.budget {
+        0 => s.take_root_within_bounds(&start, root, &likely),
+        _ => {
+            s.prepare_root(root, &likely);
+            for operator in likely {
+                if let Some(state) = s.materialize(&start, root, operator) {
+                    s.consider(state);
+                }
+            }
         }
     }
     let mut left = setup.budget;
@@ -357,19 +366,9 @@ pub fn astar(target: &[u32], width: u32, hint: Hint, opts: &SynthOptions) -> Fou
 /// costs (for a Map's child, relabelling its parent's counts, `stats`,
 /// where known): no codec is sized.
 fn root_bound(op: &Operator, stream: &[u32], ty: Type, stats: Option<&Stats>) -> usize {
-    let node = |types: &[Type]| {
-        let consts: Vec<Program<Literal>> = (types.iter())
-            .map(|&ty| Program {
-                ty,
-                op: crate::dsl::Op::Const(0),
-            })
-            .collect();
-        let consts_len: usize = consts.iter().map(encoded_len).sum();
-        encoded_len(&op.build(ty, consts)) - consts_len + decode_penalty(op.production(), ty)
-    };
     // A Map's child bounded from its relabelled statistics needs no words.
     if let Some(child) = mapped_stats(op, ty.width, stats) {
-        return node(&[ty]) + leaf_lower_bound_of(ty.len, ty.width, &child);
+        return node_bound(op, ty, &[ty]) + leaf_lower_bound_of(ty.len, ty.width, &child);
     }
     let Some(children) = op.try_children(stream, ty.width) else {
         return usize::MAX;
@@ -378,7 +377,62 @@ fn root_bound(op: &Operator, stream: &[u32], ty: Type, stats: Option<&Stats>) ->
     let leaves: usize = (children.iter())
         .map(|(ty, s)| leaf_lower_bound(s, ty.width))
         .sum();
-    node(&types) + leaves
+    node_bound(op, ty, &types) + leaves
+}
+
+/// The bytes and decode penalty of the node of `op` at a hole of type `ty`
+/// whose children are of `types`, without the children: its bytes with
+/// constant children, less theirs.
+fn node_bound(op: &Operator, ty: Type, types: &[Type]) -> usize {
+    let consts: Vec<Program<Literal>> = (types.iter())
+        .map(|&ty| Program {
+            ty,
+            op: crate::dsl::Op::Const(0),
+        })
+        .collect();
+    let consts_len: usize = consts.iter().map(encoded_len).sum();
+    encoded_len(&op.build(ty, consts)) - consts_len + decode_penalty(op.production(), ty)
+}
+
+/// A child's stream and its statistics (None for a constant), before its
+/// leaf is sized.
+type Unsized = (Type, Arc<[u32]>, Option<Stats>);
+
+/// The children `op` gives `stream` (of type `ty`, with statistics `parent`
+/// where known), if it yields it, and a cost no completion of `op` by their
+/// leaves is below (as [`root_bound`]): what bounding a root operator
+/// derives, kept so that its leaves are sized from it only where the bound
+/// may win.
+fn bounded_children(
+    op: &Operator,
+    stream: &[u32],
+    ty: Type,
+    parent: Option<&Stats>,
+) -> Option<(Vec<Unsized>, usize)> {
+    let kids = op.try_children(stream, ty.width)?;
+    let kids: Vec<_> = match mapped_stats(op, ty.width, parent) {
+        // A Map has one child.
+        Some(stats) => {
+            let mut stats = Some(stats);
+            (kids.into_iter())
+                .map(|(ty, s)| (ty, s, stats.take()))
+                .collect()
+        }
+        None => (kids.into_par_iter().with_max_len(1))
+            .map(|(ty, s)| {
+                let stats = (!is_constant(&s)).then(|| Stats::new(&s, ty.width));
+                (ty, s, stats)
+            })
+            .collect(),
+    };
+    let types: Vec<Type> = kids.iter().map(|&(ty, ..)| ty).collect();
+    let leaves: usize = (kids.iter())
+        .map(|(ty, s, stats)| match stats {
+            Some(stats) => leaf_lower_bound_of(s.len(), ty.width, stats),
+            None => MIN_PROGRAM_LEN,
+        })
+        .sum();
+    Some((kids, node_bound(op, ty, &types) + leaves))
 }
 
 /// The holes and the words a branch of `op` at a hole of type `ty` adds (a
@@ -563,10 +617,50 @@ impl Search<'_> {
         self.prepared.extend(within.into_iter().zip(prepared));
     }
 
+    /// The root's `operators` taken in order by a search of budget 0, which
+    /// expands nothing after them: only the best so far matters, which a
+    /// state is taken as only if it weighs no more (see
+    /// [`Search::consider`]), so the leaves of an operator whose bound (see
+    /// [`bounded_children`]) exceeds the best's weight are never sized. The
+    /// bounds are found on all threads first, as [`Search::prepare_root`]
+    /// derives children; sizing leaves (predicting rANS literals, limiting
+    /// Huffman codes) is most of what a root operator costs.
+    fn take_root_within_bounds(&mut self, start: &Rc<State>, root: usize, operators: &[usize]) {
+        let h = &self.holes[root];
+        let (stream, ty, all) = (&h.stream, h.ty, self.operators(root));
+        let stats = h.stats();
+        let bounded: Vec<_> = (operators.par_iter().with_max_len(1))
+            .map(|&operator| bounded_children(&all[operator], stream, ty, stats.as_deref()))
+            .collect();
+        let codecs = self.setup.leaf_codecs;
+        for (&operator, bounded) in operators.iter().zip(bounded) {
+            let (holes, words) = branch_size(&self.operators(root)[operator], ty);
+            // As `branch` finds, an operator beyond the limits is not taken.
+            let Some((kids, bound)) = bounded.filter(|_| self.fits(holes, words)) else {
+                continue;
+            };
+            if bound > self.best.est {
+                // Its children count against the limits as if they were
+                // kept, so that the operators after it are taken as they
+                // would have been.
+                self.unkept_holes += kids.len();
+                self.words += kids.iter().map(|(_, s, _)| s.len()).sum::<usize>();
+                continue;
+            }
+            let children = (kids.into_par_iter().with_max_len(1))
+                .map(|(ty, s, stats)| Child::new(ty, s, stats, codecs))
+                .collect();
+            self.prepared.insert(operator, Some(children));
+            if let Some(state) = self.materialize(start, root, operator) {
+                self.consider(state);
+            }
+        }
+    }
+
     /// Whether the limits let in `holes` more holes holding `words` more words.
     fn fits(&self, holes: usize, words: usize) -> bool {
         !self.bounded
-            || (self.holes.len() + holes <= self.setup.limits.max_holes
+            || (self.holes.len() + self.unkept_holes + holes <= self.setup.limits.max_holes
                 && self.words + words <= self.max_words)
     }
 
