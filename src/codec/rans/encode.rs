@@ -341,17 +341,21 @@ pub(super) fn encode_groups<const G: usize>(
     );
     // Each word emits at most one renormalisation word; every word writes
     // its low bits at `count`, kept only if it did emit, so `count <= n`
-    // (the SIMD loop writes eight at a time).
-    let mut emitted = vec![0u16; words.len() + KEPT_SLACK];
-    let mut kept = Kept {
-        words: &mut emitted,
-        count: 0,
-    };
-    let (groups, seeded, count) = seeded_run::<G>(words, alphabet, model, Some(&mut kept));
-    for state in &groups.as_flattened()[..used_lanes(words.len(), G)] {
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    put_varint(out, seeded as u64);
-    put_varint(out, count as u64);
-    out.extend(emitted[..count].iter().rev().flat_map(|w| w.to_le_bytes()));
+    // (the SIMD loop writes eight at a time) and only what was written is
+    // read: pooled scratch serves, rather than a zeroed buffer a literal.
+    let kept_len = words.len() + KEPT_SLACK;
+    crate::scratch::with_words(kept_len.div_ceil(2), |scratch| {
+        let emitted = &mut bytemuck::cast_slice_mut::<u32, u16>(scratch)[..kept_len];
+        let mut kept = Kept {
+            words: emitted,
+            count: 0,
+        };
+        let (groups, seeded, count) = seeded_run::<G>(words, alphabet, model, Some(&mut kept));
+        for state in &groups.as_flattened()[..used_lanes(words.len(), G)] {
+            out.extend_from_slice(&state.to_le_bytes());
+        }
+        put_varint(out, seeded as u64);
+        put_varint(out, count as u64);
+        out.extend(emitted[..count].iter().rev().flat_map(|w| w.to_le_bytes()));
+    });
 }
