@@ -87,7 +87,12 @@ pub(super) struct Extent {
 impl Extent {
     /// The bytes of the planned chunks `batch` (contiguous).
     pub(super) fn read(input: &Input, batch: &[Planned]) -> Result<Extent> {
-        let (mut bytes, mut base) = (Vec::new(), Vec::new());
+        Extent::read_into(input, batch, Vec::new())
+    }
+
+    /// [`Extent::read`] into `bytes`, a buffer of an extent done with.
+    pub(super) fn read_into(input: &Input, batch: &[Planned], bytes: Vec<u8>) -> Result<Extent> {
+        let (mut bytes, mut base) = (bytes, Vec::new());
         input.read_extent(batch, &mut bytes, &mut base)?;
         let start = batch[0].start;
         Ok(Extent { bytes, start, base })

@@ -22,13 +22,14 @@
 use super::chunk::pack_chunk;
 use super::input::{representative_ahead, Extent, Input};
 use super::output::Record;
+use super::read_ahead::Source;
 use super::write_behind::Written;
 use crate::error::{Error, Result};
 use crate::synth::{SynthOptions, Template};
 use rayon::ScopeFifo;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Batches in memory at once, taken and not yet handed over: the chunks of
@@ -54,14 +55,15 @@ type Templates = Vec<Vec<Template>>;
 const MAX_TEMPLATES: usize = 4;
 
 /// Packs the chunks of `input`'s plan, which `source` sends in the batches
-/// `ranges` (of the plan), and sends each batch's records to `sink`, in
-/// order. A failed send means the receiver stopped on an error of its own,
-/// which the caller reports.
+/// `ranges` (of the plan) and takes the batches' buffers back, and sends
+/// each batch's records to `sink`, in order. A failed send of records
+/// means the receiver stopped on an error of its own, which the caller
+/// reports.
 pub(super) fn pack_all(
     input: &Input,
     ranges: &[Range<usize>],
     synth: &SynthOptions,
-    source: Receiver<Result<Extent>>,
+    (source, spares): Source,
     sink: SyncSender<Written>,
 ) -> Result<()> {
     let packing = Packing {
@@ -70,6 +72,7 @@ pub(super) fn pack_all(
         synth,
         refits_ahead: REFITS_AHEAD_PER_THREAD * rayon::current_num_threads(),
         source: Mutex::new(source),
+        spares,
         sink,
         state: Mutex::new(State::default()),
     };
@@ -96,6 +99,8 @@ struct Packing<'p> {
     refits_ahead: usize,
     /// Taken from by one task at a time (see [`State::reading`]).
     source: Mutex<Receiver<Result<Extent>>>,
+    /// Where the buffers of batches handed over go back to be read into.
+    spares: Sender<Vec<u8>>,
     /// Sent to by one task at a time, in order (see [`State::writing`]).
     sink: SyncSender<Written>,
     state: Mutex<State>,
@@ -426,6 +431,11 @@ impl<'p> Packing<'p> {
         let written = {
             let mut state = self.lock();
             let batch = state.window.pop_front().expect("a batch to write");
+            // Its chunks are packed: no job holds its bytes any more. (The
+            // reader may have stopped: then the buffer is let go of.)
+            if let Ok(extent) = Arc::try_unwrap(batch.extent) {
+                let _ = self.spares.send(extent.bytes);
+            }
             let last = &self.input.plan[batch.range.end - 1];
             let records: Vec<Record> = (batch.records.into_iter())
                 .map(|r| r.expect("every chunk packed"))
