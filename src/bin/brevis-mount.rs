@@ -104,7 +104,8 @@ struct Cli {
     /// evicted first).
     #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size, help_heading = "Object storage")]
     disk_cache_size: usize,
-    /// Memory for fetched (compressed) bytes (at least 64M).
+    /// Memory for fetched (compressed) bytes (at least 2M; bytes fetched
+    /// ahead of readers take at most half of it).
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size, help_heading = "Object storage")]
     fetch_cache_size: usize,
     /// Longest wait for one request, retries included; then
