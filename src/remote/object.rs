@@ -273,8 +273,7 @@ impl RemoteObject {
             }
             let (mine, theirs) = self.claim(&missing);
             if !mine.is_empty() {
-                let fetched = self.fetch_claimed(&mine);
-                self.release(&mine);
+                let fetched = self.fetch_mine(&mine);
                 // Taken as fetched, not from the cache, which may have
                 // evicted some already if the read is larger than it.
                 for (b, block) in fetched? {
@@ -378,6 +377,13 @@ impl RemoteObject {
             room -= 1;
         }
         wanted.end
+    }
+
+    /// Fetches the blocks `mine` claimed, and lets go of the claim.
+    fn fetch_mine(&self, mine: &[u64]) -> io::Result<Vec<(u64, Block)>> {
+        let fetched = self.fetch_claimed(mine);
+        self.release(mine);
+        fetched
     }
 
     fn release(&self, mine: &[u64]) {
@@ -549,7 +555,17 @@ impl ByteSource for RemoteObject {
         }
         let first = range.start / BLOCK;
         let cut = self.ahead_cut(first..(range.end - 1) / BLOCK + 1);
-        self.blocks(first..cut).map(drop)
+        let missing: Vec<u64> = (first..cut)
+            .filter(|&b| !self.remote.has(&(self.id.clone(), b)))
+            .collect();
+        // A hint waits for no fetch of others: by the time one lands, its
+        // blocks may have been read through and let go of, and fetching them
+        // again would be for nothing.
+        let (mine, _) = self.claim(&missing);
+        match mine.is_empty() {
+            true => Ok(()),
+            false => self.fetch_mine(&mine).map(drop),
+        }
     }
 }
 
