@@ -828,3 +828,64 @@ fn verify_and_unpack_read_an_archive_where_it_is_stored() {
     }
     assert!(!out.join("none.safetensors").exists());
 }
+
+#[test]
+fn a_delta_packed_against_a_base_in_the_store_unpacks_to_its_original() {
+    let big = big(13);
+    let server = moto();
+    server.upload(big.archive.parent().unwrap(), "hub/base");
+    // A fine-tune: the base's original with its last bytes changed.
+    let mut tuned = big.original.clone();
+    let n = tuned.len();
+    tuned[n - 3000..].iter_mut().for_each(|b| *b ^= 1);
+    let src = write_temp(big.dir.path(), "tuned.safetensors", &tuned);
+    let base = format!("s3://{BUCKET}/hub/base/m.brv");
+    let dst = format!("s3://{BUCKET}/hub/tuned/m.brv");
+    let packed = server.pack(&["-q", "--base", &base, s(&src), &dst]);
+    all_succeed(vec![packed]);
+
+    // Read where it is stored, its base found beside it.
+    let out = big.dir.path().join("restored");
+    let unpacked = brevis_on_store(server.port, &["unpack", "-q", &dst, s(&out)]);
+    let err = String::from_utf8_lossy(&unpacked.stderr);
+    assert!(unpacked.status.success(), "{err}");
+    assert!(std::fs::read(&out).unwrap() == tuned);
+    // Stored against the base (named ../base/m.brv): a fraction of it.
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub", got.path());
+    let delta = std::fs::metadata(got.path().join("tuned/m.brv"))
+        .unwrap()
+        .len();
+    let alone = std::fs::metadata(&big.archive).unwrap().len();
+    assert!(
+        delta * 4 < alone,
+        "{delta} bytes against the base, {alone} alone"
+    );
+    let local = brevis::Archive::open(got.path().join("tuned/m.brv")).unwrap();
+    assert_eq!(local.bases().len(), 1);
+    let mut read = vec![0u8; tuned.len()];
+    local.read_at(0, &mut read).unwrap();
+    assert!(read == tuned);
+
+    // A missing base, a base in another bucket and a local DST: errors
+    // naming the base's URL, nothing written.
+    let missing = format!("s3://{BUCKET}/hub/none.brv");
+    let elsewhere = "s3://other/hub/base/m.brv".to_string();
+    let to_local = big.dir.path().join("local.brv");
+    for (base, dst, why) in [
+        (&missing, dst.as_str(), "no such object"),
+        (
+            &elsewhere,
+            dst.as_str(),
+            "must be an archive in s3://models",
+        ),
+        (&base, s(&to_local), "needs DST in the same store"),
+    ] {
+        let failed = brevis_on_store(server.port, &["pack", "-q", "--base", base, s(&src), dst]);
+        let err = String::from_utf8_lossy(&failed.stderr);
+        assert!(!failed.status.success(), "{base} -> {dst}");
+        assert!(err.contains(base.as_str()) && err.contains(why), "{err}");
+    }
+    assert!(!to_local.exists());
+    assert!(!server.listing("hub").contains("none"));
+}

@@ -572,15 +572,15 @@ impl ByteSource for RemoteObject {
 /// Opens archives of a store by their URL (`s3://bucket/key`): bases named
 /// by relative paths resolve in the same store. The one archive whose version
 /// is already known opens as that version.
-pub struct Opener<'a> {
-    pub remote: &'a Arc<Remote>,
-    pub known: Option<&'a ObjectInfo>,
+pub struct Opener {
+    pub remote: Arc<Remote>,
+    pub known: Option<ObjectInfo>,
 }
 
-impl SourceOpener for Opener<'_> {
+impl SourceOpener for Opener {
     fn open(&self, path: &Path) -> io::Result<Box<dyn ByteSource>> {
         let key = key_of(self.remote.store.root(), path)?;
-        match self.known.filter(|info| info.key == key) {
+        match self.known.as_ref().filter(|info| info.key == key) {
             Some(info) => Ok(Box::new(self.remote.object(info.clone()))),
             None => Ok(Box::new(self.remote.open(&key)?)),
         }

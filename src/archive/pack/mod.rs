@@ -25,7 +25,7 @@ mod sample;
 mod tests;
 mod width;
 
-pub use bases::BaseSources;
+pub use bases::{BaseOpener, BaseSources};
 pub use encode::{encode_record, literal_fallbacks};
 pub use options::{PackOptions, DEFAULT_CHUNK_BYTES, DEFAULT_LEVEL, LEVELS};
 pub use output::PackSummary;
