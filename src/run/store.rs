@@ -67,10 +67,10 @@ impl End {
             return Ok(End::Local(path.to_path_buf()));
         }
         let url = url_of(path)?;
-        if !url.starts_with("s3://") {
+        if url.starts_with("http") {
             return Err(Error::invalid(
                 path,
-                "pack reads and writes object storage as s3://BUCKET[/PREFIX] only",
+                "pack reads and writes buckets (s3://, gs://, az://), not web servers",
             ));
         }
         let store = Store::connect(url, options.clone()).at(path)?;
