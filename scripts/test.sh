@@ -2,7 +2,8 @@
 # Runs every test of Brevis on a fresh machine: installs what is missing (Rust
 # components, a Python venv with safetensors and numpy for the mount tests and
 # moto's S3 server with boto3 for those of mounting from object storage, run on
-# loopback), fetches the real corpus, checks formatting and lints, then runs the
+# loopback; the Azurite emulator from npm for Azure), fetches the real corpus,
+# checks formatting and lints, then runs the
 # unit, property, golden-archive, integration, mount and corpus tests (cargo
 # features corpus and fuse-tests), a Slurm job array, the Python package's tests, the portable
 # decoders under Miri, and each fuzz target briefly (BREVIS_FUZZ_SECONDS,
@@ -66,6 +67,11 @@ cargo build --quiet --benches --features corpus
 # The mount soak test reads for a minute; its report line shows with --nocapture.
 export BREVIS_SOAK_SECONDS=${BREVIS_SOAK_SECONDS:-60}
 cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
+
+# Archives in Azure Blob Storage, against the Azurite emulator (npm) on
+# loopback: verify, unpack, pack --base and a mount; about 10 s once installed.
+echo "== Azure (Azurite)"
+scripts/test/azurite.sh target/debug
 
 # A real Slurm job array (single-node slurmctld + slurmd on this machine, from
 # Debian's packages) packs a folder with --shard auto; about two minutes.

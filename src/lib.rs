@@ -22,6 +22,7 @@ pub mod mount;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod run;
+pub mod runs;
 pub mod safetensors;
 pub mod scratch;
 pub mod signals;

@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["codec"],
     &["wire"],
     &[
-        "atomic", "input", "signals", "scratch", "space", "units", "error",
+        "atomic", "input", "runs", "signals", "scratch", "space", "units", "error",
     ],
 ];
 

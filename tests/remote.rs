@@ -266,6 +266,81 @@ fn reads_fetch_only_the_records_they_touch() {
     );
 }
 
+/// A checkpoint of BF16 weights whose archive (about 16 MB) is eight times
+/// the fetch cache of `SMALL_CACHES`, and the archive, in a folder of its own.
+fn weights() -> Big {
+    let dir = tempfile::tempdir().unwrap();
+    let tensors: Vec<Tensor> = (0..8)
+        .map(|i| {
+            let n = 1536 * 1024;
+            let data = bf16_weights(20 + i, n);
+            tensor(&format!("layer.{i}.weight"), "BF16", &[1536, 1024], data)
+        })
+        .collect();
+    let original = build(&tensors, &Extras::default());
+    let src = write_temp(dir.path(), "src.safetensors", &original);
+    let archives = dir.path().join("archives");
+    std::fs::create_dir(&archives).unwrap();
+    let archive = archives.join("m.brv");
+    pack(&src, &archive);
+    Big {
+        dir,
+        original,
+        archive,
+    }
+}
+
+/// A mount's memory for fetched bytes, an eighth of the archive of
+/// `weights`, and a fourth of its read-ahead (8M of decoded bytes).
+const SMALL_CACHES: [&str; 2] = ["--fetch-cache-size", "2M"];
+
+#[test]
+fn loads_through_caches_smaller_than_the_archive_fetch_each_byte_about_once() {
+    let big = weights();
+    let archive_len = std::fs::metadata(&big.archive).unwrap().len();
+    let server = moto();
+    server.upload(big.archive.parent().unwrap(), "w");
+    let url = format!("s3://{BUCKET}/w");
+    // At most 1% more than the archive, and a few blocks: a block fetched
+    // again where a read's record was being decoded for read-ahead as the
+    // read asked for it, never whole windows or records decoded twice.
+    let block = brevis::remote::BLOCK;
+    let bound = archive_len + archive_len / 100 + 4 * block;
+
+    let seq = mount_store(&url, server.port, &SMALL_CACHES);
+    let whole = std::fs::read(seq.path("m.safetensors")).unwrap();
+    assert!(whole == big.original);
+    let sequential = fetched(&seq);
+
+    // As a loader that maps the file and touches it on two threads: two
+    // streams, from the start and from the middle, faulting pages in
+    // turns.
+    let mapped = mount_store(&url, server.port, &SMALL_CACHES);
+    let file = std::fs::File::open(mapped.path("m.safetensors")).unwrap();
+    // SAFETY: the mount is read-only and no one changes the archive.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let half = map.len() / 2;
+    let (first, second) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| map[..half].to_vec());
+        let b = scope.spawn(|| map[half..].to_vec());
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(first == big.original[..half] && second == big.original[half..]);
+    let two_streams = fetched(&mapped);
+    eprintln!(
+        "fetched for an archive of {archive_len}: {sequential} reading it whole, \
+         {two_streams} mapped and read by two streams"
+    );
+    for (how, bytes) in [("whole", sequential), ("two streams", two_streams)] {
+        assert!(
+            bytes >= archive_len && bytes <= bound,
+            "{how}: {bytes} bytes fetched for an archive of {archive_len}"
+        );
+    }
+    assert!(seq.log_text().is_empty(), "{}", seq.log_text());
+    assert!(mapped.log_text().is_empty(), "{}", mapped.log_text());
+}
+
 /// What the proxy does to requests.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
@@ -752,4 +827,65 @@ fn verify_and_unpack_read_an_archive_where_it_is_stored() {
         assert!(!failed.status.success() && err.contains(&missing), "{err}");
     }
     assert!(!out.join("none.safetensors").exists());
+}
+
+#[test]
+fn a_delta_packed_against_a_base_in_the_store_unpacks_to_its_original() {
+    let big = big(13);
+    let server = moto();
+    server.upload(big.archive.parent().unwrap(), "hub/base");
+    // A fine-tune: the base's original with its last bytes changed.
+    let mut tuned = big.original.clone();
+    let n = tuned.len();
+    tuned[n - 3000..].iter_mut().for_each(|b| *b ^= 1);
+    let src = write_temp(big.dir.path(), "tuned.safetensors", &tuned);
+    let base = format!("s3://{BUCKET}/hub/base/m.brv");
+    let dst = format!("s3://{BUCKET}/hub/tuned/m.brv");
+    let packed = server.pack(&["-q", "--base", &base, s(&src), &dst]);
+    all_succeed(vec![packed]);
+
+    // Read where it is stored, its base found beside it.
+    let out = big.dir.path().join("restored");
+    let unpacked = brevis_on_store(server.port, &["unpack", "-q", &dst, s(&out)]);
+    let err = String::from_utf8_lossy(&unpacked.stderr);
+    assert!(unpacked.status.success(), "{err}");
+    assert!(std::fs::read(&out).unwrap() == tuned);
+    // Stored against the base (named ../base/m.brv): a fraction of it.
+    let got = tempfile::tempdir().unwrap();
+    server.download("hub", got.path());
+    let delta = std::fs::metadata(got.path().join("tuned/m.brv"))
+        .unwrap()
+        .len();
+    let alone = std::fs::metadata(&big.archive).unwrap().len();
+    assert!(
+        delta * 4 < alone,
+        "{delta} bytes against the base, {alone} alone"
+    );
+    let local = brevis::Archive::open(got.path().join("tuned/m.brv")).unwrap();
+    assert_eq!(local.bases().len(), 1);
+    let mut read = vec![0u8; tuned.len()];
+    local.read_at(0, &mut read).unwrap();
+    assert!(read == tuned);
+
+    // A missing base, a base in another bucket and a local DST: errors
+    // naming the base's URL, nothing written.
+    let missing = format!("s3://{BUCKET}/hub/none.brv");
+    let elsewhere = "s3://other/hub/base/m.brv".to_string();
+    let to_local = big.dir.path().join("local.brv");
+    for (base, dst, why) in [
+        (&missing, dst.as_str(), "no such object"),
+        (
+            &elsewhere,
+            dst.as_str(),
+            "must be an archive in s3://models",
+        ),
+        (&base, s(&to_local), "needs DST in the same store"),
+    ] {
+        let failed = brevis_on_store(server.port, &["pack", "-q", "--base", base, s(&src), dst]);
+        let err = String::from_utf8_lossy(&failed.stderr);
+        assert!(!failed.status.success(), "{base} -> {dst}");
+        assert!(err.contains(base.as_str()) && err.contains(why), "{err}");
+    }
+    assert!(!to_local.exists());
+    assert!(!server.listing("hub").contains("none"));
 }

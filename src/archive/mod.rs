@@ -24,8 +24,8 @@ pub use format::{
     QUANTIZED_VERSION, ROWS_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
 };
 pub use pack::{
-    calibrate, encode_record, literal_fallbacks, pack_file, BaseSources, PackOptions, PackSummary,
-    CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES, DEFAULT_LEVEL, LEVELS,
+    calibrate, encode_record, literal_fallbacks, pack_file, BaseOpener, BaseSources, PackOptions,
+    PackSummary, CALIBRATION_BUDGET, DEFAULT_CHUNK_BYTES, DEFAULT_LEVEL, LEVELS,
 };
 pub use reader::{Archive, ReadBase, MAX_BASE_DEPTH, MAX_OPENED_BASES};
 pub use rows::{RowMap, Run};

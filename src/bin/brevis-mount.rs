@@ -31,8 +31,9 @@ use std::time::Duration;
 ///
 /// ARCHIVES may also be object storage: s3://BUCKET[/PREFIX] (or one archive
 /// in it), configured as AWS tools are (AWS_ACCESS_KEY_ID,
-/// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL), or an http(s):// URL
-/// of one archive on a web server that answers range requests. Each archive's
+/// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL); gs://BUCKET[/PREFIX]
+/// (GOOGLE_* variables) or az://CONTAINER[/PREFIX] (AZURE_* variables); or an
+/// http(s):// URL of one archive on a web server that answers range requests. Each archive's
 /// index is fetched once, then only the byte ranges of the records that reads
 /// touch; every chunk is checked before use. A read the store cannot answer
 /// within --remote-timeout (after retries) fails with EIO.
@@ -45,7 +46,7 @@ use std::time::Duration;
 struct Cli {
     /// Directory of archives (as written by `brevis pack DIR ARCHIVES`), or
     /// one .brv archive, shown alone as its .safetensors; or the same in
-    /// object storage: s3://BUCKET[/PREFIX], https://HOST/PATH/X.brv.
+    /// object storage: s3://, gs://, az://BUCKET[/PREFIX], https://HOST/PATH/X.brv.
     archives: PathBuf,
     /// Directory to mount on (what it holds is hidden while mounted).
     mountpoint: PathBuf,
@@ -104,7 +105,8 @@ struct Cli {
     /// evicted first).
     #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size, help_heading = "Object storage")]
     disk_cache_size: usize,
-    /// Memory for fetched (compressed) bytes (at least 64M).
+    /// Memory for fetched (compressed) bytes (at least 2M; bytes fetched
+    /// ahead of readers take at most half of it).
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size, help_heading = "Object storage")]
     fetch_cache_size: usize,
     /// Longest wait for one request, retries included; then

@@ -9,6 +9,7 @@ use super::cache::{Chunk, ChunkCache};
 use super::served::Served;
 use super::streams::Streams;
 use crate::archive::Archive;
+use crate::runs::runs;
 use rayon::prelude::*;
 use std::io::IoSlice;
 use std::ops::Range;
@@ -180,9 +181,14 @@ impl ArchiveReader {
             // so are chunks the cache has no room for now. Chunks decoded
             // meanwhile are skipped by `decode_ahead`, and so are chunks the
             // kernel has been sent by the time their turn comes (another
-            // stream's).
-            let _ = archive.prefetch(wanted.clone());
+            // stream's, or this one's when the job ran late): their records
+            // are not fetched either, as the cache of fetched bytes may have
+            // let them go since.
             let fresh = |&i: &usize| !served.complete(i, archive.chunks()[i].src_len);
+            let needed = |i: &usize| fresh(i) && !cache.contains((id, *i));
+            for run in runs(wanted.clone().filter(needed)) {
+                let _ = archive.prefetch(run);
+            }
             (batches(&archive, wanted).into_par_iter().with_max_len(1)).for_each(|batch| {
                 batch
                     .filter(fresh)

@@ -126,8 +126,8 @@ impl Backend for RemoteTree {
             .object(path, meta)
             .map_err(|e| crate::Error::io(Path::new(&url), e))?;
         let opener = Opener {
-            remote: &self.remote,
-            known: Some(&info),
+            remote: self.remote.clone(),
+            known: Some(info),
         };
         Archive::open_with(&url, &opener)
     }

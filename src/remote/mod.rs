@@ -18,5 +18,5 @@ pub mod store;
 
 pub use disk::DiskCache;
 pub use object::{Opener, Remote, RemoteObject, BLOCK};
-pub use open::open_archive;
+pub use open::{open_archive, opener};
 pub use store::{is_remote, split_url, ObjectInfo, RemoteOptions, Stats, Store};

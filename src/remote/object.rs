@@ -2,8 +2,12 @@
 //! blocks of [`BLOCK`] bytes, the blocks a read misses in one request per run
 //! of neighbours (parallel requests for long runs), and kept in a memory LRU
 //! and, if configured, on disk. A reader that goes on where the last fetch of
-//! the object ended gets a window that doubles up to [`MAX_WINDOW`], so that
-//! sequential reads become few large requests.
+//! the object ended gets a window that doubles up to [`MAX_WINDOW`] (or half
+//! the memory cache, if less), so that sequential reads become few large
+//! requests. A window only adds blocks never fetched before: where it would
+//! run into blocks fetched already (by another reader of the object, which
+//! has gone that way), it stops, so that a block is fetched again only when
+//! a read asks for it after the cache let it go.
 //!
 //! Blocks are keyed by the object's version (ETag) and every GET is made
 //! conditional on it, so the bytes of one object never mix two versions: a
@@ -15,7 +19,9 @@
 use super::disk::DiskCache;
 use super::store::{ObjectInfo, Store};
 use crate::archive::{ByteSource, SourceOpener};
+use crate::runs::runs;
 use lru::LruCache;
+use rangemap::RangeSet;
 use std::collections::HashSet;
 use std::io;
 use std::ops::Range;
@@ -29,6 +35,8 @@ pub const BLOCK: u64 = 64 << 10;
 /// The first window of a sequential reader, and the largest.
 const FIRST_WINDOW: u64 = 1 << 20;
 pub const MAX_WINDOW: u64 = 32 << 20;
+/// The smallest memory cache: two windows of 16 blocks.
+pub const MIN_MEMORY: usize = 32 * BLOCK as usize;
 /// Longest single request: longer runs are split into parallel requests.
 const PART: u64 = 8 << 20;
 
@@ -41,33 +49,118 @@ pub struct Remote {
     /// than fetch it again.
     inflight: Mutex<HashSet<BlockId>>,
     landed: Condvar,
+    /// A sequential reader's largest window: at most half the memory cache,
+    /// so that a window is not evicted before it is read.
+    max_window: u64,
 }
 
 /// A block: the object's identity (key and version) and its index.
 type BlockId = (Arc<str>, u64);
 type Block = Arc<Vec<u8>>;
 
+/// The memory cache: blocks in LRU order, each with the bytes of it that
+/// reads have had. A block read through is the first to evict (its readers
+/// have its bytes); blocks fetched ahead of their readers are added only
+/// while the blocks not read through take at most half the capacity, so that
+/// fetching ahead never evicts a block before it is read through.
 struct Memory {
-    blocks: LruCache<BlockId, Block>,
+    blocks: LruCache<BlockId, Kept>,
     bytes: usize,
+    /// Bytes of the blocks kept that are not read through.
+    pending: usize,
     capacity: usize,
 }
 
+struct Kept {
+    block: Block,
+    /// The byte ranges of it that reads have had, until it is read through.
+    read: RangeSet<usize>,
+    through: bool,
+}
+
+impl Memory {
+    /// Block `id`, if kept; one not read through yet becomes the most
+    /// recently used (one read through stays among the first to evict).
+    fn get(&mut self, id: &BlockId) -> Option<Block> {
+        let through = self.blocks.peek(id)?.through;
+        let kept = match through {
+            true => self.blocks.peek(id),
+            false => self.blocks.get(id),
+        };
+        kept.map(|kept| kept.block.clone())
+    }
+
+    fn keep(&mut self, id: BlockId, block: Block) {
+        let len = block.len();
+        let kept = Kept {
+            block,
+            read: RangeSet::new(),
+            through: false,
+        };
+        if let Some(old) = self.blocks.put(id, kept) {
+            self.forget(&old);
+        }
+        self.bytes += len;
+        self.pending += len;
+        while self.bytes > self.capacity {
+            let Some((_, old)) = self.blocks.pop_lru() else {
+                break;
+            };
+            self.forget(&old);
+        }
+    }
+
+    fn forget(&mut self, kept: &Kept) {
+        self.bytes -= kept.block.len();
+        if !kept.through {
+            self.pending -= kept.block.len();
+        }
+    }
+
+    /// Notes that bytes `range` of block `id` were read; a block read
+    /// through is demoted.
+    fn read(&mut self, id: &BlockId, range: Range<usize>) {
+        let Some(kept) = self.blocks.peek_mut(id) else {
+            return;
+        };
+        if kept.through || range.is_empty() {
+            return;
+        }
+        kept.read.insert(range);
+        let len = kept.block.len();
+        if kept.read.gaps(&(0..len)).next().is_none() {
+            kept.through = true;
+            kept.read = RangeSet::new();
+            self.pending -= len;
+            self.blocks.demote(id);
+        }
+    }
+
+    /// Bytes that blocks fetched ahead of their readers may still add.
+    fn room(&self) -> u64 {
+        (self.capacity / 2).saturating_sub(self.pending) as u64
+    }
+}
+
 impl Remote {
-    /// `store` with a memory cache of `memory` bytes (at least two windows'
-    /// worth are kept, so that a window is not evicted before it is read) and
-    /// an optional disk cache.
+    /// `store` with a memory cache of `memory` bytes (at least
+    /// [`MIN_MEMORY`]; sequential windows are at most half of it) and an
+    /// optional disk cache.
     pub fn new(store: Store, memory: usize, disk: Option<DiskCache>) -> Arc<Remote> {
+        let capacity = memory.max(MIN_MEMORY);
+        let max_window = (capacity as u64 / 2 / BLOCK * BLOCK).min(MAX_WINDOW);
         Arc::new(Remote {
             store,
             memory: Mutex::new(Memory {
                 blocks: LruCache::unbounded(),
                 bytes: 0,
-                capacity: memory.max(2 * MAX_WINDOW as usize),
+                pending: 0,
+                capacity,
             }),
             disk,
             inflight: Mutex::new(HashSet::new()),
             landed: Condvar::new(),
+            max_window,
         })
     }
 
@@ -80,21 +173,19 @@ impl Remote {
     }
 
     fn cached(&self, id: &BlockId) -> Option<Block> {
-        self.memory().blocks.get(id).cloned()
+        self.memory().get(id)
     }
 
-    fn keep(&self, id: BlockId, block: Block) {
-        let mut memory = self.memory();
-        memory.bytes += block.len();
-        if let Some(old) = memory.blocks.put(id, block) {
-            memory.bytes -= old.len();
-        }
-        while memory.bytes > memory.capacity {
-            let Some((_, old)) = memory.blocks.pop_lru() else {
-                break;
-            };
-            memory.bytes -= old.len();
-        }
+    /// Whether block `id` is in the memory cache (not counted as a use).
+    fn has(&self, id: &BlockId) -> bool {
+        self.memory().blocks.contains(id)
+    }
+
+    /// Bytes that fetching ahead of readers may still take, the blocks in
+    /// flight counted as not read through.
+    fn room(&self, inflight: &HashSet<BlockId>) -> u64 {
+        let flying = inflight.len() as u64 * BLOCK;
+        self.memory().room().saturating_sub(flying)
     }
 
     /// The object as a byte source.
@@ -105,7 +196,8 @@ impl Remote {
             info,
             sequence: Mutex::new(Sequence {
                 next: u64::MAX,
-                window: FIRST_WINDOW,
+                window: FIRST_WINDOW.min(self.max_window),
+                fetched: RangeSet::new(),
             }),
         }
     }
@@ -125,12 +217,15 @@ impl Remote {
     }
 }
 
-/// Where the last fetch of an object ended and how far the next sequential
-/// one reaches.
+/// Where the last fetch of an object ended, how far the next sequential
+/// one reaches, and which blocks were ever fetched.
 struct Sequence {
     /// Block after the last fetched run.
     next: u64,
     window: u64,
+    /// Blocks claimed for fetching so far, as runs (a sequential reader's
+    /// make one): a window stops before them.
+    fetched: RangeSet<u64>,
 }
 
 /// One version of one object.
@@ -178,8 +273,7 @@ impl RemoteObject {
             }
             let (mine, theirs) = self.claim(&missing);
             if !mine.is_empty() {
-                let fetched = self.fetch_claimed(&mine);
-                self.release(&mine);
+                let fetched = self.fetch_mine(&mine);
                 // Taken as fetched, not from the cache, which may have
                 // evicted some already if the read is larger than it.
                 for (b, block) in fetched? {
@@ -212,40 +306,84 @@ impl RemoteObject {
             .partition(|&&b| inflight.contains(&(self.id.clone(), b)));
         let mut mine: Vec<u64> = rest
             .into_iter()
-            .filter(|&b| self.remote.cached(&(self.id.clone(), b)).is_none())
+            .filter(|&b| !self.remote.has(&(self.id.clone(), b)))
             .collect();
         if let Some(&last) = mine.last() {
-            let extra = self.window_after(mine[0], last + 1);
+            // (The blocks claimed here will not be read through either.)
+            let room = (self.remote.room(&inflight) / BLOCK).saturating_sub(mine.len() as u64);
+            let window = self.window_after(mine[0], last + 1);
+            let extra = window.start..window.end.min(window.start + room);
             for b in extra {
+                // (Another object of the same version may have fetched it.)
                 let id = (self.id.clone(), b);
-                if inflight.contains(&id) || self.remote.cached(&id).is_some() {
+                if inflight.contains(&id) || self.remote.has(&id) {
                     break;
                 }
                 mine.push(b);
             }
         }
+        self.sequence()
+            .fetched
+            .extend(mine.iter().map(|&b| b..b + 1));
         for &b in &mine {
             inflight.insert((self.id.clone(), b));
         }
         (mine, theirs)
     }
 
+    fn sequence(&self) -> MutexGuard<'_, Sequence> {
+        self.sequence.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The blocks after `end` a fetch starting at `start` should add: a
-    /// window that doubles while fetches follow each other.
+    /// window that doubles while fetches follow each other, up to the first
+    /// block fetched before.
     fn window_after(&self, start: u64, end: u64) -> Range<u64> {
-        let mut seq = self.sequence.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut seq = self.sequence();
         let sequential = seq.next <= start && start <= seq.next.saturating_add(seq.window / BLOCK);
+        let max = self.remote.max_window;
         seq.window = match sequential {
-            true => (seq.window * 2).min(MAX_WINDOW),
-            false => FIRST_WINDOW,
+            true => (seq.window * 2).min(max),
+            false => FIRST_WINDOW.min(max),
         };
         let blocks = self.info.len.div_ceil(BLOCK);
-        let stop = match sequential {
+        let mut stop = match sequential {
             true => (start + seq.window / BLOCK).clamp(end, blocks),
             false => end,
         };
+        // A block fetched before is cached, in flight, or was let go of
+        // after a reader had it: either way not worth fetching ahead.
+        if let Some(taken) = seq.fetched.overlapping(end..stop).next() {
+            stop = taken.start.max(end);
+        }
         seq.next = stop;
         end..stop
+    }
+
+    /// Where the blocks `wanted`, fetched ahead of their reader, stop
+    /// fitting the room for that: blocks kept or in flight cost nothing, the
+    /// others a block each. (The reader fetches the rest as it reads them.)
+    fn ahead_cut(&self, wanted: Range<u64>) -> u64 {
+        let inflight = self.remote.inflight();
+        let mut room = self.remote.room(&inflight) / BLOCK;
+        for b in wanted.clone() {
+            let id = (self.id.clone(), b);
+            if inflight.contains(&id) || self.remote.has(&id) {
+                continue;
+            }
+            if room == 0 {
+                return b;
+            }
+            room -= 1;
+        }
+        wanted.end
+    }
+
+    /// Fetches the blocks `mine` claimed, and lets go of the claim.
+    fn fetch_mine(&self, mine: &[u64]) -> io::Result<Vec<(u64, Block)>> {
+        let fetched = self.fetch_claimed(mine);
+        self.release(mine);
+        fetched
     }
 
     fn release(&self, mine: &[u64]) {
@@ -292,7 +430,7 @@ impl RemoteObject {
                 None => to_fetch.push(b),
             }
         }
-        let runs = runs(&to_fetch);
+        let runs = runs(to_fetch);
         let ranges: Vec<Range<u64>> = runs
             .iter()
             .flat_map(|run| {
@@ -310,9 +448,11 @@ impl RemoteObject {
                 }
             }
         }
+        let mut memory = self.remote.memory();
         for (b, block) in &out {
-            self.remote.keep((self.id.clone(), *b), block.clone());
+            memory.keep((self.id.clone(), *b), block.clone());
         }
+        drop(memory);
         match failure {
             Some(e) => {
                 let stats = &self.remote.store.stats;
@@ -352,18 +492,6 @@ impl RemoteObject {
             })
             .collect()
     }
-}
-
-/// Sorted block numbers as runs of neighbours.
-fn runs(sorted: &[u64]) -> Vec<Range<u64>> {
-    let mut out: Vec<Range<u64>> = Vec::new();
-    for &b in sorted {
-        match out.last_mut() {
-            Some(run) if run.end == b => run.end += 1,
-            _ => out.push(b..b + 1),
-        }
-    }
-    out
 }
 
 /// `range` in pieces of at most `PART` bytes (on block boundaries).
@@ -406,6 +534,15 @@ impl ByteSource for RemoteObject {
             buf[dst..dst + piece.len()].copy_from_slice(piece);
             at += piece.len() as u64;
         }
+        let mut memory = self.remote.memory();
+        for b in first..(end - 1) / BLOCK + 1 {
+            let start = b * BLOCK;
+            let range = offset.max(start) - start..end.min(start + BLOCK) - start;
+            memory.read(
+                &(self.id.clone(), b),
+                range.start as usize..range.end as usize,
+            );
+        }
         Ok(())
     }
 
@@ -416,23 +553,34 @@ impl ByteSource for RemoteObject {
         if range.end > self.info.len {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"));
         }
-        self.blocks(range.start / BLOCK..(range.end - 1) / BLOCK + 1)
-            .map(drop)
+        let first = range.start / BLOCK;
+        let cut = self.ahead_cut(first..(range.end - 1) / BLOCK + 1);
+        let missing: Vec<u64> = (first..cut)
+            .filter(|&b| !self.remote.has(&(self.id.clone(), b)))
+            .collect();
+        // A hint waits for no fetch of others: by the time one lands, its
+        // blocks may have been read through and let go of, and fetching them
+        // again would be for nothing.
+        let (mine, _) = self.claim(&missing);
+        match mine.is_empty() {
+            true => Ok(()),
+            false => self.fetch_mine(&mine).map(drop),
+        }
     }
 }
 
 /// Opens archives of a store by their URL (`s3://bucket/key`): bases named
 /// by relative paths resolve in the same store. The one archive whose version
 /// is already known opens as that version.
-pub struct Opener<'a> {
-    pub remote: &'a Arc<Remote>,
-    pub known: Option<&'a ObjectInfo>,
+pub struct Opener {
+    pub remote: Arc<Remote>,
+    pub known: Option<ObjectInfo>,
 }
 
-impl SourceOpener for Opener<'_> {
+impl SourceOpener for Opener {
     fn open(&self, path: &Path) -> io::Result<Box<dyn ByteSource>> {
         let key = key_of(self.remote.store.root(), path)?;
-        match self.known.filter(|info| info.key == key) {
+        match self.known.as_ref().filter(|info| info.key == key) {
             Some(info) => Ok(Box::new(self.remote.object(info.clone()))),
             None => Ok(Box::new(self.remote.open(&key)?)),
         }
@@ -476,10 +624,15 @@ mod tests {
 
     /// A store in memory holding `bytes` at `m.brv`, and the client to change it.
     fn remote(bytes: &[u8]) -> (Arc<Remote>, Arc<InMemory>) {
+        remote_with(bytes, 0)
+    }
+
+    /// [`remote`] with a memory cache of `cache` bytes (at least [`MIN_MEMORY`]).
+    fn remote_with(bytes: &[u8], cache: usize) -> (Arc<Remote>, Arc<InMemory>) {
         let memory = Arc::new(InMemory::new());
         let client: Arc<dyn ObjectStore> = memory.clone();
         let store = Store::with_client(client, "mem://".into(), RemoteOptions::default()).unwrap();
-        let remote = Remote::new(store, 0, None);
+        let remote = Remote::new(store, cache, None);
         put(&remote, &memory, bytes);
         (remote, memory)
     }
@@ -535,7 +688,7 @@ mod tests {
     #[test]
     fn a_sequential_reader_fetches_each_byte_once_in_growing_requests() {
         let bytes = data(20 << 20);
-        let (remote, _) = remote(&bytes);
+        let (remote, _) = remote_with(&bytes, 2 * MAX_WINDOW as usize);
         let object = Arc::new(remote.open("m.brv").unwrap());
         let (_, head) = counter(&remote);
         // Four readers take turns over the same file, as the kernel's
@@ -566,6 +719,54 @@ mod tests {
         object.read_exact_at(&mut out, 1000).unwrap();
         assert!(out[..] == bytes[1000..]);
         assert_eq!(counter(&remote).0, bytes.len() as u64);
+    }
+
+    /// Reads `span` of `object` as a reader with read-ahead does: each step
+    /// prefetches the next `ahead` bytes of the span, then reads `piece`
+    /// bytes. What it read.
+    fn read_ahead(object: &RemoteObject, span: Range<u64>, ahead: u64, piece: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut at = span.start;
+        while at < span.end {
+            let stop = (at + piece).min(span.end);
+            let reach = (stop + ahead).min(span.end);
+            object.prefetch(stop..reach).unwrap();
+            let mut buf = vec![0u8; (stop - at) as usize];
+            object.read_exact_at(&mut buf, at).unwrap();
+            out.extend(buf);
+            at = stop;
+        }
+        out
+    }
+
+    #[test]
+    fn readers_ahead_of_a_small_cache_fetch_each_byte_once() {
+        // A cache of 2 MiB, readers prefetching 3 MiB ahead: what does not
+        // fit is fetched as it is read, never fetched ahead and let go of.
+        let bytes = data(24 << 20);
+        let (remote, _) = remote_with(&bytes, MIN_MEMORY);
+        let object = remote.open("m.brv").unwrap();
+        let len = bytes.len() as u64;
+        let got = read_ahead(&object, 0..len, 3 << 20, 40_000);
+        assert!(got == bytes);
+        assert_eq!(counter(&remote).0, len, "each byte fetched once");
+
+        // Two readers taking turns, from the start and from the middle, as
+        // a loader touching a mapped file on two threads.
+        let (remote, _) = remote_with(&bytes, MIN_MEMORY);
+        let object = Arc::new(remote.open("m.brv").unwrap());
+        let half = len / 2;
+        let (a, b) = std::thread::scope(|scope| {
+            let (one, two) = (object.clone(), object.clone());
+            let a = scope.spawn(move || read_ahead(&one, 0..half, 1 << 20, 100_000));
+            let b = scope.spawn(move || read_ahead(&two, half..len, 1 << 20, 100_000));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert!(a == bytes[..half as usize] && b == bytes[half as usize..]);
+        let fetched = counter(&remote).0;
+        // A block where the first stream meets the second's start, at most.
+        assert!(fetched <= len + BLOCK, "{fetched} bytes fetched for {len}");
+        assert!(remote.memory().bytes <= MIN_MEMORY);
     }
 
     #[test]
@@ -608,9 +809,7 @@ mod tests {
     }
 
     #[test]
-    fn blocks_group_into_runs_and_long_runs_into_parts() {
-        assert_eq!(runs(&[1, 2, 3, 7, 9, 10]), vec![1..4, 7..8, 9..11]);
-        assert!(runs(&[]).is_empty());
+    fn long_runs_split_into_parts() {
         let parts = split(0..PART * 2 + 5);
         assert_eq!(parts, vec![0..PART, PART..2 * PART, 2 * PART..2 * PART + 5]);
     }

@@ -18,14 +18,20 @@ const MEMORY: usize = 64 << 20;
 pub fn open_archive(url: &str, options: RemoteOptions) -> Result<Archive> {
     let at = Path::new(url);
     let (_, key) = split_url(url).at(at)?;
-    let store = Store::connect(url, options).at(at)?;
-    let remote = Remote::new(store, MEMORY, None);
-    let Some(info) = remote.store.head(&key).at(at)? else {
+    let mut opener = opener(url, options)?;
+    let Some(info) = opener.remote.store.head(&key).at(at)? else {
         return Err(Error::invalid(at, "no such archive in the store"));
     };
-    let opener = Opener {
-        remote: &remote,
-        known: Some(&info),
-    };
+    opener.known = Some(info);
     Archive::open_with(url, &opener)
+}
+
+/// Opens archives of the store of `url` by their URLs (as bases of an
+/// archive being packed: read where they are stored, like `open_archive`'s).
+pub fn opener(url: &str, options: RemoteOptions) -> Result<Opener> {
+    let store = Store::connect(url, options).at(Path::new(url))?;
+    Ok(Opener {
+        remote: Remote::new(store, MEMORY, None),
+        known: None,
+    })
 }

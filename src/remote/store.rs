@@ -1,5 +1,7 @@
-//! The object-store client: which store a URL names, how to reach it (the
-//! AWS environment variables, timeouts, retries with backoff and jitter), and
+//! The object-store client: which store a URL names (`s3://`, `gs://`,
+//! `az://` and Azure's `abfs[s]://`/`azure://`, `http(s)://`), how to reach it
+//! (each cloud's usual environment variables, timeouts, retries with backoff
+//! and jitter), and
 //! blocking calls with bounded waits for the threads of the mount, which are
 //! not async. Every byte fetched is counted.
 
@@ -90,11 +92,15 @@ pub struct Store {
     pub stats: Stats,
 }
 
+/// The URL schemes of object storage: S3, Google Cloud Storage, Azure
+/// (as object_store parses them) and web servers.
+const SCHEMES: [&str; 8] = [
+    "s3://", "gs://", "az://", "abfs://", "abfss://", "azure://", "http://", "https://",
+];
+
 /// Whether `url` names object storage rather than a local path.
 pub fn is_remote(url: &str) -> bool {
-    ["s3://", "http://", "https://"]
-        .iter()
-        .any(|scheme| url.starts_with(scheme))
+    SCHEMES.iter().any(|scheme| url.starts_with(scheme))
 }
 
 /// Splits `s3://bucket/a/b` into (`s3://bucket`, `a/b`).
@@ -117,9 +123,10 @@ pub fn split_url(url: &str) -> io::Result<(String, String)> {
 }
 
 impl Store {
-    /// Connects to the store of `url` (`s3://BUCKET/...`, or `http(s)://HOST/...`
-    /// for a plain web server answering range requests), configured from the
-    /// AWS environment variables.
+    /// Connects to the store of `url` (`s3://BUCKET/...`, `gs://BUCKET/...`,
+    /// `az://CONTAINER/...`, or `http(s)://HOST/...` for a plain web server
+    /// answering range requests), configured from the environment variables
+    /// of its cloud (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
     pub fn connect(url: &str, options: RemoteOptions) -> io::Result<Store> {
         let (root, _) = split_url(url)?;
         let client = build_client(&root, &options).map_err(io::Error::other)?;
@@ -534,7 +541,7 @@ fn store_error(e: object_store::Error, what: String) -> io::Error {
     io::Error::new(kind, message)
 }
 
-/// The client for `root`, from the AWS environment variables for S3.
+/// The client for `root`, from the environment variables of its cloud.
 fn build_client(root: &str, options: &RemoteOptions) -> object_store::Result<Arc<dyn ObjectStore>> {
     let retry = RetryConfig {
         backoff: BackoffConfig {
@@ -564,6 +571,34 @@ fn build_client(root: &str, options: &RemoteOptions) -> object_store::Result<Arc
             )
             // An endpoint given as http:// (a local test server) is meant.
             .with_allow_http(endpoint.starts_with("http://"))
+            .build()?;
+        return Ok(Arc::new(client));
+    }
+    if root.starts_with("gs://") {
+        use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+        let client = GoogleCloudStorageBuilder::from_env()
+            .with_url(root)
+            .with_retry(retry)
+            .with_config(GoogleConfigKey::Client(ClientConfigKey::Timeout), &attempt)
+            .with_config(
+                GoogleConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                "5s",
+            )
+            .build()?;
+        return Ok(Arc::new(client));
+    }
+    if !root.starts_with("http") {
+        // Azure (`AZURE_STORAGE_USE_EMULATOR=true` and
+        // `AZURITE_BLOB_STORAGE_URL` for the Azurite emulator).
+        use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+        let client = MicrosoftAzureBuilder::from_env()
+            .with_url(root)
+            .with_retry(retry)
+            .with_config(AzureConfigKey::Client(ClientConfigKey::Timeout), &attempt)
+            .with_config(
+                AzureConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                "5s",
+            )
             .build()?;
         return Ok(Arc::new(client));
     }
@@ -623,5 +658,13 @@ mod tests {
         assert!(split_url("s3:///x").is_err());
         assert!(split_url("/local/path").is_err());
         assert!(is_remote("s3://b") && is_remote("https://h/x") && !is_remote("./s3:"));
+        assert!(is_remote("gs://b/m.brv") && is_remote("az://c/m.brv"));
+        assert_eq!(
+            split("abfss://fs@acct.dfs.core.windows.net/a/m.brv"),
+            (
+                "abfss://fs@acct.dfs.core.windows.net".into(),
+                "a/m.brv".into()
+            )
+        );
     }
 }

@@ -67,6 +67,7 @@ impl RunBases {
                 None => Vec::new(),
             },
             dedup: self.store.is_some(),
+            ..BaseSources::default()
         }
     }
 }

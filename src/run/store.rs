@@ -11,7 +11,7 @@
 
 use super::shard;
 use super::tree::{self, Action, Job};
-use crate::archive::{verify, Archive};
+use crate::archive::{verify, Archive, BaseOpener, BaseSources};
 use crate::atomic::{is_temp_name, write_atomically};
 use crate::error::{Error, IoContext, Result};
 use crate::remote::object::{key_of, Opener, Remote};
@@ -67,10 +67,10 @@ impl End {
             return Ok(End::Local(path.to_path_buf()));
         }
         let url = url_of(path)?;
-        if !url.starts_with("s3://") {
+        if url.starts_with("http") {
             return Err(Error::invalid(
                 path,
-                "pack reads and writes object storage as s3://BUCKET[/PREFIX] only",
+                "pack reads and writes buckets (s3://, gs://, az://), not web servers",
             ));
         }
         let store = Store::connect(url, options.clone()).at(path)?;
@@ -191,8 +191,8 @@ impl StoreRun {
                     Action::Copy => Ok(out.len == len),
                     Action::Transform => {
                         let opener = Opener {
-                            remote,
-                            known: Some(out),
+                            remote: remote.clone(),
+                            known: Some(out.clone()),
                         };
                         let Ok(archive) = Archive::open_with(&job.dst, &opener) else {
                             return Ok(false);
@@ -270,6 +270,54 @@ impl StoreRun {
         };
         remote.store.put_file(upload, &key).at(&job.dst)?;
         Ok(written)
+    }
+}
+
+/// The base archive of a pack into a store (`pack --base URL`): an archive
+/// in the store DST is in, read where it is stored, as the mount reads it.
+pub struct StoreBase {
+    url: PathBuf,
+    opener: BaseOpener,
+}
+
+impl StoreBase {
+    /// The base at `base` for packing into `dst`; an error naming `base` if
+    /// the two are not in one store (an archive names its base by a path
+    /// relative to its own) or `base` is not an archive there.
+    pub fn new(base: &Path, dst: &Path, options: &RemoteOptions) -> Result<StoreBase> {
+        let root = |path: &Path| match in_store(path) {
+            true => split_url(url_of(path)?)
+                .at(path)
+                .map(|(root, _)| Some(root)),
+            false => Ok(None),
+        };
+        let (at, into) = (root(base)?, root(dst)?);
+        if at.is_none() || at != into {
+            let reason = match into {
+                Some(store) => format!("the base must be an archive in {store}, as DST is"),
+                None => "a base in object storage needs DST in the same store \
+                         (an archive names its base by a path relative to its own)"
+                    .to_string(),
+            };
+            return Err(Error::invalid(base, reason));
+        }
+        let opener = crate::remote::opener(url_of(base)?, options.clone())?;
+        // A missing or damaged base fails now, naming its URL.
+        Archive::open_with(base, &opener)?;
+        Ok(StoreBase {
+            url: base.to_path_buf(),
+            opener: BaseOpener(Arc::new(opener)),
+        })
+    }
+
+    /// What `job`'s output is packed against.
+    pub fn of(&self, job: &Job) -> BaseSources {
+        BaseSources {
+            named: vec![self.url.clone()],
+            opener: Some(self.opener.clone()),
+            written_as: Some(job.dst.clone()),
+            ..BaseSources::default()
+        }
     }
 }
 

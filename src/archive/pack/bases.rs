@@ -9,6 +9,7 @@
 use super::rows::{find_rows, sections, BaseRows};
 use crate::archive::format::{valid_base_path, BaseEntry};
 use crate::archive::reader::{Archive, MAX_BASE_DEPTH, MAX_OPENED_BASES};
+use crate::archive::source::SourceOpener;
 use crate::archive::RowMap;
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::TensorInfo;
@@ -101,6 +102,22 @@ pub struct BaseSources {
     pub store: Vec<PathBuf>,
     /// Match tensors by content.
     pub dedup: bool,
+    /// Opens the bases where they are not local files (archives in object
+    /// storage, read where they are stored); None: local files.
+    pub opener: Option<BaseOpener>,
+    /// Where the archive being written will be read, if not where it is
+    /// written (an upload): it names its bases relative to that.
+    pub written_as: Option<PathBuf>,
+}
+
+/// Opens base archives by path (see [`BaseSources::opener`]).
+#[derive(Clone)]
+pub struct BaseOpener(pub Arc<dyn SourceOpener + Send>);
+
+impl std::fmt::Debug for BaseOpener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BaseOpener")
+    }
 }
 
 impl Bases {
@@ -112,7 +129,11 @@ impl Bases {
     /// (which is being rewritten) is left out: referencing it would make a
     /// cycle.
     pub fn open(sources: &BaseSources, dst: &Path) -> Result<Bases> {
-        let rewritten = dst.canonicalize().ok();
+        let dst = sources.written_as.as_deref().unwrap_or(dst);
+        let rewritten = match sources.opener {
+            Some(_) => Some(dst.to_path_buf()),
+            None => dst.canonicalize().ok(),
+        };
         let folder = dst.parent().filter(|f| !f.as_os_str().is_empty());
         let folder = folder.unwrap_or(Path::new("."));
         let mut bases = Bases {
@@ -128,7 +149,10 @@ impl Bases {
         for (k, path) in sources.named.iter().chain(store).enumerate() {
             // Read with positional reads, not a map: a base truncated while
             // the pack reads it is then an error naming it, not a SIGBUS.
-            let archive = Archive::open_unmapped(path)?;
+            let archive = match &sources.opener {
+                Some(opener) => Archive::open_with(path, opener.0.as_ref())?,
+                None => Archive::open_unmapped(path)?,
+            };
             if rewritten.as_deref().is_some_and(|d| needs(&archive, d)) {
                 continue;
             }
@@ -147,7 +171,7 @@ impl Bases {
             let entry = BaseEntry {
                 sha256: archive.sha256(),
                 source_len: archive.len(),
-                path: relative_path(folder, path)?,
+                path: relative_path(folder, path, sources.opener.is_none())?,
             };
             bases.archives.push((archive, entry));
         }
@@ -379,10 +403,8 @@ fn warn_if_too_deep(archive: &Archive, dst: &Path) {
 /// Whether one of `archive`'s bases, or of theirs, is the file `target`
 /// (a canonical path).
 fn needs(archive: &Archive, target: &Path) -> bool {
-    archive
-        .bases()
-        .iter()
-        .any(|b| b.path().canonicalize().is_ok_and(|p| p == target) || needs(b, target))
+    let is_target = |p: &Path| p == target || p.canonicalize().is_ok_and(|p| p == target);
+    (archive.bases().iter()).any(|b| is_target(b.path()) || needs(b, target))
 }
 
 /// The bases an archive being written references, kept so that a reader
@@ -431,15 +453,25 @@ fn source_tensors(archive: &Archive) -> Result<Vec<TensorInfo>> {
     Ok(layout.tensors)
 }
 
-/// `to` as a `/`-separated path relative to the folder `from`, both taken
-/// from their canonical forms (`to` must exist; `from` is the folder a new
-/// archive will be written in).
-fn relative_path(from: &Path, to: &Path) -> Result<String> {
-    let from = from.canonicalize().at(from)?;
-    let target = to.canonicalize().at(to)?;
+/// `to` as a `/`-separated path relative to the folder `from`: local paths
+/// taken from their canonical forms (`to` must exist; `from` is the folder a
+/// new archive will be written in), or else URLs of one store
+/// (`s3://BUCKET/...`), whose scheme and bucket they must share.
+fn relative_path(from: &Path, to: &Path, local: bool) -> Result<String> {
+    let (from, target) = match local {
+        true => (from.canonicalize().at(from)?, to.canonicalize().at(to)?),
+        false => (from.to_path_buf(), to.to_path_buf()),
+    };
     let (a, b): (Vec<Component>, Vec<Component>) =
         (from.components().collect(), target.components().collect());
     let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    if !local && common < 2 {
+        let reason = format!(
+            "a base in object storage must be in the store the archive is written to ({})",
+            from.display()
+        );
+        return Err(Error::invalid(to, reason));
+    }
     let mut rel = PathBuf::new();
     (common..a.len()).for_each(|_| rel.push(".."));
     b[common..].iter().for_each(|c| rel.push(c));
@@ -461,10 +493,20 @@ mod tests {
         std::fs::create_dir_all(root.join("base/sub")).unwrap();
         std::fs::create_dir_all(root.join("tuned")).unwrap();
         std::fs::write(root.join("base/sub/m.brv"), b"x").unwrap();
-        let rel = relative_path(&root.join("tuned"), &root.join("base/sub/m.brv")).unwrap();
-        assert_eq!(rel, "../base/sub/m.brv");
-        let here = relative_path(&root.join("base/sub"), &root.join("base/sub/m.brv")).unwrap();
-        assert_eq!(here, "m.brv");
+        let rel = relative_path(&root.join("tuned"), &root.join("base/sub/m.brv"), true);
+        assert_eq!(rel.unwrap(), "../base/sub/m.brv");
+        let here = relative_path(&root.join("base/sub"), &root.join("base/sub/m.brv"), true);
+        assert_eq!(here.unwrap(), "m.brv");
+        // URLs of one store, as they are written.
+        let url = |from: &str, to: &str| relative_path(Path::new(from), Path::new(to), false);
+        let rel = url("s3://models/runs/7", "s3://models/base/m.brv").unwrap();
+        assert_eq!(rel, "../../base/m.brv");
+        let other = url("s3://models/runs", "s3://other/base/m.brv").unwrap_err();
+        assert!(
+            other.to_string().contains("s3://other/base/m.brv"),
+            "{other}"
+        );
+        assert!(url("s3://models/a", "gs://models/a/m.brv").is_err());
     }
 
     /// has one of its dtype and length: reading it once per chunk length

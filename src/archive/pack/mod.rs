@@ -28,7 +28,7 @@ mod tests;
 mod width;
 mod write_behind;
 
-pub use bases::BaseSources;
+pub use bases::{BaseOpener, BaseSources};
 pub use encode::{encode_record, literal_fallbacks};
 pub use options::{PackOptions, DEFAULT_CHUNK_BYTES, DEFAULT_LEVEL, LEVELS};
 pub use output::PackSummary;

@@ -56,12 +56,12 @@ pub enum Command {
 // The arguments of `brevis pack`.
 #[derive(clap::Args)]
 pub struct PackArgs {
-    /// A .safetensors file or a directory; or s3://BUCKET[/PREFIX], every
-    /// object under which is a file of the directory (credentials from the
-    /// AWS_* environment variables).
+    /// A .safetensors file or a directory; or s3://BUCKET[/PREFIX] (gs://,
+    /// az://), every object under which is a file of the directory
+    /// (credentials from the AWS_*, GOOGLE_* or AZURE_* environment variables).
     pub src: PathBuf,
     /// The archive to write, or the directory to mirror into; or
-    /// s3://BUCKET[/PREFIX], where each output is uploaded whole.
+    /// s3://BUCKET[/PREFIX] (gs://, az://), where each output is uploaded whole.
     pub dst: PathBuf,
     #[command(flatten)]
     pub outputs: OutputArgs,

@@ -14,7 +14,7 @@ use brevis::archive::{self, Archive, PackOptions};
 use brevis::error::{Error, IoContext, Result};
 use brevis::inspect;
 use brevis::remote::RemoteOptions;
-use brevis::run::store::{involves_store, StoreRun};
+use brevis::run::store::{involves_store, StoreBase, StoreRun};
 use brevis::run::{self, shard, tree, Action, Existing, Job, RunBases, Shard, Tally, Watch};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -94,11 +94,12 @@ fn run(cli: &Cli) -> Result<()> {
 /// object storage (see [`pack_with_store`]).
 fn pack(cli: &Cli, args: &PackArgs) -> Result<()> {
     let opts = args.search.options(args.chunk_size)?;
-    if involves_store(&args.src, &args.dst) {
-        if args.base.is_some() || args.dedup.is_some() {
+    let base_in_store = args.base.as_deref().is_some_and(|b| involves_store(b, b));
+    if involves_store(&args.src, &args.dst) || base_in_store {
+        if args.dedup.is_some() {
             return Err(Error::invalid(
                 &args.src,
-                "--base and --dedup are not supported with object-store URLs yet",
+                "--dedup is not supported with object-store URLs yet",
             ));
         }
         return pack_with_store(cli, args, &opts);
@@ -201,6 +202,10 @@ fn pack_with_store(cli: &Cli, args: &PackArgs, opts: &PackOptions) -> Result<()>
     // runs. Test: a multipart upload whose parts fail, in tests/remote.rs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let options = RemoteOptions::default();
+    let base = args.base.as_deref();
+    let base = base
+        .map(|base| StoreBase::new(base, dst, &options))
+        .transpose()?;
     let (store_run, jobs) = StoreRun::plan(src, dst, "safetensors", "brv", &options)?;
     let jobs = match shard {
         Some(shard) => shard.todo(jobs, |job| store_run.done_already(job))?,
@@ -216,7 +221,11 @@ fn pack_with_store(cli: &Cli, args: &PackArgs, opts: &PackOptions) -> Result<()>
         outputs.keep_going,
         |job, progress| {
             store_run.run_job(job, |from, to| {
-                Ok(archive::pack_file(from, to, opts, progress)?.bytes_out)
+                let opts = PackOptions {
+                    bases: base.as_ref().map(|b| b.of(job)).unwrap_or_default(),
+                    ..opts.clone()
+                };
+                Ok(archive::pack_file(from, to, &opts, progress)?.bytes_out)
             })
         },
     )
