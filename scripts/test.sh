@@ -70,7 +70,7 @@ cargo test --quiet --lib --bins --tests --examples --features corpus,fuse-tests
 
 # Archives in Azure Blob Storage, against the Azurite emulator (npm) on
 # loopback: verify, unpack, pack --base and a mount; about 10 s once installed.
-echo "== Azure (Azurite)"
+step "Azure (Azurite)"
 scripts/test/azurite.sh target/debug
 
 # A real Slurm job array (single-node slurmctld + slurmd on this machine, from
