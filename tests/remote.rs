@@ -136,8 +136,12 @@ struct Big {
 }
 
 fn big(seed: u64) -> Big {
+    packed(checkpoint(seed, 48))
+}
+
+/// `original` written to a temporary folder and packed into `archives/m.brv` there.
+fn packed(original: Vec<u8>) -> Big {
     let dir = tempfile::tempdir().unwrap();
-    let original = checkpoint(seed, 48);
     let src = write_temp(dir.path(), "src.safetensors", &original);
     let archives = dir.path().join("archives");
     std::fs::create_dir(&archives).unwrap();
@@ -269,7 +273,6 @@ fn reads_fetch_only_the_records_they_touch() {
 /// A checkpoint of BF16 weights whose archive (about 16 MB) is eight times
 /// the fetch cache of `SMALL_CACHES`, and the archive, in a folder of its own.
 fn weights() -> Big {
-    let dir = tempfile::tempdir().unwrap();
     let tensors: Vec<Tensor> = (0..8)
         .map(|i| {
             let n = 1536 * 1024;
@@ -277,17 +280,7 @@ fn weights() -> Big {
             tensor(&format!("layer.{i}.weight"), "BF16", &[1536, 1024], data)
         })
         .collect();
-    let original = build(&tensors, &Extras::default());
-    let src = write_temp(dir.path(), "src.safetensors", &original);
-    let archives = dir.path().join("archives");
-    std::fs::create_dir(&archives).unwrap();
-    let archive = archives.join("m.brv");
-    pack(&src, &archive);
-    Big {
-        dir,
-        original,
-        archive,
-    }
+    packed(build(&tensors, &Extras::default()))
 }
 
 /// A mount's memory for fetched bytes, an eighth of the archive of
