@@ -12,6 +12,7 @@
 //! these bytes is checked against its checksum by the archive reader.
 
 pub mod disk;
+mod memory;
 pub mod object;
 pub mod open;
 pub mod store;

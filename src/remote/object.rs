@@ -17,10 +17,10 @@
 #![forbid(unsafe_code)]
 
 use super::disk::DiskCache;
+use super::memory::{Block, BlockId, Memory};
 use super::store::{ObjectInfo, Store};
 use crate::archive::{ByteSource, SourceOpener};
 use crate::runs::runs;
-use lru::LruCache;
 use rangemap::RangeSet;
 use std::collections::HashSet;
 use std::io;
@@ -54,94 +54,6 @@ pub struct Remote {
     max_window: u64,
 }
 
-/// A block: the object's identity (key and version) and its index.
-type BlockId = (Arc<str>, u64);
-type Block = Arc<Vec<u8>>;
-
-/// The memory cache: blocks in LRU order, each with the bytes of it that
-/// reads have had. A block read through is the first to evict (its readers
-/// have its bytes); blocks fetched ahead of their readers are added only
-/// while the blocks not read through take at most half the capacity, so that
-/// fetching ahead never evicts a block before it is read through.
-struct Memory {
-    blocks: LruCache<BlockId, Kept>,
-    bytes: usize,
-    /// Bytes of the blocks kept that are not read through.
-    pending: usize,
-    capacity: usize,
-}
-
-struct Kept {
-    block: Block,
-    /// The byte ranges of it that reads have had, until it is read through.
-    read: RangeSet<usize>,
-    through: bool,
-}
-
-impl Memory {
-    /// Block `id`, if kept; one not read through yet becomes the most
-    /// recently used (one read through stays among the first to evict).
-    fn get(&mut self, id: &BlockId) -> Option<Block> {
-        let through = self.blocks.peek(id)?.through;
-        let kept = match through {
-            true => self.blocks.peek(id),
-            false => self.blocks.get(id),
-        };
-        kept.map(|kept| kept.block.clone())
-    }
-
-    fn keep(&mut self, id: BlockId, block: Block) {
-        let len = block.len();
-        let kept = Kept {
-            block,
-            read: RangeSet::new(),
-            through: false,
-        };
-        if let Some(old) = self.blocks.put(id, kept) {
-            self.forget(&old);
-        }
-        self.bytes += len;
-        self.pending += len;
-        while self.bytes > self.capacity {
-            let Some((_, old)) = self.blocks.pop_lru() else {
-                break;
-            };
-            self.forget(&old);
-        }
-    }
-
-    fn forget(&mut self, kept: &Kept) {
-        self.bytes -= kept.block.len();
-        if !kept.through {
-            self.pending -= kept.block.len();
-        }
-    }
-
-    /// Notes that bytes `range` of block `id` were read; a block read
-    /// through is demoted.
-    fn read(&mut self, id: &BlockId, range: Range<usize>) {
-        let Some(kept) = self.blocks.peek_mut(id) else {
-            return;
-        };
-        if kept.through || range.is_empty() {
-            return;
-        }
-        kept.read.insert(range);
-        let len = kept.block.len();
-        if kept.read.gaps(&(0..len)).next().is_none() {
-            kept.through = true;
-            kept.read = RangeSet::new();
-            self.pending -= len;
-            self.blocks.demote(id);
-        }
-    }
-
-    /// Bytes that blocks fetched ahead of their readers may still add.
-    fn room(&self) -> u64 {
-        (self.capacity / 2).saturating_sub(self.pending) as u64
-    }
-}
-
 impl Remote {
     /// `store` with a memory cache of `memory` bytes (at least
     /// [`MIN_MEMORY`]; sequential windows are at most half of it) and an
@@ -151,12 +63,7 @@ impl Remote {
         let max_window = (capacity as u64 / 2 / BLOCK * BLOCK).min(MAX_WINDOW);
         Arc::new(Remote {
             store,
-            memory: Mutex::new(Memory {
-                blocks: LruCache::unbounded(),
-                bytes: 0,
-                pending: 0,
-                capacity,
-            }),
+            memory: Mutex::new(Memory::new(capacity)),
             disk,
             inflight: Mutex::new(HashSet::new()),
             landed: Condvar::new(),
@@ -178,7 +85,7 @@ impl Remote {
 
     /// Whether block `id` is in the memory cache (not counted as a use).
     fn has(&self, id: &BlockId) -> bool {
-        self.memory().blocks.contains(id)
+        self.memory().contains(id)
     }
 
     /// Bytes that fetching ahead of readers may still take, the blocks in
@@ -766,7 +673,7 @@ mod tests {
         let fetched = counter(&remote).0;
         // A block where the first stream meets the second's start, at most.
         assert!(fetched <= len + BLOCK, "{fetched} bytes fetched for {len}");
-        assert!(remote.memory().bytes <= MIN_MEMORY);
+        assert!(remote.memory().bytes() <= MIN_MEMORY);
     }
 
     #[test]

@@ -33,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bound;
 mod context;
 mod cost;
 mod expand;
