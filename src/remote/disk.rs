@@ -7,20 +7,39 @@
 //! repeats its identity and a checksum of its bytes, checked on every hit, so a
 //! damaged or foreign file is a miss, never wrong bytes. Only files named as
 //! this cache names them are ever read or removed.
+//!
+//! Entries are written by a thread of their own, so that a read waits for
+//! the store only, never for the local disk: at most [`QUEUE`] entries wait
+//! to be written, and an entry that finds the queue full is not kept (a
+//! later mount fetches those bytes again). Dropping the cache writes what
+//! waits.
 
 #![forbid(unsafe_code)]
 
 use lru::LruCache;
 use sha2::{Digest, Sha256};
 use std::hash::Hasher;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 const MAGIC: &[u8; 8] = b"BRVBLK1\n";
 const SUFFIX: &str = ".blk";
+/// Entries waiting to be written, at most: with entries of up to 1 MiB, a
+/// bounded amount of memory however slow the disk.
+pub const QUEUE: usize = 64;
 
 pub struct DiskCache {
+    files: Arc<Files>,
+    /// To the writing thread; `None` once dropped.
+    queue: Option<SyncSender<(String, Vec<u8>)>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+/// The entries in the cache's folder, shared with the writing thread.
+struct Files {
     dir: PathBuf,
     capacity: u64,
     state: Mutex<State>,
@@ -36,6 +55,59 @@ impl DiskCache {
     /// The cache in `dir` (created if missing), holding at most `capacity`
     /// bytes; what it already holds is kept, oldest evicted first.
     pub fn open(dir: &Path, capacity: u64) -> io::Result<DiskCache> {
+        let files = Arc::new(Files::open(dir, capacity)?);
+        let (queue, waiting) = sync_channel::<(String, Vec<u8>)>(QUEUE);
+        let writing = files.clone();
+        let writer = std::thread::Builder::new()
+            .name("brevis-disk-cache".into())
+            .spawn(move || {
+                for (identity, data) in waiting {
+                    writing.write(&identity, &data);
+                }
+            })?;
+        Ok(DiskCache {
+            files,
+            queue: Some(queue),
+            writer: Some(writer),
+        })
+    }
+
+    /// The bytes stored under `identity`, if present and intact.
+    pub fn get(&self, identity: &str) -> Option<Vec<u8>> {
+        self.files.get(identity)
+    }
+
+    /// Stores `data` under `identity` soon (evicting the least recently used
+    /// entries beyond the capacity), or not at all if too many entries wait
+    /// to be written. Failures only cost a later fetch.
+    pub fn put(&self, identity: &str, data: Vec<u8>) {
+        let Some(queue) = &self.queue else { return };
+        if let Err(TrySendError::Full((identity, _))) = queue.try_send((identity.into(), data)) {
+            log::debug!(
+                "{}: not kept, the disk is behind",
+                self.files.path(&identity).display()
+            );
+        }
+    }
+
+    /// Bytes held now (entries still waiting to be written not counted).
+    pub fn held_bytes(&self) -> u64 {
+        self.files.lock().bytes
+    }
+}
+
+impl Drop for DiskCache {
+    /// Writes the entries still waiting.
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Files {
+    fn open(dir: &Path, capacity: u64) -> io::Result<Files> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
         for entry in std::fs::read_dir(dir)?.flatten() {
@@ -49,7 +121,7 @@ impl DiskCache {
             }
         }
         found.sort();
-        let cache = DiskCache {
+        let files = Files {
             dir: dir.to_path_buf(),
             capacity,
             state: Mutex::new(State {
@@ -58,22 +130,25 @@ impl DiskCache {
             }),
         };
         {
-            let mut state = cache.lock();
+            let mut state = files.lock();
             for (_, name, len) in found {
                 state.files.put(name, len);
                 state.bytes += len;
             }
         }
-        cache.evict();
-        Ok(cache)
+        files.evict();
+        Ok(files)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The bytes stored under `identity`, if present and intact.
-    pub fn get(&self, identity: &str) -> Option<Vec<u8>> {
+    fn path(&self, identity: &str) -> PathBuf {
+        self.dir.join(entry_name(identity))
+    }
+
+    fn get(&self, identity: &str) -> Option<Vec<u8>> {
         let name = entry_name(identity);
         self.lock().files.get(&name)?;
         let path = self.dir.join(&name);
@@ -88,37 +163,33 @@ impl DiskCache {
         }
     }
 
-    /// Stores `data` under `identity`, evicting the least recently used
-    /// entries beyond the capacity. Failures only cost a later fetch.
-    pub fn put(&self, identity: &str, data: &[u8]) {
+    /// Writes an entry (to a temporary file renamed into place, so that a
+    /// reader never sees half of it) and evicts beyond the capacity.
+    fn write(&self, identity: &str, data: &[u8]) {
         let name = entry_name(identity);
-        let mut file = Vec::with_capacity(data.len() + identity.len() + 32);
-        file.extend_from_slice(MAGIC);
-        file.extend_from_slice(&(identity.len() as u32).to_le_bytes());
-        file.extend_from_slice(identity.as_bytes());
-        file.extend_from_slice(&checksum(data).to_le_bytes());
-        file.extend_from_slice(data);
+        let mut head = Vec::with_capacity(identity.len() + 20);
+        head.extend_from_slice(MAGIC);
+        head.extend_from_slice(&(identity.len() as u32).to_le_bytes());
+        head.extend_from_slice(identity.as_bytes());
+        head.extend_from_slice(&checksum(data).to_le_bytes());
         let temp = self.dir.join(format!(".tmp-{}-{name}", std::process::id()));
-        let written = std::fs::write(&temp, &file)
+        let written = std::fs::File::create(&temp)
+            .and_then(|mut file| file.write_all(&head).and_then(|()| file.write_all(data)))
             .and_then(|()| std::fs::rename(&temp, self.dir.join(&name)));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&temp);
             log::warn!("{}: cannot write to the cache: {e}", self.dir.display());
             return;
         }
+        let len = (head.len() + data.len()) as u64;
         {
             let mut state = self.lock();
-            if let Some(old) = state.files.put(name, file.len() as u64) {
+            if let Some(old) = state.files.put(name, len) {
                 state.bytes -= old;
             }
-            state.bytes += file.len() as u64;
+            state.bytes += len;
         }
         self.evict();
-    }
-
-    /// Bytes held now.
-    pub fn held_bytes(&self) -> u64 {
-        self.lock().bytes
     }
 
     fn remove(&self, name: &str) {
@@ -179,17 +250,16 @@ mod tests {
     #[test]
     fn entries_come_back_only_under_their_identity_and_intact() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = DiskCache::open(dir.path(), 1 << 20).unwrap();
-        cache.put(KEY, b"0123456789");
-        assert_eq!(cache.get(KEY).as_deref(), Some(&b"0123456789"[..]));
-        assert_eq!(cache.get(OTHER_ETAG), None, "another ETag");
+        let files = Files::open(dir.path(), 1 << 20).unwrap();
+        files.write(KEY, b"0123456789");
+        assert_eq!(files.get(KEY).as_deref(), Some(&b"0123456789"[..]));
+        assert_eq!(files.get(OTHER_ETAG), None, "another ETag");
         // A damaged file is a miss, and removed.
-        let name = entry_name(KEY);
-        let path = dir.path().join(&name);
+        let path = files.path(KEY);
         let mut bytes = std::fs::read(&path).unwrap();
         *bytes.last_mut().unwrap() ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        assert_eq!(cache.get(KEY), None);
+        assert_eq!(files.get(KEY), None);
         assert!(!path.exists());
     }
 
@@ -197,20 +267,43 @@ mod tests {
     fn the_least_recently_used_go_first_and_files_not_its_own_stay() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
-        let cache = DiskCache::open(dir.path(), 3000).unwrap();
+        let files = Files::open(dir.path(), 3000).unwrap();
         let block = vec![7u8; 900];
         for i in 0..3 {
-            cache.put(&format!("k{i}"), &block);
+            files.write(&format!("k{i}"), &block);
         }
-        assert!(cache.get("k0").is_some(), "k0 is now the most recent");
-        cache.put("k3", &block);
-        assert!(cache.held_bytes() <= 3000);
-        assert!(cache.get("k1").is_none(), "k1 was the least recently used");
-        assert!(cache.get("k0").is_some() && cache.get("k3").is_some());
+        assert!(files.get("k0").is_some(), "k0 is now the most recent");
+        files.write("k3", &block);
+        assert!(files.lock().bytes <= 3000);
+        assert!(files.get("k1").is_none(), "k1 was the least recently used");
+        assert!(files.get("k0").is_some() && files.get("k3").is_some());
         // Reopened, it finds its entries again.
-        drop(cache);
+        drop(files);
         let again = DiskCache::open(dir.path(), 3000).unwrap();
         assert!(again.get("k3").is_some());
+        assert!(again.held_bytes() <= 3000);
         assert!(dir.path().join("notes.txt").exists());
+    }
+
+    #[test]
+    fn entries_put_are_written_by_the_time_the_cache_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskCache::open(dir.path(), 1 << 30).unwrap();
+        // Fewer than the queue holds: none is turned away.
+        let entries: Vec<(String, Vec<u8>)> = (0..QUEUE / 2)
+            .map(|i| (format!("k{i}"), vec![i as u8; 100_000]))
+            .collect();
+        for (identity, data) in &entries {
+            cache.put(identity, data.clone());
+        }
+        drop(cache);
+        let again = DiskCache::open(dir.path(), 1 << 30).unwrap();
+        for (identity, data) in &entries {
+            assert_eq!(again.get(identity).as_ref(), Some(data), "{identity}");
+        }
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten();
+        assert!(leftovers
+            .into_iter()
+            .all(|e| !e.file_name().to_string_lossy().starts_with(".tmp-")));
     }
 }

@@ -7,11 +7,14 @@
 //! bounded waits, retries); [`object`] turns an object into a
 //! [`ByteSource`](crate::archive::ByteSource) with block caching, coalesced
 //! and parallel fetches and a growing window for sequential readers; [`disk`]
-//! keeps fetched blocks on local disk, keyed by ETag; [`open`] opens one
+//! keeps fetched bytes on local disk, keyed by ETag, written by a thread of
+//! its own; `extents` says which entries hold which blocks (whole MiB
+//! extents where it can); [`open`] opens one
 //! archive by its URL. Every chunk decoded from
 //! these bytes is checked against its checksum by the archive reader.
 
 pub mod disk;
+mod extents;
 mod memory;
 pub mod object;
 pub mod open;

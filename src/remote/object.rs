@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 use super::disk::DiskCache;
+use super::extents::OnDisk;
 use super::memory::{Block, BlockId, Memory};
 use super::store::{ObjectInfo, Store};
 use crate::archive::{ByteSource, SourceOpener};
@@ -26,6 +27,7 @@ use std::collections::HashSet;
 use std::io;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -154,9 +156,12 @@ impl RemoteObject {
         start..(start + BLOCK).min(self.info.len)
     }
 
-    fn disk_identity(&self, block: u64) -> String {
-        let range = self.block_range(block);
-        format!("{}\0{}+{}", self.id, range.start, range.end - range.start)
+    fn on_disk(&self) -> Option<OnDisk<'_>> {
+        Some(OnDisk {
+            cache: self.remote.disk.as_ref()?,
+            id: &self.id,
+            len: self.info.len,
+        })
     }
 
     /// Blocks `wanted`, from the caches or fetched. Waits at most about two
@@ -329,14 +334,18 @@ impl RemoteObject {
     fn fetch_claimed(&self, mine: &[u64]) -> io::Result<Vec<(u64, Block)>> {
         let mut sorted = mine.to_vec();
         sorted.sort_unstable();
-        let mut out = Vec::with_capacity(sorted.len());
-        let mut to_fetch = Vec::new();
-        for b in sorted {
-            match self.disk_block(b) {
-                Some(block) => out.push((b, block)),
-                None => to_fetch.push(b),
-            }
-        }
+        let (found, to_fetch) = match self.on_disk() {
+            Some(disk) => disk.blocks(&sorted),
+            None => (Vec::new(), sorted),
+        };
+        let hits: usize = found.iter().map(|(_, bytes)| bytes.len()).sum();
+        let stats = &self.remote.store.stats;
+        stats
+            .disk_hit_bytes
+            .fetch_add(hits as u64, Ordering::Relaxed);
+        let mut out: Vec<(u64, Block)> = (found.into_iter())
+            .map(|(b, bytes)| (b, Arc::new(bytes)))
+            .collect();
         let runs = runs(to_fetch);
         let ranges: Vec<Range<u64>> = runs
             .iter()
@@ -349,7 +358,12 @@ impl RemoteObject {
         // (What did arrive is kept even if another part failed.)
         for (range, result) in ranges.iter().zip(results) {
             match result {
-                Ok(bytes) => out.extend(self.cut_fetched(range.start, &bytes)),
+                Ok(bytes) => {
+                    if let Some(disk) = self.on_disk() {
+                        disk.keep(range.start / BLOCK, &bytes);
+                    }
+                    out.extend(cut(range.start, &bytes));
+                }
                 Err(e) => {
                     failure.get_or_insert(e);
                 }
@@ -362,51 +376,30 @@ impl RemoteObject {
         drop(memory);
         match failure {
             Some(e) => {
-                let stats = &self.remote.store.stats;
-                stats
-                    .errors
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                stats.errors.fetch_add(1, Ordering::Relaxed);
                 Err(e)
             }
             None => Ok(out),
         }
     }
-
-    fn disk_block(&self, block: u64) -> Option<Block> {
-        let disk = self.remote.disk.as_ref()?;
-        let bytes = disk.get(&self.disk_identity(block))?;
-        // An entry of another length cannot be this block's.
-        let range = self.block_range(block);
-        (bytes.len() as u64 == range.end - range.start).then(|| {
-            let hits = &self.remote.store.stats.disk_hit_bytes;
-            hits.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            Arc::new(bytes)
-        })
-    }
-
-    /// Cuts `bytes`, fetched from `start` (a block boundary), into blocks,
-    /// each also written to the disk cache.
-    fn cut_fetched(&self, start: u64, bytes: &[u8]) -> Vec<(u64, Block)> {
-        let first = start / BLOCK;
-        let blocks = bytes.chunks(BLOCK as usize).enumerate();
-        blocks
-            .map(|(i, piece)| {
-                let block = first + i as u64;
-                if let Some(disk) = &self.remote.disk {
-                    disk.put(&self.disk_identity(block), piece);
-                }
-                (block, Arc::new(piece.to_vec()))
-            })
-            .collect()
-    }
 }
 
-/// `range` in pieces of at most `PART` bytes (on block boundaries).
+/// `bytes`, fetched from `start` (a block boundary), cut into blocks.
+fn cut(start: u64, bytes: &[u8]) -> Vec<(u64, Block)> {
+    let first = start / BLOCK;
+    let pieces = bytes.chunks(BLOCK as usize).enumerate();
+    pieces
+        .map(|(i, piece)| (first + i as u64, Arc::new(piece.to_vec())))
+        .collect()
+}
+
+/// `range` in pieces of at most `PART` bytes, cut at multiples of `PART`
+/// (so that a piece holds whole extents of the disk cache).
 fn split(range: Range<u64>) -> Vec<Range<u64>> {
     let mut out = Vec::new();
     let mut at = range.start;
     while at < range.end {
-        let end = (at + PART).min(range.end);
+        let end = ((at / PART + 1) * PART).min(range.end);
         out.push(at..end);
         at = end;
     }
@@ -719,5 +712,7 @@ mod tests {
     fn long_runs_split_into_parts() {
         let parts = split(0..PART * 2 + 5);
         assert_eq!(parts, vec![0..PART, PART..2 * PART, 2 * PART..2 * PART + 5]);
+        let parts = split(BLOCK..PART * 2);
+        assert_eq!(parts, vec![BLOCK..PART, PART..2 * PART], "cut at multiples");
     }
 }
