@@ -15,6 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How far behind the link's schedule a sender may be and catch up: a
+/// burst of at most this much time's bytes (a token bucket of 1 ms).
+const SLACK: Duration = Duration::from_millis(1);
+
 /// The shared link: bytes per second and when the bytes sent so far have
 /// gone through it.
 struct Link {
@@ -34,7 +38,10 @@ impl Link {
         }
         let until = {
             let mut free_at = self.free_at.lock().unwrap();
-            let start = (*free_at).max(Instant::now());
+            // A link idle for less than SLACK has lost nothing: one stream
+            // whose copying and waking take a little time (as a sender's
+            // next packet does) still fills the link, as TCP fills a real one.
+            let start = (*free_at).max(Instant::now() - SLACK);
             *free_at = start + Duration::from_secs_f64(n as f64 / self.rate);
             *free_at
         };
