@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use super::disk::DiskCache;
-use super::object::BLOCK;
+use super::memory::BLOCK;
 use std::ops::Range;
 
 /// Blocks per extent: 1 MiB.

@@ -7,6 +7,10 @@ use rangemap::RangeSet;
 use std::ops::Range;
 use std::sync::Arc;
 
+/// Bytes per cached block: a random read fetches at most one block more on
+/// each side than it needs.
+pub const BLOCK: u64 = 64 << 10;
+
 /// A block: the object's identity (key and version) and its index.
 pub(super) type BlockId = (Arc<str>, u64);
 pub(super) type Block = Arc<Vec<u8>>;

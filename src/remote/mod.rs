@@ -21,6 +21,7 @@ pub mod open;
 pub mod store;
 
 pub use disk::DiskCache;
-pub use object::{Opener, Remote, RemoteObject, BLOCK};
+pub use memory::BLOCK;
+pub use object::{Opener, Remote, RemoteObject};
 pub use open::{open_archive, opener};
 pub use store::{is_remote, split_url, ObjectInfo, RemoteOptions, Stats, Store};

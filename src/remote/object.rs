@@ -18,7 +18,7 @@
 
 use super::disk::DiskCache;
 use super::extents::OnDisk;
-use super::memory::{Block, BlockId, Memory};
+use super::memory::{Block, BlockId, Memory, BLOCK};
 use super::store::{ObjectInfo, Store};
 use crate::archive::{ByteSource, SourceOpener};
 use crate::runs::runs;
@@ -31,9 +31,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Bytes per cached block: a random read fetches at most one block more on
-/// each side than it needs.
-pub const BLOCK: u64 = 64 << 10;
 /// The first window of a sequential reader, and the largest.
 const FIRST_WINDOW: u64 = 1 << 20;
 pub const MAX_WINDOW: u64 = 32 << 20;
