@@ -451,6 +451,7 @@ fn referencing(
         chunk_size: 64,
         bases: vec![entry; count],
         rows: Vec::new(),
+        tables: Vec::new(),
         chunks: vec![ChunkEntry {
             layout: brevis::safetensors::Layout::Bytes,
             src_len: 64,

@@ -13,7 +13,7 @@ use crate::codec::stats::{Alphabet, Stats};
 use crate::codec::symbols::{self, Values};
 use crate::wire::{put_varint, varint_len};
 
-pub(super) fn applicable(stats: &Stats) -> Option<&Alphabet> {
+pub(in crate::codec) fn applicable(stats: &Stats) -> Option<&Alphabet> {
     stats.alphabet().filter(|a| a.len() >= 1)
 }
 
@@ -330,6 +330,32 @@ pub(super) fn encode_groups<const G: usize>(
     model: &Model,
     out: &mut Vec<u8>,
 ) {
+    write_table::<G>(alphabet, model, out);
+    write_words::<G>(words, alphabet, model, out);
+}
+
+/// Appends the head and table of a stream of `alphabet`'s words, with its
+/// model (see [`Model::of`]).
+pub(in crate::codec) fn encode_table(alphabet: &Alphabet, out: &mut Vec<u8>) {
+    let model = &Model::of(alphabet).0;
+    match model.groups {
+        1 => write_table::<1>(alphabet, model, out),
+        _ => write_table::<2>(alphabet, model, out),
+    }
+}
+
+/// Appends what follows [`encode_table`]'s table in a stream of `words`
+/// (each one of `alphabet`'s): its states, counts and renormalisation
+/// words.
+pub(in crate::codec) fn encode_words(words: &[u32], alphabet: &Alphabet, out: &mut Vec<u8>) {
+    let model = &Model::of(alphabet).0;
+    match model.groups {
+        1 => write_words::<1>(words, alphabet, model, out),
+        _ => write_words::<2>(words, alphabet, model, out),
+    }
+}
+
+fn write_table<const G: usize>(alphabet: &Alphabet, model: &Model, out: &mut Vec<u8>) {
     let head =
         model.scale | (G.trailing_zeros() << GROUPS_SHIFT) | model.precision << PRECISION_SHIFT;
     out.push(head as u8);
@@ -339,6 +365,14 @@ pub(super) fn encode_groups<const G: usize>(
         Values::Rounded(model.precision),
         out,
     );
+}
+
+fn write_words<const G: usize>(
+    words: &[u32],
+    alphabet: &Alphabet,
+    model: &Model,
+    out: &mut Vec<u8>,
+) {
     // Each word emits at most one renormalisation word; every word writes
     // its low bits at `count`, kept only if it did emit, so `count <= n`
     // (the SIMD loop writes eight at a time) and only what was written is

@@ -1,0 +1,185 @@
+//! Code tables shared by a tensor's chunks (docs/FORMAT.md, "Shared code
+//! tables (version 10)"). The chunks of a tensor are searched one by one,
+//! and each Huffman or rANS literal pays for its own table; where the
+//! literals at one place of the programs of a run of a tensor's chunks (the
+//! high bytes of its words, say) draw on much the same words, one table
+//! fitted to all of them, stored once in the index, costs less than a table
+//! in every chunk. Each literal is re-coded with it only where that is
+//! smaller, and the table kept only where the run's records, less what the
+//! table adds to the index, come out smaller: never a larger archive.
+
+use super::output::Record;
+use crate::codec::{self, Codec, SharedCode};
+use crate::dsl::{decode_program, EncodedLit, Limits, Op, Program, Type};
+use crate::wire::{put_varint, varint_len};
+use std::collections::BTreeMap;
+
+/// Chunks of a tensor whose literals may share tables at most: bounds the
+/// records held back from writing (16 MiB of source at the default chunk
+/// size), while a tensor's words change little from one run to the next.
+pub(super) const MAX_RUN: usize = 64;
+
+/// Own tables of a place's literals, in bytes, below which no shared table
+/// is tried: a shared table saves at most about what theirs cost.
+const MIN_OWN_TABLES: usize = 64;
+
+/// A literal with a table of its own: its chunk, where its bytes start in
+/// the chunk's record, how many there are, and how many words it holds.
+struct Site {
+    chunk: usize,
+    at: usize,
+    len: usize,
+    words: usize,
+}
+
+/// A place in the chunks' programs: the lane, the literal's rank among the
+/// lane's literals in program order, and its words' width.
+type Place = (usize, usize, u32);
+
+/// Re-codes the literals of `records`, chunks of one tensor in order, with
+/// tables shared among them wherever that is smaller, appending the tables
+/// to `tables` (the archive's so far, which the records may name).
+pub(super) fn share(records: &mut [Record], tables: &mut Vec<Vec<u8>>) {
+    let mut edits: Vec<Vec<(usize, usize, Vec<u8>)>> = vec![Vec::new(); records.len()];
+    for ((_, _, width), sites) in places(records) {
+        let literal = |s: &Site| &records[s.chunk].1[s.at..s.at + s.len];
+        let own = (sites.iter()).map(|s| codec::table_len(literal(s), width).unwrap_or(0));
+        if sites.len() < 2 || own.sum::<usize>() < MIN_OWN_TABLES {
+            continue;
+        }
+        let words: Vec<Vec<u32>> = (sites.iter())
+            .map(|s| words_of(literal(s), width, s.words))
+            .collect();
+        let lens: Vec<usize> = sites.iter().map(|s| s.len).collect();
+        let Some((table, coded)) = best_shared(&words, &lens, width, tables.len()) else {
+            continue;
+        };
+        tables.push(table);
+        for ((site, words), new) in sites.iter().zip(&words).zip(coded) {
+            if let Some(new) = new {
+                check(&new, tables, width, words);
+                edits[site.chunk].push((site.at, site.len, new));
+            }
+        }
+    }
+    for ((entry, record), mut edits) in records.iter_mut().zip(edits) {
+        // From the last, so that the places of those before stay put.
+        edits.sort_by_key(|&(at, _, _)| std::cmp::Reverse(at));
+        for (at, len, new) in edits {
+            let mut node = Vec::with_capacity(new.len() + 5);
+            put_varint(&mut node, new.len() as u64);
+            node.extend_from_slice(&new);
+            record.splice(at - varint_len(len as u64)..at + len, node);
+        }
+        entry.rec_len = record.len() as u64;
+    }
+}
+
+/// The literals with tables of their own in `records`, by place.
+fn places(records: &[Record]) -> BTreeMap<Place, Vec<Site>> {
+    let mut places: BTreeMap<Place, Vec<Site>> = BTreeMap::new();
+    for (chunk, (entry, record)) in records.iter().enumerate() {
+        let ty = Type {
+            width: entry.layout.lane_width(),
+            len: entry.src_len as usize / entry.layout.element_bytes(),
+        };
+        let mut pos = 0;
+        for lane in 0..entry.layout.lanes() {
+            let (program, used) =
+                decode_program(&record[pos..], ty, Limits::default()).expect("a packed record");
+            let mut lits = Vec::new();
+            literals(&program, &mut lits);
+            let tabled = |(_, l): &(Type, EncodedLit)| {
+                matches!(codec::peek_codec(l.bytes), Ok(Codec::Huffman | Codec::Rans))
+            };
+            for (rank, (ty, l)) in lits.into_iter().enumerate().filter(|(_, l)| tabled(l)) {
+                let site = Site {
+                    chunk,
+                    at: pos + l.at,
+                    len: l.bytes.len(),
+                    words: ty.len,
+                };
+                places.entry((lane, rank, ty.width)).or_default().push(site);
+            }
+            pos += used;
+        }
+    }
+    places
+}
+
+/// The literals of `p` with their types, in program order.
+fn literals<'a>(p: &Program<EncodedLit<'a>>, out: &mut Vec<(Type, EncodedLit<'a>)>) {
+    if let Op::Lit(l) = &p.op {
+        out.push((p.ty, *l));
+    }
+    p.children().for_each(|c| literals(c, out));
+}
+
+/// The `n` words of `width` bits of a literal the packer made.
+fn words_of(literal: &[u8], width: u32, n: usize) -> Vec<u32> {
+    let mut words = vec![0u32; n];
+    codec::decode(literal, width, &mut words).expect("a packed literal decodes");
+    words
+}
+
+/// The table, Huffman or rANS, that codes the literals of `words` (their
+/// own encodings `lens` bytes long) smallest with their share of it, as
+/// table number `number`, and each literal coded with it where that is
+/// smaller than its own: None where no table saves more than it costs.
+fn best_shared(
+    words: &[Vec<u32>],
+    lens: &[usize],
+    width: u32,
+    number: usize,
+) -> Option<(Vec<u8>, Vec<Option<Vec<u8>>>)> {
+    let all = words.concat();
+    let mut best: Option<(usize, Vec<u8>, Vec<Option<Vec<u8>>>)> = None;
+    for codec in [Codec::Rans, Codec::Huffman] {
+        let Some(code) = SharedCode::new(codec, &all, width) else {
+            continue;
+        };
+        let table = code.table();
+        let (mut saved, mut coded) = (0, Vec::with_capacity(words.len()));
+        for (words, &len) in words.iter().zip(lens) {
+            let mut new = Vec::new();
+            code.encode(number as u32, words, &mut new);
+            let gain = node_len(len).saturating_sub(node_len(new.len()));
+            saved += gain;
+            coded.push((gain > 0).then_some(new));
+        }
+        let net = saved.checked_sub(table_cost(number, table.len()));
+        if let Some(net) = net.filter(|&n| n > 0 && best.as_ref().is_none_or(|b| n > b.0)) {
+            best = Some((net, table, coded));
+        }
+    }
+    best.map(|(_, table, coded)| (table, coded))
+}
+
+/// Bytes of a Lit node's size and literal, `len` bytes long.
+fn node_len(len: usize) -> usize {
+    varint_len(len as u64) + len
+}
+
+/// Bytes the index grows by with a table of `len` bytes after `count`
+/// others: its length and bytes, and the count's (a version 10 index,
+/// which the first table makes the archive, has a count where an older one
+/// has none).
+fn table_cost(count: usize, len: usize) -> usize {
+    let before = if count == 0 {
+        0
+    } else {
+        varint_len(count as u64)
+    };
+    varint_len(count as u64 + 1) - before + varint_len(len as u64) + len
+}
+
+/// Checks a re-coded literal decodes to its words: what is written must
+/// decode, as every record does before it is written.
+fn check(literal: &[u8], tables: &[Vec<u8>], width: u32, words: &[u32]) {
+    let mut decoded = vec![0u32; words.len()];
+    let used = codec::decode_in(literal, tables, width, &mut decoded);
+    assert!(
+        used == Ok(literal.len()) && decoded == words,
+        "a shared table's literal decodes to its words"
+    );
+}
