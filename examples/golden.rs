@@ -405,8 +405,18 @@ fn mirrored(dir: &Path) {
 /// Version 10, shared code tables: weight matrices of F16, BF16 and F32
 /// in chunks of 16 KiB, whose chunks' literals (their words' high bytes,
 /// say) draw on the same few words, so that the packer codes them with
-/// one table a tensor, held in the index.
+/// one table a tensor, held in the index; and a U8 matrix of counts,
+/// geometric (each count a quarter as likely again as the one before),
+/// which rANS codes smaller than Huffman's whole bits.
 fn shared_tables(dir: &Path) {
+    let mut rng = Rng(103);
+    let counts = (0..512 * 256).map(|_| {
+        let (mut k, mut x) = (0u8, rng.next());
+        while x % 4 < 3 && k < 60 {
+            (k, x) = (k + 1, (x / 4) ^ rng.next());
+        }
+        k
+    });
     let w = f32s(3 * 64 * 1024, 101, 0.02);
     let (f16s, rest) = w.split_at(128 * 1024);
     let (bf16s, f32s) = rest.split_at(32 * 1024);
@@ -429,12 +439,18 @@ fn shared_tables(dir: &Path) {
             &[256, 128],
             bytes32(f32s[..32 * 1024].iter().map(|x| x.to_bits())),
         ),
+        tensor("counts.u8", "U8", &[512, 256], counts.collect()),
     ];
     let src = dir.join("shared-weights.safetensors");
     std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
     let a = pack(&src, 16 * 1024, None);
     assert_eq!(a.version(), 10, "shared tables make a version 10 archive");
-    assert!(a.index().tables.len() >= 3, "a table a tensor at least");
+    let tags: Vec<u8> = a.index().tables.iter().map(|t| t[0]).collect();
+    println!("shared tables' tags: {tags:?}");
+    assert!(
+        tags.contains(&2) && tags.contains(&4),
+        "Huffman and rANS tables"
+    );
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and

@@ -10,41 +10,44 @@ use crate::wire::put_varint;
 
 /// A Huffman or rANS code fitted to the words of many literals.
 pub struct SharedCode {
-    codec: Codec,
     stats: Stats,
-    /// The code lengths of a Huffman code (empty for rANS).
-    lengths: Vec<u32>,
+    code: Code,
+}
+
+/// A Huffman code's lengths, or a rANS model.
+enum Code {
+    Huffman(Vec<u32>),
+    Rans(rans::Model),
 }
 
 impl SharedCode {
     /// The code of `codec` (Huffman or rANS) for `words`, all the words of
-    /// the literals that are to share it, of `width` bits; None where the
-    /// codec does not apply (more than 4096 distinct words, or one word for
-    /// Huffman).
-    pub fn new(codec: Codec, words: &[u32], width: u32) -> Option<SharedCode> {
+    /// the `literals` literals that are to share it, of `width` bits; None
+    /// where the codec does not apply (more than 4096 distinct words, or
+    /// one word for Huffman).
+    pub fn new(codec: Codec, words: &[u32], width: u32, literals: usize) -> Option<SharedCode> {
         let stats = Stats::new(words, width);
-        let lengths = match codec {
-            Codec::Huffman => huffman::code_lengths(huffman::applicable(&stats)?),
-            Codec::Rans => {
-                rans::applicable(&stats)?;
-                Vec::new()
-            }
+        let code = match codec {
+            Codec::Huffman => Code::Huffman(huffman::code_lengths(huffman::applicable(&stats)?)),
+            Codec::Rans => Code::Rans(rans::shared_model(rans::applicable(&stats)?, literals)),
             _ => return None,
         };
-        Some(SharedCode {
-            codec,
-            stats,
-            lengths,
-        })
+        Some(SharedCode { stats, code })
     }
 
     /// The table as the index holds it: the codec's tag, then its table.
     pub fn table(&self) -> Vec<u8> {
         let alphabet = self.stats.alphabet().expect("a codec that applies");
-        let mut out = vec![self.codec.tag()];
-        match self.codec {
-            Codec::Huffman => huffman::encode_table(alphabet, &self.lengths, &mut out),
-            _ => rans::encode_table(alphabet, &mut out),
+        let mut out = Vec::new();
+        match &self.code {
+            Code::Huffman(lengths) => {
+                out.push(Codec::Huffman.tag());
+                huffman::encode_table(alphabet, lengths, &mut out);
+            }
+            Code::Rans(model) => {
+                out.push(Codec::Rans.tag());
+                rans::encode_table(alphabet, model, &mut out);
+            }
         }
         out
     }
@@ -55,9 +58,9 @@ impl SharedCode {
         let alphabet = self.stats.alphabet().expect("a codec that applies");
         out.push(Codec::Shared.tag());
         put_varint(out, number as u64);
-        match self.codec {
-            Codec::Huffman => huffman::encode_words(words, alphabet, &self.lengths, out),
-            _ => rans::encode_words(words, alphabet, out),
+        match &self.code {
+            Code::Huffman(lengths) => huffman::encode_words(words, alphabet, lengths, out),
+            Code::Rans(model) => rans::encode_words(words, alphabet, model, out),
         }
     }
 }
@@ -71,7 +74,7 @@ mod tests {
     /// Literals of `words` cut in `parts`, each coded with a table fitted
     /// to all, decode to their words from the table's bytes.
     fn round_trip(codec: Codec, words: &[u32], width: u32, parts: usize) {
-        let Some(code) = SharedCode::new(codec, words, width) else {
+        let Some(code) = SharedCode::new(codec, words, width, parts) else {
             return;
         };
         let tables = vec![vec![0xee], code.table()];
@@ -101,7 +104,7 @@ mod tests {
     #[test]
     fn a_shared_literal_needs_its_table() {
         let words = [1u32, 2, 3, 1, 1];
-        let code = SharedCode::new(Codec::Rans, &words, 4).unwrap();
+        let code = SharedCode::new(Codec::Rans, &words, 4, 1).unwrap();
         let mut literal = Vec::new();
         code.encode(1, &words, &mut literal);
         let mut out = [0u32; 5];

@@ -135,7 +135,7 @@ fn best_shared(
     let all = words.concat();
     let mut best: Option<(usize, Vec<u8>, Vec<Option<Vec<u8>>>)> = None;
     for codec in [Codec::Rans, Codec::Huffman] {
-        let Some(code) = SharedCode::new(codec, &all, width) else {
+        let Some(code) = SharedCode::new(codec, &all, width, words.len()) else {
             continue;
         };
         let table = code.table();

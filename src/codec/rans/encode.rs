@@ -2,6 +2,7 @@
 //! version 6)"), and the sizer that runs the same branch-free steps without
 //! storing output (the renormalisation count depends on the exact states).
 
+use super::choose::group_count;
 use super::layout::{used_lanes, Groups, GROUPS_SHIFT, LANES, PRECISION_SHIFT, STATE_LOW};
 use super::model::{log2_q16, Model, LOG2_FREQ};
 #[cfg(target_arch = "x86_64")]
@@ -334,10 +335,22 @@ pub(super) fn encode_groups<const G: usize>(
     write_words::<G>(words, alphabet, model, out);
 }
 
-/// Appends the head and table of a stream of `alphabet`'s words, with its
-/// model (see [`Model::of`]).
-pub(in crate::codec) fn encode_table(alphabet: &Alphabet, out: &mut Vec<u8>) {
-    let model = &Model::of(alphabet).0;
+/// The model of streams that share one table fitted to all their words,
+/// `alphabet`'s, `streams` of them: [`Model::of`]'s, but its lane groups
+/// chosen for one stream's share of the cost, as each has states of its
+/// own.
+pub(in crate::codec) fn shared_model(alphabet: &Alphabet, streams: usize) -> Model {
+    let (model, cost) = Model::of(alphabet);
+    let groups = group_count(cost / streams.max(1) as i128);
+    Model {
+        groups,
+        ..model.clone()
+    }
+}
+
+/// Appends the head and table of a stream of `alphabet`'s words with
+/// `model`.
+pub(in crate::codec) fn encode_table(alphabet: &Alphabet, model: &Model, out: &mut Vec<u8>) {
     match model.groups {
         1 => write_table::<1>(alphabet, model, out),
         _ => write_table::<2>(alphabet, model, out),
@@ -345,10 +358,14 @@ pub(in crate::codec) fn encode_table(alphabet: &Alphabet, out: &mut Vec<u8>) {
 }
 
 /// Appends what follows [`encode_table`]'s table in a stream of `words`
-/// (each one of `alphabet`'s): its states, counts and renormalisation
-/// words.
-pub(in crate::codec) fn encode_words(words: &[u32], alphabet: &Alphabet, out: &mut Vec<u8>) {
-    let model = &Model::of(alphabet).0;
+/// (each one of `alphabet`'s) with `model`: its states, counts and
+/// renormalisation words.
+pub(in crate::codec) fn encode_words(
+    words: &[u32],
+    alphabet: &Alphabet,
+    model: &Model,
+    out: &mut Vec<u8>,
+) {
     match model.groups {
         1 => write_words::<1>(words, alphabet, model, out),
         _ => write_words::<2>(words, alphabet, model, out),
