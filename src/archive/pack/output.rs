@@ -9,6 +9,7 @@
 use super::bases::Bases;
 use super::input::Input;
 use super::plan::Planned;
+pub(super) use super::share::Record;
 use super::share::{share, MAX_RUN};
 use crate::archive::decode::record_version;
 use crate::archive::format::{
@@ -28,9 +29,6 @@ pub struct PackSummary {
     pub bytes_in: u64,
     pub bytes_out: u64,
 }
-
-/// A chunk's index entry and record.
-pub(super) type Record = (ChunkEntry, Vec<u8>);
 
 /// The archive being written: records so far and their index entries.
 pub(super) struct Output<'a> {

@@ -8,7 +8,7 @@
 //! smaller, and the table kept only where the run's records, less what the
 //! table adds to the index, come out smaller: never a larger archive.
 
-use super::output::Record;
+use crate::archive::format::ChunkEntry;
 use crate::codec::{self, Codec, SharedCode};
 use crate::dsl::{decode_program, EncodedLit, Limits, Op, Program, Type};
 use crate::wire::{put_varint, varint_len};
@@ -32,6 +32,9 @@ struct Site {
     words: usize,
 }
 
+/// A chunk's index entry and record.
+pub(super) type Record = (ChunkEntry, Vec<u8>);
+
 /// A place in the chunks' programs: the lane, the literal's rank among the
 /// lane's literals in program order, and its words' width.
 type Place = (usize, usize, u32);
@@ -51,11 +54,11 @@ pub(super) fn share(records: &mut [Record], tables: &mut Vec<Vec<u8>>) {
             .map(|s| words_of(literal(s), width, s.words))
             .collect();
         let lens: Vec<usize> = sites.iter().map(|s| s.len).collect();
-        let Some((table, coded)) = best_shared(&words, &lens, width, tables.len()) else {
+        let Some(shared) = best_shared(&words, &lens, width, tables.len()) else {
             continue;
         };
-        tables.push(table);
-        for ((site, words), new) in sites.iter().zip(&words).zip(coded) {
+        tables.push(shared.table);
+        for ((site, words), new) in sites.iter().zip(&words).zip(shared.coded) {
             if let Some(new) = new {
                 check(&new, tables, width, words);
                 edits[site.chunk].push((site.at, site.len, new));
@@ -122,18 +125,21 @@ fn words_of(literal: &[u8], width: u32, n: usize) -> Vec<u32> {
     words
 }
 
+/// A shared table, each literal coded with it where that is smaller than
+/// its own encoding (None where it is not), and the bytes that saves
+/// beyond what the table adds to the index.
+struct Shared {
+    table: Vec<u8>,
+    coded: Vec<Option<Vec<u8>>>,
+    net: usize,
+}
+
 /// The table, Huffman or rANS, that codes the literals of `words` (their
 /// own encodings `lens` bytes long) smallest with their share of it, as
-/// table number `number`, and each literal coded with it where that is
-/// smaller than its own: None where no table saves more than it costs.
-fn best_shared(
-    words: &[Vec<u32>],
-    lens: &[usize],
-    width: u32,
-    number: usize,
-) -> Option<(Vec<u8>, Vec<Option<Vec<u8>>>)> {
+/// table number `number`: None where no table saves more than it costs.
+fn best_shared(words: &[Vec<u32>], lens: &[usize], width: u32, number: usize) -> Option<Shared> {
     let all = words.concat();
-    let mut best: Option<(usize, Vec<u8>, Vec<Option<Vec<u8>>>)> = None;
+    let mut best: Option<Shared> = None;
     for codec in [Codec::Rans, Codec::Huffman] {
         let Some(code) = SharedCode::new(codec, &all, width, words.len()) else {
             continue;
@@ -147,12 +153,12 @@ fn best_shared(
             saved += gain;
             coded.push((gain > 0).then_some(new));
         }
-        let net = saved.checked_sub(table_cost(number, table.len()));
-        if let Some(net) = net.filter(|&n| n > 0 && best.as_ref().is_none_or(|b| n > b.0)) {
-            best = Some((net, table, coded));
+        let net = saved.saturating_sub(table_cost(number, table.len()));
+        if net > 0 && best.as_ref().is_none_or(|b| net > b.net) {
+            best = Some(Shared { table, coded, net });
         }
     }
-    best.map(|(_, table, coded)| (table, coded))
+    best
 }
 
 /// Bytes of a Lit node's size and literal, `len` bytes long.
