@@ -10,7 +10,7 @@ use super::bases::Bases;
 use super::input::Input;
 use super::plan::Planned;
 pub(super) use super::share::Record;
-use super::share::{share, MAX_RUN};
+use super::share::{share, RUN_BYTES};
 use crate::archive::decode::record_version;
 use crate::archive::format::{
     encode_trailer, head, BaseEntry, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, TRAILER_LEN,
@@ -38,6 +38,7 @@ pub(super) struct Output<'a> {
     /// chunks held back to share code tables, with the tables so far.
     plan: &'a [Planned],
     held: Vec<Record>,
+    held_bytes: u64,
     tables: Vec<Vec<u8>>,
     chunks: Vec<ChunkEntry>,
     records_len: u64,
@@ -54,6 +55,7 @@ impl<'a> Output<'a> {
             path,
             plan,
             held: Vec::new(),
+            held_bytes: 0,
             tables: Vec::new(),
             chunks: Vec::with_capacity(plan.len()),
             records_len: 0,
@@ -67,8 +69,9 @@ impl<'a> Output<'a> {
         for record in records {
             let planned = &self.plan[self.chunks.len() + self.held.len()];
             self.held.push(record);
+            self.held_bytes += planned.len;
             let run_ends = planned.class.is_none() || planned.nth + 1 == planned.count;
-            if run_ends || self.held.len() == MAX_RUN {
+            if run_ends || self.held_bytes >= RUN_BYTES {
                 self.write_held()?;
             }
         }
@@ -81,6 +84,7 @@ impl<'a> Output<'a> {
     /// Writes the records held, with the code tables they may share.
     fn write_held(&mut self) -> Result<()> {
         let mut held = std::mem::take(&mut self.held);
+        self.held_bytes = 0;
         if held.len() >= 2 {
             share(&mut held, &mut self.tables);
         }

@@ -14,10 +14,12 @@ use crate::dsl::{decode_program, EncodedLit, Limits, Op, Program, Type};
 use crate::wire::{put_varint, varint_len};
 use std::collections::BTreeMap;
 
-/// Chunks of a tensor whose literals may share tables at most: bounds the
-/// records held back from writing (16 MiB of source at the default chunk
-/// size), while a tensor's words change little from one run to the next.
-pub(super) const MAX_RUN: usize = 64;
+/// Source bytes of a run of a tensor's chunks whose literals may share
+/// tables, at most (or a chunk more): bounds the records held back from
+/// writing and the words decoded to fit a table to (4 bytes a word of a
+/// place), while a tensor's words change little from one run to the next
+/// (32 chunks of the default 256 KiB).
+pub(super) const RUN_BYTES: u64 = 8 << 20;
 
 /// Own tables of a place's literals, in bytes, below which no shared table
 /// is tried: a shared table saves at most about what theirs cost.
@@ -50,17 +52,15 @@ pub(super) fn share(records: &mut [Record], tables: &mut Vec<Vec<u8>>) {
         if sites.len() < 2 || own.sum::<usize>() < MIN_OWN_TABLES {
             continue;
         }
-        let words: Vec<Vec<u32>> = (sites.iter())
-            .map(|s| words_of(literal(s), width, s.words))
-            .collect();
+        let words = Words::of(sites.iter().map(|s| (literal(s), s.words)), width);
         let lens: Vec<usize> = sites.iter().map(|s| s.len).collect();
         let Some(shared) = best_shared(&words, &lens, width, tables.len()) else {
             continue;
         };
         tables.push(shared.table);
-        for ((site, words), new) in sites.iter().zip(&words).zip(shared.coded) {
+        for (k, (site, new)) in sites.iter().zip(shared.coded).enumerate() {
             if let Some(new) = new {
-                check(&new, tables, width, words);
+                check(&new, tables, width, words.literal(k));
                 edits[site.chunk].push((site.at, site.len, new));
             }
         }
@@ -118,11 +118,32 @@ fn literals<'a>(p: &Program<EncodedLit<'a>>, out: &mut Vec<(Type, EncodedLit<'a>
     p.children().for_each(|c| literals(c, out));
 }
 
-/// The `n` words of `width` bits of a literal the packer made.
-fn words_of(literal: &[u8], width: u32, n: usize) -> Vec<u32> {
-    let mut words = vec![0u32; n];
-    codec::decode(literal, width, &mut words).expect("a packed literal decodes");
-    words
+/// The words of a place's literals one after another, and where each
+/// literal's end: in one buffer, as a table is fitted to all of them.
+struct Words {
+    all: Vec<u32>,
+    ends: Vec<usize>,
+}
+
+impl Words {
+    /// The words of `literals`, each the packer's literal of so many words
+    /// of `width` bits.
+    fn of<'a>(literals: impl Iterator<Item = (&'a [u8], usize)>, width: u32) -> Words {
+        let (mut all, mut ends) = (Vec::new(), Vec::new());
+        for (literal, n) in literals {
+            let start = all.len();
+            all.resize(start + n, 0);
+            codec::decode(literal, width, &mut all[start..]).expect("a packed literal decodes");
+            ends.push(all.len());
+        }
+        Words { all, ends }
+    }
+
+    /// The words of literal `k`.
+    fn literal(&self, k: usize) -> &[u32] {
+        let start = if k == 0 { 0 } else { self.ends[k - 1] };
+        &self.all[start..self.ends[k]]
+    }
 }
 
 /// A shared table, each literal coded with it where that is smaller than
@@ -137,18 +158,17 @@ struct Shared {
 /// The table, Huffman or rANS, that codes the literals of `words` (their
 /// own encodings `lens` bytes long) smallest with their share of it, as
 /// table number `number`: None where no table saves more than it costs.
-fn best_shared(words: &[Vec<u32>], lens: &[usize], width: u32, number: usize) -> Option<Shared> {
-    let all = words.concat();
+fn best_shared(words: &Words, lens: &[usize], width: u32, number: usize) -> Option<Shared> {
     let mut best: Option<Shared> = None;
     for codec in [Codec::Rans, Codec::Huffman] {
-        let Some(code) = SharedCode::new(codec, &all, width, words.len()) else {
+        let Some(code) = SharedCode::new(codec, &words.all, width, lens.len()) else {
             continue;
         };
         let table = code.table();
-        let (mut saved, mut coded) = (0, Vec::with_capacity(words.len()));
-        for (words, &len) in words.iter().zip(lens) {
+        let (mut saved, mut coded) = (0, Vec::with_capacity(lens.len()));
+        for (k, &len) in lens.iter().enumerate() {
             let mut new = Vec::new();
-            code.encode(number as u32, words, &mut new);
+            code.encode(number as u32, words.literal(k), &mut new);
             let gain = node_len(len).saturating_sub(node_len(new.len()));
             saved += gain;
             coded.push((gain > 0).then_some(new));
