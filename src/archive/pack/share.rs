@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 /// tables, at most (or a chunk more): bounds the records held back from
 /// writing and the words decoded to fit a table to (4 bytes a word of a
 /// place), while a tensor's words change little from one run to the next
-/// (32 chunks of the default 256 KiB).
-pub(super) const RUN_BYTES: u64 = 8 << 20;
+/// (16 chunks of the default 256 KiB).
+pub(super) const RUN_BYTES: u64 = 4 << 20;
 
 /// Own tables of a place's literals, in bytes, below which no shared table
 /// is tried: a shared table saves at most about what theirs cost.
@@ -128,8 +128,15 @@ struct Words {
 impl Words {
     /// The words of `literals`, each the packer's literal of so many words
     /// of `width` bits.
-    fn of<'a>(literals: impl Iterator<Item = (&'a [u8], usize)>, width: u32) -> Words {
-        let (mut all, mut ends) = (Vec::new(), Vec::new());
+    fn of<'a>(
+        literals: impl ExactSizeIterator<Item = (&'a [u8], usize)> + Clone,
+        width: u32,
+    ) -> Words {
+        let total = literals.clone().map(|(_, n)| n).sum();
+        let (mut all, mut ends) = (
+            Vec::with_capacity(total),
+            Vec::with_capacity(literals.len()),
+        );
         for (literal, n) in literals {
             let start = all.len();
             all.resize(start + n, 0);
