@@ -26,12 +26,14 @@ pub(super) const RUN_BYTES: u64 = 4 << 20;
 const MIN_OWN_TABLES: usize = 64;
 
 /// A literal with a table of its own: its chunk, where its bytes start in
-/// the chunk's record, how many there are, and how many words it holds.
+/// the chunk's record, how many there are, how many words it holds, and
+/// its codec.
 struct Site {
     chunk: usize,
     at: usize,
     len: usize,
     words: usize,
+    codec: Codec,
 }
 
 /// A chunk's index entry and record.
@@ -54,7 +56,14 @@ pub(super) fn share(records: &mut [Record], tables: &mut Vec<Vec<u8>>) {
         }
         let words = Words::of(sites.iter().map(|s| (literal(s), s.words)), width);
         let lens: Vec<usize> = sites.iter().map(|s| s.len).collect();
-        let Some(shared) = best_shared(&words, &lens, width, tables.len()) else {
+        // A table of a codec none of them chose seldom beats one of theirs,
+        // and fitting and coding with each costs about as much as packing.
+        let chosen = |c: &Codec| sites.iter().any(|s| s.codec == *c);
+        let codecs: Vec<Codec> = [Codec::Rans, Codec::Huffman]
+            .into_iter()
+            .filter(chosen)
+            .collect();
+        let Some(shared) = best_shared(&codecs, &words, &lens, width, tables.len()) else {
             continue;
         };
         tables.push(shared.table);
@@ -92,15 +101,17 @@ fn places(records: &[Record]) -> BTreeMap<Place, Vec<Site>> {
                 decode_program(&record[pos..], ty, Limits::default()).expect("a packed record");
             let mut lits = Vec::new();
             literals(&program, &mut lits);
-            let tabled = |(_, l): &(Type, EncodedLit)| {
-                matches!(codec::peek_codec(l.bytes), Ok(Codec::Huffman | Codec::Rans))
-            };
-            for (rank, (ty, l)) in lits.into_iter().enumerate().filter(|(_, l)| tabled(l)) {
+            for (rank, (ty, l)) in lits.into_iter().enumerate() {
+                let codec = codec::peek_codec(l.bytes).expect("a packed literal");
+                if !matches!(codec, Codec::Huffman | Codec::Rans) {
+                    continue;
+                }
                 let site = Site {
                     chunk,
                     at: pos + l.at,
                     len: l.bytes.len(),
                     words: ty.len,
+                    codec,
                 };
                 places.entry((lane, rank, ty.width)).or_default().push(site);
             }
@@ -162,12 +173,19 @@ struct Shared {
     net: usize,
 }
 
-/// The table, Huffman or rANS, that codes the literals of `words` (their
-/// own encodings `lens` bytes long) smallest with their share of it, as
-/// table number `number`: None where no table saves more than it costs.
-fn best_shared(words: &Words, lens: &[usize], width: u32, number: usize) -> Option<Shared> {
+/// The table, of one of `codecs`, that codes the literals of `words`
+/// (their own encodings `lens` bytes long) smallest with their share of
+/// it, as table number `number`: None where no table saves more than it
+/// costs.
+fn best_shared(
+    codecs: &[Codec],
+    words: &Words,
+    lens: &[usize],
+    width: u32,
+    number: usize,
+) -> Option<Shared> {
     let mut best: Option<Shared> = None;
-    for codec in [Codec::Rans, Codec::Huffman] {
+    for &codec in codecs {
         let Some(code) = SharedCode::new(codec, &words.all, width, lens.len()) else {
             continue;
         };
