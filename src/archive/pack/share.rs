@@ -43,36 +43,17 @@ pub(super) type Record = (ChunkEntry, Vec<u8>);
 /// lane's literals in program order, and its words' width.
 type Place = (usize, usize, u32);
 
+/// A literal re-coded: where its bytes start in its record, how many there
+/// were, and its new bytes.
+type Edit = (usize, usize, Vec<u8>);
+
 /// Re-codes the literals of `records`, chunks of one tensor in order, with
 /// tables shared among them wherever that is smaller, appending the tables
 /// to `tables` (the archive's so far, which the records may name).
 pub(super) fn share(records: &mut [Record], tables: &mut Vec<Vec<u8>>) {
-    let mut edits: Vec<Vec<(usize, usize, Vec<u8>)>> = vec![Vec::new(); records.len()];
+    let mut edits: Vec<Vec<Edit>> = vec![Vec::new(); records.len()];
     for ((_, _, width), sites) in places(records) {
-        let literal = |s: &Site| &records[s.chunk].1[s.at..s.at + s.len];
-        let own = (sites.iter()).map(|s| codec::table_len(literal(s), width).unwrap_or(0));
-        if sites.len() < 2 || own.sum::<usize>() < MIN_OWN_TABLES {
-            continue;
-        }
-        let words = Words::of(sites.iter().map(|s| (literal(s), s.words)), width);
-        let lens: Vec<usize> = sites.iter().map(|s| s.len).collect();
-        // A table of a codec none of them chose seldom beats one of theirs,
-        // and fitting and coding with each costs about as much as packing.
-        let chosen = |c: &Codec| sites.iter().any(|s| s.codec == *c);
-        let codecs: Vec<Codec> = [Codec::Rans, Codec::Huffman]
-            .into_iter()
-            .filter(chosen)
-            .collect();
-        let Some(shared) = best_shared(&codecs, &words, &lens, width, tables.len()) else {
-            continue;
-        };
-        tables.push(shared.table);
-        for (k, (site, new)) in sites.iter().zip(shared.coded).enumerate() {
-            if let Some(new) = new {
-                check(&new, tables, width, words.literal(k));
-                edits[site.chunk].push((site.at, site.len, new));
-            }
-        }
+        share_place(records, width, &sites, tables, &mut edits);
     }
     for ((entry, record), mut edits) in records.iter_mut().zip(edits) {
         // From the last, so that the places of those before stay put.
@@ -84,6 +65,42 @@ pub(super) fn share(records: &mut [Record], tables: &mut Vec<Vec<u8>>) {
             record.splice(at - varint_len(len as u64)..at + len, node);
         }
         entry.rec_len = record.len() as u64;
+    }
+}
+
+/// Fits a table to the literals `sites` of one place, of `width`-bit
+/// words, and where it pays appends it to `tables` and the literals it
+/// re-codes to their chunks' `edits`.
+fn share_place(
+    records: &[Record],
+    width: u32,
+    sites: &[Site],
+    tables: &mut Vec<Vec<u8>>,
+    edits: &mut [Vec<Edit>],
+) {
+    let literal = |s: &Site| &records[s.chunk].1[s.at..s.at + s.len];
+    let own = (sites.iter()).map(|s| codec::table_len(literal(s), width).unwrap_or(0));
+    if sites.len() < 2 || own.sum::<usize>() < MIN_OWN_TABLES {
+        return;
+    }
+    let words = Words::of(sites.iter().map(|s| (literal(s), s.words)), width);
+    let lens: Vec<usize> = sites.iter().map(|s| s.len).collect();
+    // A table of a codec none of them chose seldom beats one of theirs,
+    // and fitting and coding with each costs about as much as packing.
+    let chosen = |c: &Codec| sites.iter().any(|s| s.codec == *c);
+    let codecs: Vec<Codec> = [Codec::Rans, Codec::Huffman]
+        .into_iter()
+        .filter(chosen)
+        .collect();
+    let Some(shared) = best_shared(&codecs, &words, &lens, width, tables.len()) else {
+        return;
+    };
+    tables.push(shared.table);
+    for (k, (site, new)) in sites.iter().zip(shared.coded).enumerate() {
+        if let Some(new) = new {
+            check(&new, tables, width, words.literal(k));
+            edits[site.chunk].push((site.at, site.len, new));
+        }
     }
 }
 
@@ -233,4 +250,69 @@ fn check(literal: &[u8], tables: &[Vec<u8>], width: u32, words: &[u32]) {
         used == Ok(literal.len()) && decoded == words,
         "a shared table's literal decodes to its words"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::encode::encode_record;
+    use super::*;
+    use crate::archive::decode::decode_record;
+    use crate::archive::format::FORMAT_VERSION;
+    use crate::dsl::FloatFormat;
+    use crate::safetensors::Layout;
+    use crate::synth::{Hint, SynthOptions};
+
+    /// `n` BF16 weights, roughly normal around 0 with a spread of 0.02.
+    fn weights(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut uniform = || {
+            (x ^= x << 13, x ^= x >> 7, x ^= x << 17);
+            (x >> 11) as f32 / (1u64 << 53) as f32
+        };
+        let normal = |u: &mut dyn FnMut() -> f32| (0..4).map(|_| u()).sum::<f32>() - 2.0;
+        (0..n)
+            .map(|_| ((0.02 * normal(&mut uniform)).to_bits() >> 16) as u16)
+            .flat_map(u16::to_le_bytes)
+            .collect()
+    }
+
+    #[test]
+    fn a_tensors_chunks_share_tables_and_decode_with_them_alone() {
+        let chunks: Vec<Vec<u8>> = (0..10).map(|k| weights(k, 16384)).collect();
+        let hint = Hint {
+            float: Some(FloatFormat::Bf16),
+            rows: None,
+        };
+        let mut records: Vec<Record> = (chunks.iter())
+            .map(|bytes| {
+                let record = encode_record(bytes, Layout::Half, hint, &SynthOptions::default());
+                let entry = ChunkEntry {
+                    layout: Layout::Half,
+                    src_len: bytes.len() as u64,
+                    rec_len: record.len() as u64,
+                    checksum: 0,
+                    base: None,
+                };
+                (entry, record)
+            })
+            .collect();
+        let before: usize = records.iter().map(|(_, r)| r.len()).sum();
+        let mut tables = Vec::new();
+        share(&mut records, &mut tables);
+        let after: usize = records.iter().map(|(_, r)| r.len()).sum();
+        let index: usize = tables.iter().map(|t| 2 + t.len()).sum();
+        assert!(
+            !tables.is_empty() && after + index < before,
+            "{after} + {index} of {before}"
+        );
+        for (bytes, (entry, record)) in chunks.iter().zip(&records) {
+            assert_eq!(entry.rec_len as usize, record.len());
+            let mut out = vec![0u8; bytes.len()];
+            decode_record(record, Layout::Half, (FORMAT_VERSION, &tables), &mut out).unwrap();
+            assert!(out == *bytes, "a chunk decodes alone with the tables");
+        }
+        let mut out = vec![0u8; chunks[1].len()];
+        let without = decode_record(&records[1].1, Layout::Half, (FORMAT_VERSION, &[]), &mut out);
+        assert!(without.is_err(), "a shared literal needs its table");
+    }
 }
