@@ -266,7 +266,9 @@ mod tests {
     fn weights(seed: u64, n: usize) -> Vec<u8> {
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut uniform = || {
-            (x ^= x << 13, x ^= x >> 7, x ^= x << 17);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
             (x >> 11) as f32 / (1u64 << 53) as f32
         };
         let normal = |u: &mut dyn FnMut() -> f32| (0..4).map(|_| u()).sum::<f32>() - 2.0;
