@@ -160,7 +160,7 @@ fn decode_record(bencher: Bencher, dtype: &str) {
         archive::decode_record(
             black_box(&record),
             layout,
-            archive::FORMAT_VERSION,
+            (archive::FORMAT_VERSION, &[]),
             &mut out,
         )
         .unwrap();

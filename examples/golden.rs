@@ -34,6 +34,9 @@
 //! `rows-pruned` (200 of them, shuffled) and `rows-trained` (the extended
 //! one with its old rows moved by a unit in their last place).
 //!
+//! Version 10 adds shared code tables: matrices whose chunks' literals
+//! share one table a tensor.
+//!
 //! Version 4 adds differences from a base: `difference-tuned` (every value of
 //! every float width moved by a few units in its last place) is packed against
 //! `difference-base`.
@@ -84,7 +87,8 @@ fn main() {
         7 => partitioned(dir),
         8 => mirrored(dir),
         9 => row_maps(dir),
-        _ => panic!("{usage}: VERSION is 1 to 9"),
+        10 => shared_tables(dir),
+        _ => panic!("{usage}: VERSION is 1 to 10"),
     }
 }
 
@@ -396,6 +400,57 @@ fn mirrored(dir: &Path) {
     std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
     let a = pack(&src, 64 * 1024, None);
     assert_eq!(a.version(), 8, "mirrored rows make a version 8 archive");
+}
+
+/// Version 10, shared code tables: weight matrices of F16, BF16 and F32
+/// in chunks of 16 KiB, whose chunks' literals (their words' high bytes,
+/// say) draw on the same few words, so that the packer codes them with
+/// one table a tensor, held in the index; and a U8 matrix of counts,
+/// geometric (each count a quarter as likely again as the one before),
+/// which rANS codes smaller than Huffman's whole bits.
+fn shared_tables(dir: &Path) {
+    let mut rng = Rng(103);
+    let counts = (0..512 * 256).map(|_| {
+        let (mut k, mut x) = (0u8, rng.next());
+        while x % 4 < 3 && k < 60 {
+            (k, x) = (k + 1, (x / 4) ^ rng.next());
+        }
+        k
+    });
+    let w = f32s(3 * 64 * 1024, 101, 0.02);
+    let (f16s, rest) = w.split_at(128 * 1024);
+    let (bf16s, f32s) = rest.split_at(32 * 1024);
+    let tensors = vec![
+        tensor(
+            "layer.f16",
+            "F16",
+            &[256, 512],
+            bytes16(f16s.iter().map(|&x| f16(x))),
+        ),
+        tensor(
+            "layer.bf16",
+            "BF16",
+            &[128, 256],
+            bytes16(bf16s.iter().map(|&x| bf16(x))),
+        ),
+        tensor(
+            "layer.f32",
+            "F32",
+            &[256, 128],
+            bytes32(f32s[..32 * 1024].iter().map(|x| x.to_bits())),
+        ),
+        tensor("counts.u8", "U8", &[512, 256], counts.collect()),
+    ];
+    let src = dir.join("shared-weights.safetensors");
+    std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
+    let a = pack(&src, 16 * 1024, None);
+    assert_eq!(a.version(), 10, "shared tables make a version 10 archive");
+    let tags: Vec<u8> = a.index().tables.iter().map(|t| t[0]).collect();
+    println!("shared tables' tags: {tags:?}");
+    assert!(
+        tags.contains(&2) && tags.contains(&4),
+        "Huffman and rANS tables"
+    );
 }
 
 /// Packs `src` beside itself with the default search, `chunk` bytes and
@@ -856,7 +911,7 @@ fn handmade(dir: &Path) {
         let range = packed.chunk_range(i);
         let want = &bytes[range.start as usize..range.end as usize];
         let mut got = vec![0u8; want.len()];
-        decode_record(&record, chunks[i].layout, 1, &mut got).unwrap();
+        decode_record(&record, chunks[i].layout, (1, &[]), &mut got).unwrap();
         assert!(got == want, "handmade record {k} decodes to its tensor");
         chunks[i].rec_len = record.len() as u64;
         records[i] = record;

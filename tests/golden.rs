@@ -28,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 9] = [
+const VERSIONS: [(u8, usize); 10] = [
     (1, 10),
     (2, 3),
     (3, 1),
@@ -38,6 +38,7 @@ const VERSIONS: [(u8, usize); 9] = [
     (7, 1),
     (8, 1),
     (9, 4),
+    (10, 1),
 ];
 
 #[test]
@@ -400,6 +401,29 @@ fn version_8_golden_archives_use_mirrors_and_version_7_refuses_them() {
     found
         .iter()
         .for_each(|brv| refused_as_older(brv, 8, "unknown operator"));
+}
+
+#[test]
+fn version_10_golden_archives_share_code_tables_and_version_9_refuses_them() {
+    let found = archives(10);
+    for brv in &found {
+        let a = Archive::open(brv).unwrap();
+        assert_eq!(a.version(), 10);
+        assert!(!a.index().tables.is_empty(), "{}", brv.display());
+        // Labelled version 9, the index has no table of code tables.
+        let mut bytes = std::fs::read(brv).unwrap();
+        bytes[7] = 9;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("relabelled.brv");
+        std::fs::write(&path, bytes).unwrap();
+        let err = Archive::open(&path).err().expect("refused").to_string();
+        assert!(
+            err.contains("relabelled.brv") && err.contains("corrupt"),
+            "{err}"
+        );
+    }
+    let seen = coverage(10);
+    assert!(seen.contains("lit shared"), "{seen:?}");
 }
 
 #[test]

@@ -952,6 +952,7 @@ fn slow_archive(path: &Path, count: usize) {
         chunk_size: MAX_CHUNK_BYTES,
         bases: Vec::new(),
         rows: Vec::new(),
+        tables: Vec::new(),
         chunks: vec![entry; count],
     };
     let records = std::iter::repeat_n(&record[..], count);

@@ -411,6 +411,7 @@ fn unpack_checks_the_declared_size_against_free_space() {
         chunk_size: chunk,
         bases: Vec::new(),
         rows: Vec::new(),
+        tables: Vec::new(),
         chunks: vec![entry; count as usize],
     };
     let const_zero: &[u8] = &[1, 0];

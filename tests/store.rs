@@ -9,13 +9,15 @@ use cli::*;
 use common::*;
 use std::path::Path;
 
-/// The format version an archive's index needs: 2 where it names a base, else
-/// 1 (the head may say more: a header of copies makes the archive version 4).
+/// The format version an archive's index needs for its bases and row maps:
+/// 2 where it names a base, else 1 (the head may say more: a header of
+/// copies makes the archive version 4, shared code tables, which come with
+/// any tensor of a few chunks, version 10).
 fn index_version(p: &Path) -> u8 {
-    brevis::archive::Archive::open_unmapped(p)
-        .unwrap()
-        .index()
-        .version()
+    let archive = brevis::archive::Archive::open_unmapped(p).unwrap();
+    let mut index = archive.index().clone();
+    index.tables.clear();
+    index.version()
 }
 
 /// Floats near 0.02 in magnitude, as weights are.
@@ -451,6 +453,7 @@ fn referencing(
         chunk_size: 64,
         bases: vec![entry; count],
         rows: Vec::new(),
+        tables: Vec::new(),
         chunks: vec![ChunkEntry {
             layout: brevis::safetensors::Layout::Bytes,
             src_len: 64,

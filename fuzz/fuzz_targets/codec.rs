@@ -1,11 +1,11 @@
 //! The literal codecs: arbitrary bytes decoded with each codec's tag (and
-//! their code tables measured) must give an error or words, never a panic or
+//! their code tables measured, and as a literal of a shared table) must give an error or words, never a panic or
 //! a read past the input; and arbitrary
 //! words encoded with every codec that applies must decode to themselves,
 //! using exactly the encoded bytes.
 #![no_main]
 
-use brevis::codec::{decode, decode_rows, encode_with, table_len, Codec};
+use brevis::codec::{decode, decode_in, decode_rows, encode_with, table_len, Codec};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let width = 1 + (*w as u32 % 32);
     let n = u16::from_le_bytes([*lo, *hi]) as usize % 5000;
     // Decoding untrusted bytes, behind each codec's tag.
-    for tag in 0..5u8 {
+    for tag in 0..6u8 {
         let mut input = vec![tag];
         input.extend_from_slice(rest);
         let mut out = vec![0u32; n];
@@ -26,13 +26,25 @@ fuzz_target!(|data: &[u8]| {
             assert!(table < input.len());
         }
     }
+    // A literal of tag 5 naming a shared table, the table and the words'
+    // bytes both untrusted: the table behind a Huffman or rANS tag, cut
+    // from the same bytes at a place they pick.
+    let cut = (*lo as usize).min(rest.len());
+    for tag in [2u8, 4] {
+        let table = [&[tag], &rest[..cut]].concat();
+        let input = [&[5u8, 0], &rest[cut..]].concat();
+        let mut out = vec![0u32; n];
+        if let Ok(used) = decode_in(&input, &[table], width, &mut out) {
+            assert!(used <= input.len());
+        }
+    }
     // Untrusted rANS bytes decoded into rows of a Partition's class, the
     // rows (some repeated) picked by the same bytes: the same.
     let rows: Vec<u32> = rest.iter().take(n / 64).map(|&b| u32::from(b % 8)).collect();
     let mut input = vec![4u8]; // rANS, tag 4
     input.extend_from_slice(rest);
     let mut out = vec![0u32; 8 * 64];
-    if let Some(Ok(used)) = decode_rows(&input, width, &mut out, 64, &rows) {
+    if let Some(Ok(used)) = decode_rows(&input, &[], width, &mut out, 64, &rows) {
         assert!(used <= input.len());
     }
     // Round trips of words made from the same bytes.

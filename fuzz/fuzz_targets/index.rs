@@ -1,5 +1,5 @@
 //! An archive's index from arbitrary bytes, as each format version reads
-//! it (bases, row maps, chunk entries): an error or an index, never a panic
+//! it (bases, row maps, code tables, chunk entries): an error or an index, never a panic
 //! or an allocation from an unchecked length. (Whole archives reach the
 //! index only past its checksum; this target reaches it at once.)
 #![no_main]
@@ -15,6 +15,9 @@ fuzz_target!(|data: &[u8]| {
                 assert!((span.base as usize) < index.bases.len());
                 assert!(span.rows.is_none_or(|m| (m as usize) < index.rows.len()));
             }
+            // Code tables are framed within the index, none empty.
+            let framed: usize = index.tables.iter().map(Vec::len).sum();
+            assert!(framed <= data.len() && index.tables.iter().all(|t| !t.is_empty()));
         }
     }
 });

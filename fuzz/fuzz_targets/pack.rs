@@ -24,6 +24,6 @@ fuzz_target!(|data: &[u8]| {
     let record = encode_record(bytes, layout, hint, &SynthOptions::default());
     assert_eq!(literal_fallbacks(), 0, "a searched record did not decode back");
     let mut out = vec![0u8; bytes.len()];
-    decode_record(&record, layout, brevis::archive::FORMAT_VERSION, &mut out).expect("a packed record decodes");
+    decode_record(&record, layout, (brevis::archive::FORMAT_VERSION, &[]), &mut out).expect("a packed record decodes");
     assert!(out == bytes, "a packed record decodes to other bytes");
 });

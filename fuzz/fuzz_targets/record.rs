@@ -14,5 +14,5 @@ fuzz_target!(|data: &[u8]| {
     // Up to 64 Ki elements: enough for every operator, small enough to run fast.
     let elements = 1 + u16::from_le_bytes([*lo, *hi]) as usize;
     let mut out = vec![0u8; elements * layout.element_bytes()];
-    let _ = decode_record(record, layout, brevis::archive::FORMAT_VERSION, &mut out);
+    let _ = decode_record(record, layout, (brevis::archive::FORMAT_VERSION, &[]), &mut out);
 });

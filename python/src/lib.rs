@@ -590,6 +590,7 @@ mod unchecked {
             chunk_size: CHUNK as u64,
             bases: Vec::new(),
             rows: Vec::new(),
+            tables: Vec::new(),
             chunks,
         };
         let needs = (records.iter().zip(&index.chunks))

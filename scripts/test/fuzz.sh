@@ -61,15 +61,18 @@ fi
 # A format version 5 archive (Sparse programs in all three lane widths), and
 # its records, the same way.
 [ -e "$seeds/seed-v5-sparse.brv" ] || cp tests/golden/v5/sparse-pruned.brv "$seeds/seed-v5-sparse.brv"
-# The index of a format version 9 archive (row maps of a base's rows,
-# reordered) among the index target's seeds.
+# The indexes of a format version 9 archive (row maps of a base's rows,
+# reordered) and a version 10 one (shared code tables) among the index
+# target's seeds.
 mkdir -p fuzz/corpus/index
-python3 - tests/golden/v9/rows-pruned.brv fuzz/corpus/index/seed-v9-rows <<'PY'
+for golden in v9/rows-pruned:v9-rows v10/shared-weights:v10-tables; do
+python3 - "tests/golden/${golden%%:*}.brv" "fuzz/corpus/index/seed-${golden##*:}" <<'PY'
 import struct, sys
 b = open(sys.argv[1], "rb").read()
 off, n = struct.unpack_from("<QQ", b, len(b) - 32)
 open(sys.argv[2], "wb").write(b[off:off + n])
 PY
+done
 mkdir -p fuzz/corpus/record
 for golden in v4/match-basis:v4-match v5/sparse-pruned:v5-sparse; do
 python3 - "tests/golden/${golden%%:*}.brv" fuzz/corpus/record "${golden##*:}" <<'PY'

@@ -5,11 +5,11 @@
 
 use super::format::{
     MATCH_VERSION, MIRROR_VERSION, PARTITION_VERSION, QUANTIZED_VERSION, SEEDED_RANS_VERSION,
-    SPARSE_VERSION,
+    SPARSE_VERSION, TABLES_VERSION,
 };
 use crate::codec::Word;
 use crate::codec::{peek_codec, Codec};
-use crate::dsl::{self, decode_program, with_scratch, Limits, Type};
+use crate::dsl::{self, decode_program, decode_program_in, with_scratch, Limits, Type};
 use crate::safetensors::Layout;
 use crate::wire::WireError;
 
@@ -22,21 +22,35 @@ fn from_lane<T: Word>(words: &[T], lane: usize, layout: Layout, out: &mut [u8]) 
     }
 }
 
-/// Decodes a record of a format `version` archive into `out` (the chunk's
-/// source bytes). Offsets in errors are relative to the record's start. The
-/// caller verifies the checksum.
+/// Decodes a record of a format `version` archive, whose index holds the
+/// shared code tables `tables`, into `out` (the chunk's source bytes).
+/// Offsets in errors are relative to the record's start. The caller
+/// verifies the checksum.
 pub fn decode_record(
     record: &[u8],
     layout: Layout,
-    version: u8,
+    (version, tables): (u8, &[Vec<u8>]),
     out: &mut [u8],
 ) -> Result<(), WireError> {
-    let limits = program_limits(version);
+    let lanes = Lanes {
+        layout,
+        limits: program_limits(version),
+        tables,
+    };
     match layout {
-        Layout::Bytes => decode_lanes::<u8>(record, layout, limits, out),
-        Layout::Half => decode_lanes::<u16>(record, layout, limits, out),
-        Layout::Word | Layout::Double => decode_lanes::<u32>(record, layout, limits, out),
+        Layout::Bytes => decode_lanes::<u8>(record, lanes, out),
+        Layout::Half => decode_lanes::<u16>(record, lanes, out),
+        Layout::Word | Layout::Double => decode_lanes::<u32>(record, lanes, out),
     }
+}
+
+/// How a record's lanes are read: their layout, the programs' limits and
+/// the archive's shared code tables.
+#[derive(Clone, Copy)]
+struct Lanes<'t> {
+    layout: Layout,
+    limits: Limits,
+    tables: &'t [Vec<u8>],
 }
 
 /// What a format `version` archive's programs may be: the operators for
@@ -49,6 +63,7 @@ pub fn program_limits(version: u8) -> Limits {
         seeded_rans: version >= SEEDED_RANS_VERSION,
         partition: version >= PARTITION_VERSION,
         mirror: version >= MIRROR_VERSION,
+        shared_tables: version >= TABLES_VERSION,
         ..Limits::default()
     }
 }
@@ -58,8 +73,8 @@ pub fn program_limits(version: u8) -> Limits {
 /// need ([`QUANTIZED_VERSION`] for an operator for quantized weights,
 /// [`MATCH_VERSION`] for a Match, [`SPARSE_VERSION`] for a Sparse node,
 /// [`SEEDED_RANS_VERSION`] for a rANS literal of tag 4,
-/// [`PARTITION_VERSION`] for a Partition, [`MIRROR_VERSION`] for a Mirror),
-/// else 1.
+/// [`PARTITION_VERSION`] for a Partition, [`MIRROR_VERSION`] for a Mirror,
+/// [`TABLES_VERSION`] for a literal whose code table is shared), else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
     fn needs(p: &dsl::Program<dsl::EncodedLit>) -> u8 {
         let own = match p.op {
@@ -68,7 +83,11 @@ pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
             dsl::Op::Sparse { .. } => SPARSE_VERSION,
             dsl::Op::Partition { .. } => PARTITION_VERSION,
             dsl::Op::Mirror { .. } => MIRROR_VERSION,
-            dsl::Op::Lit(l) if peek_codec(l.bytes) == Ok(Codec::Rans) => SEEDED_RANS_VERSION,
+            dsl::Op::Lit(l) => match peek_codec(l.bytes) {
+                Ok(Codec::Rans) => SEEDED_RANS_VERSION,
+                Ok(Codec::Shared) => TABLES_VERSION,
+                _ => 1,
+            },
             _ => 1,
         };
         p.children().map(needs).fold(own, u8::max)
@@ -89,12 +108,12 @@ pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
 }
 
 /// `decode_record` with lane words held as `T`, whose width is the lane width.
-fn decode_lanes<T: Word>(
-    record: &[u8],
-    layout: Layout,
-    limits: Limits,
-    out: &mut [u8],
-) -> Result<(), WireError> {
+fn decode_lanes<T: Word>(record: &[u8], lanes: Lanes, out: &mut [u8]) -> Result<(), WireError> {
+    let Lanes {
+        layout,
+        limits,
+        tables,
+    } = lanes;
     let ty = Type {
         width: layout.lane_width(),
         len: out.len() / layout.element_bytes(),
@@ -107,7 +126,7 @@ fn decode_lanes<T: Word>(
         cfg!(target_endian = "little"),
         bytemuck::try_cast_slice_mut::<u8, T>(out),
     ) {
-        let (program, used) = decode_program(record, ty, limits)?;
+        let (program, used) = decode_program_in(record, ty, limits, tables)?;
         dsl::execute(&program, words)?;
         return finish(record, used);
     }
@@ -118,7 +137,8 @@ fn decode_lanes<T: Word>(
                 at: pos + e.at,
                 reason: e.reason,
             };
-            let (program, used) = decode_program(&record[pos..], ty, limits).map_err(at)?;
+            let program = decode_program_in(&record[pos..], ty, limits, tables);
+            let (program, used) = program.map_err(at)?;
             dsl::execute(&program, words).map_err(at)?;
             from_lane(words, lane, layout, out);
             pos += used;

@@ -4,6 +4,7 @@
 
 use super::combine::Combine;
 use super::rows::{RowMap, MIN_MAP_LEN};
+use super::tables::{decode_tables, encode_tables};
 use crate::safetensors::Layout;
 use crate::wire::{put_varint, Reader, WireError};
 
@@ -12,7 +13,7 @@ use crate::wire::{put_varint, Reader, WireError};
 /// An archive is written in the oldest version that can hold what it uses;
 /// docs/FORMAT.md (*Version*) lists what each version adds, and the
 /// `*_VERSION` constants below the first version of each feature.
-pub const FORMAT_VERSION: u8 = 9;
+pub const FORMAT_VERSION: u8 = 10;
 
 /// The first version whose programs may use the operators for quantized
 /// weights (Palette, Scaled).
@@ -45,6 +46,10 @@ pub const MIRROR_VERSION: u8 = 8;
 /// The first version whose chunks may combine with rows of a base's
 /// tensor gathered by a row map (see [`RowMap`]).
 pub const ROWS_VERSION: u8 = 9;
+
+/// The first version whose index may hold code tables shared by literals
+/// (literals of tag 5 name one).
+pub const TABLES_VERSION: u8 = 10;
 
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";
@@ -169,6 +174,9 @@ pub struct Index {
     pub bases: Vec<BaseEntry>,
     /// Rows of the bases gathered for chunks to reference (version 9).
     pub rows: Vec<RowMap>,
+    /// Code tables shared by literals, each a Huffman or rANS literal's
+    /// codec tag and table (version 10).
+    pub tables: Vec<Vec<u8>>,
     pub chunks: Vec<ChunkEntry>,
 }
 
@@ -182,10 +190,12 @@ fn layout_code(layout: Layout) -> u8 {
 impl Index {
     /// The oldest format version this index can be written in: 2 if it has
     /// bases, 4 if a chunk is a difference from its base, 9 if it has row
-    /// maps (its records may need a later one).
+    /// maps, 10 if it has code tables (its records may need a later one).
     pub fn version(&self) -> u8 {
         let differs = |c: &ChunkEntry| c.base.is_some_and(|s| s.combine == Combine::Difference);
-        if !self.rows.is_empty() {
+        if !self.tables.is_empty() {
+            TABLES_VERSION
+        } else if !self.rows.is_empty() {
             ROWS_VERSION
         } else if self.chunks.iter().any(differs) {
             DIFFERENCE_VERSION
@@ -220,6 +230,9 @@ impl Index {
         if version >= ROWS_VERSION {
             put_varint(&mut out, self.rows.len() as u64);
             self.rows.iter().for_each(|m| m.encode(&mut out));
+        }
+        if version >= TABLES_VERSION {
+            encode_tables(&self.tables, &mut out);
         }
         put_varint(&mut out, self.chunks.len() as u64);
         for s in &self.chunks {
@@ -262,6 +275,11 @@ impl Index {
         } else {
             Vec::new()
         };
+        let tables = if version >= TABLES_VERSION {
+            decode_tables(&mut r)?
+        } else {
+            Vec::new()
+        };
         let max_count = (r.remaining() / MIN_ENTRY_LEN) as u64;
         let count = r.varint_max(max_count, "chunk count exceeds index size")?;
         let mut chunks = Vec::with_capacity(count as usize);
@@ -287,6 +305,7 @@ impl Index {
             chunk_size,
             bases,
             rows,
+            tables,
             chunks,
         })
     }
@@ -516,6 +535,7 @@ mod tests {
             chunk_size: 4096,
             bases: Vec::new(),
             rows: Vec::new(),
+            tables: Vec::new(),
             chunks: vec![
                 seg(Layout::Bytes, 4, 9),
                 seg(Layout::Word, 4096, 1000),
@@ -621,6 +641,24 @@ mod tests {
         let span = index.chunks[1].base.as_mut().unwrap();
         (span.rows, span.offset) = (Some(0), 1024);
         index
+    }
+
+    #[test]
+    fn an_index_with_code_tables_is_version_10_and_round_trips() {
+        let mut index = with_rows();
+        index.tables = vec![vec![2, 1, 0, 0x11], vec![4; 300]];
+        assert_eq!(index.version(), TABLES_VERSION);
+        let bytes = index.encode();
+        assert_eq!(Index::decode(&bytes, 1012, 10).unwrap(), index);
+        assert!(
+            Index::decode(&bytes, 1012, 9).is_err(),
+            "no code tables in 9"
+        );
+        // Version 9's index is version 10's with no table after the maps.
+        let none = with_rows();
+        let (nine, ten) = (none.encode_as(9), none.encode_as(10));
+        assert_eq!(Index::decode(&ten, 1012, 10).unwrap(), none);
+        assert_eq!(ten.len(), nine.len() + 1);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! `pack` writes archives; the rest reads them: `reader` opens one (and its
 //! bases) for reads at any offset, `decode` turns a record back into its
-//! chunk, `combine` and `rows` add back a base's bytes, `unpack` decodes and checks whole archives; `detach` does both.
+//! chunk, `combine` and `rows` add back a base's bytes, `tables` frames the
+//! index's shared code tables, `unpack` decodes and checks whole archives; `detach` does both.
 
 mod combine;
 mod decode;
@@ -13,6 +14,7 @@ mod pack;
 mod reader;
 mod rows;
 mod source;
+mod tables;
 mod unpack;
 
 pub use combine::Combine;
@@ -21,7 +23,8 @@ pub use detach::detach;
 pub use format::{
     assemble, BaseEntry, BaseSpan, ChunkEntry, Index, DIFFERENCE_VERSION, FORMAT_VERSION,
     HEAD_MAGIC, MATCH_VERSION, MAX_CHUNK_BYTES, MIRROR_VERSION, PARTITION_VERSION,
-    QUANTIZED_VERSION, ROWS_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION, TRAILER_LEN,
+    QUANTIZED_VERSION, ROWS_VERSION, SEEDED_RANS_VERSION, SPARSE_VERSION, TABLES_VERSION,
+    TRAILER_LEN,
 };
 pub use pack::{
     calibrate, encode_record, literal_fallbacks, pack_file, BaseOpener, BaseSources, PackOptions,

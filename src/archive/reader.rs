@@ -416,7 +416,7 @@ impl Archive {
         let len = (self.rec_starts[i + 1] - base) as usize;
         self.bytes
             .with(base, len, |record| {
-                decode_record(record, seg.layout, self.version, out)
+                decode_record(record, seg.layout, (self.version, &self.index.tables), out)
             })
             .map_err(|e| {
                 // Most often the file was truncated after it was opened.

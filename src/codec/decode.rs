@@ -5,6 +5,7 @@
 //! Encodings are self-delimiting, so `decode` reports how many bytes it
 //! consumed.
 
+use super::symbols::SymbolSet;
 use super::tag::{peek_codec, Codec};
 use super::word::{OrIn, Overwrite, Put, Word};
 use super::{bitpack, huffman, rans, raw};
@@ -14,7 +15,28 @@ use crate::wire::{Reader, WireError};
 /// and returns the number of bytes consumed. Never panics on any input; panics
 /// if `T` is too narrow for `width` (a caller bug).
 pub fn decode<T: Word>(input: &[u8], width: u32, out: &mut [T]) -> Result<usize, WireError> {
-    decode_with(input, width, out, Overwrite)
+    decode_in(input, &[], width, out)
+}
+
+/// `decode`, for a literal of an archive whose index holds the shared code
+/// tables `tables` (format version 10): a literal of tag 5 names one of
+/// them.
+pub fn decode_in<T: Word>(
+    input: &[u8],
+    tables: &[Vec<u8>],
+    width: u32,
+    out: &mut [T],
+) -> Result<usize, WireError> {
+    decode_with(input, tables, width, out, Overwrite)
+}
+
+/// The codec that codes a literal's words: its tag's, or for a literal of
+/// tag 5 that of the shared table it names in `tables`.
+pub fn coded_with(input: &[u8], tables: &[Vec<u8>]) -> Result<Codec, WireError> {
+    match peek_codec(input)? {
+        Codec::Shared => peek_codec(shared_table(&mut Reader::new(&input[1..]), tables)?),
+        codec => Ok(codec),
+    }
 }
 
 /// Whether `decode_or_in` takes encodings with `codec`: those whose words
@@ -38,23 +60,25 @@ pub fn decode_or_in<T: Word>(
         "merge shifts {or_in:?} do not fit {} bits",
         T::BITS
     );
-    decode_with(input, width, out, or_in)
+    decode_with(input, &[], width, out, or_in)
 }
 
-/// Whether `decode_rows` takes encodings with `codec`: rANS of tag 4, whose
-/// decoders write whole rounds of words in place.
+/// Whether `decode_rows` takes encodings whose words `codec` codes (see
+/// [`coded_with`]): rANS of tag 4, whose decoders write whole rounds of
+/// words in place.
 pub fn writes_rows(codec: Codec) -> bool {
     codec == Codec::Rans
 }
 
-/// `decode`, but word `k` goes to row `rows[k / group]` of `out` (rows of
-/// `group` words), at `k % group` in it: a Partition's class decoded
+/// `decode_in`, but word `k` goes to row `rows[k / group]` of `out` (rows
+/// of `group` words), at `k % group` in it: a Partition's class decoded
 /// straight into its rows. `None` (nothing read) unless `group` is a
 /// multiple of [`ROWS_ROUND`](super::ROWS_ROUND) and every row lies in
-/// `out`. Panics if the codec does not pass [`writes_rows`] (a caller bug:
-/// check with `peek_codec` first).
+/// `out`. Panics if the literal's words are not coded with a codec that
+/// passes [`writes_rows`] (a caller bug: check with `coded_with` first).
 pub fn decode_rows<T: Word>(
     input: &[u8],
+    tables: &[Vec<u8>],
     width: u32,
     out: &mut [T],
     group: usize,
@@ -62,8 +86,10 @@ pub fn decode_rows<T: Word>(
 ) -> Option<Result<usize, WireError>> {
     let mut rows = rans::Rows::new(out, group, rows)?;
     let decoded = open_literal(input, width, T::BITS).and_then(|(mut r, codec)| {
-        assert!(writes_rows(codec), "{} cannot write rows", codec.name());
-        rans::decode(&mut r, width, &mut rows, rans::Form::Seeded)?;
+        match own_or_shared_table(&mut r, codec, tables, width)? {
+            Table::Rans(head) if head.seeded() => rans::decode_words(&mut r, &head, &mut rows)?,
+            _ => panic!("{} cannot write rows", codec.name()),
+        }
         Ok(r.pos())
     });
     Some(decoded)
@@ -84,46 +110,91 @@ fn open_literal(input: &[u8], width: u32, bits: u32) -> Result<(Reader<'_>, Code
 
 fn decode_with<T: Word, P: Put>(
     input: &[u8],
+    tables: &[Vec<u8>],
     width: u32,
     out: &mut [T],
     put: P,
 ) -> Result<usize, WireError> {
     let (mut r, codec) = open_literal(input, width, T::BITS)?;
-    decode_body(&mut r, codec, width, out, put)?;
+    match (codec, put.or_in()) {
+        (Codec::Raw, _) => raw::decode(&mut r, width, out, put)?,
+        (Codec::BitPack, _) => bitpack::decode(&mut r, width, out, put)?,
+        (_, None) => match own_or_shared_table(&mut r, codec, tables, width)? {
+            Table::Huffman(set) => huffman::decode_words(&mut r, set, out)?,
+            Table::Rans(head) => rans::decode_words(&mut r, &head, out)?,
+        },
+        (_, Some(_)) => panic!("{} cannot or words in", codec.name()),
+    }
     Ok(r.pos())
 }
 
-/// Decodes the words of a literal of `codec` after its tag.
-fn decode_body<T: Word, P: Put>(
+/// What a Huffman or rANS literal says of its symbols before its coded
+/// words, read and checked.
+enum Table {
+    Huffman(SymbolSet),
+    Rans(rans::Head),
+}
+
+/// The table of a literal of `codec` (Huffman, rANS or shared), `r` past
+/// its tag: read from the literal, or for a shared literal, its table's
+/// number read from the literal and the table from `tables`.
+fn own_or_shared_table(
     r: &mut Reader,
     codec: Codec,
+    tables: &[Vec<u8>],
     width: u32,
-    out: &mut [T],
-    put: P,
-) -> Result<(), WireError> {
-    match (codec, put.or_in()) {
-        (Codec::Raw, _) => raw::decode(r, width, out, put)?,
-        (Codec::BitPack, _) => bitpack::decode(r, width, out, put)?,
-        (Codec::Huffman, None) => huffman::decode(r, width, out)?,
-        (Codec::Rans, None) => rans::decode(r, width, out, rans::Form::Seeded)?,
-        (Codec::RansV1, None) => rans::decode(r, width, out, rans::Form::Varints)?,
-        (_, Some(_)) => panic!("{} cannot or words in", codec.name()),
+) -> Result<Table, WireError> {
+    if codec != Codec::Shared {
+        return read_table(r, codec, width);
     }
-    Ok(())
+    let at = r.pos();
+    let bytes = shared_table(r, tables)?;
+    // The table's offsets are in the index, not the record: name the literal.
+    let wrong = |reason| WireError { at, reason };
+    let (mut t, codec) = open_literal(bytes, width, 32).map_err(|e| wrong(e.reason))?;
+    if !matches!(codec, Codec::Huffman | Codec::Rans) {
+        return Err(wrong("shared code table of a codec without a table"));
+    }
+    let table = read_table(&mut t, codec, width).map_err(|e| wrong(e.reason))?;
+    if !t.is_empty() {
+        return Err(wrong("shared code table has trailing bytes"));
+    }
+    Ok(table)
+}
+
+/// The shared table a literal of tag 5 names (`r` past its tag).
+fn shared_table<'t>(r: &mut Reader, tables: &'t [Vec<u8>]) -> Result<&'t [u8], WireError> {
+    let most = tables.len().saturating_sub(1) as u64;
+    if tables.is_empty() {
+        return Err(r.error("shared literal in an archive without code tables"));
+    }
+    let k = r.varint_max(most, "shared literal names a code table the index lacks")?;
+    Ok(&tables[k as usize])
+}
+
+/// Reads the table of a literal of `codec`, a Huffman or rANS codec.
+fn read_table(r: &mut Reader, codec: Codec, width: u32) -> Result<Table, WireError> {
+    Ok(match codec {
+        Codec::Huffman => Table::Huffman(huffman::read_table(r, width)?),
+        Codec::Rans => Table::Rans(rans::read_table(r, width, rans::Form::Seeded)?),
+        Codec::RansV1 => Table::Rans(rans::read_table(r, width, rans::Form::Varints)?),
+        Codec::Raw | Codec::BitPack | Codec::Shared => {
+            unreachable!("{} has no table", codec.name())
+        }
+    })
 }
 
 /// Bytes of the code table at the start of an encoding of `width`-bit words:
 /// what a Huffman or rANS literal says of its symbols (their words, code
 /// lengths or counts, and rANS's head byte) before the coded words; 0 for Raw
-/// and BitPack. Read and checked as the decoder reads it; never panics on
-/// any input.
+/// and BitPack, and for a literal whose table is shared (that table is the
+/// index's). Read and checked as the decoder reads it; never panics on any
+/// input.
 pub fn table_len(input: &[u8], width: u32) -> Result<usize, WireError> {
     let (mut r, codec) = open_literal(input, width, 32)?;
     match codec {
-        Codec::Raw | Codec::BitPack => return Ok(0),
-        Codec::Huffman => drop(huffman::read_table(&mut r, width)?),
-        Codec::Rans => drop(rans::read_table(&mut r, width, rans::Form::Seeded)?),
-        Codec::RansV1 => drop(rans::read_table(&mut r, width, rans::Form::Varints)?),
+        Codec::Raw | Codec::BitPack | Codec::Shared => return Ok(0),
+        _ => drop(read_table(&mut r, codec, width)?),
     }
     Ok(r.pos() - 1)
 }

@@ -19,7 +19,7 @@ pub fn encoded_size(codec: Codec, words: &[u32], width: u32, stats: &Stats) -> O
         Codec::BitPack => bitpack::size(words.len(), stats.max()),
         Codec::Huffman => huffman::size(stats)?,
         Codec::Rans => rans::size(words, stats)?,
-        Codec::RansV1 => return None,
+        Codec::RansV1 | Codec::Shared => return None,
     };
     Some(1 + payload)
 }
@@ -121,7 +121,7 @@ pub fn encode_with(codec: Codec, words: &[u32], width: u32, out: &mut Vec<u8>) -
             }
             true
         }
-        Codec::Huffman | Codec::Rans | Codec::RansV1 => {
+        Codec::Huffman | Codec::Rans | Codec::RansV1 | Codec::Shared => {
             encode_with_stats(codec, words, width, &Stats::new(words, width), out)
         }
     }
@@ -157,7 +157,7 @@ pub fn encode_with_stats(
         }
         Codec::Huffman => huffman::encode(words, stats, out),
         Codec::Rans => rans::encode(words, stats, out),
-        Codec::RansV1 => false,
+        Codec::RansV1 | Codec::Shared => false,
     };
     if !applied {
         out.truncate(start);

@@ -16,18 +16,22 @@ pub enum Codec {
     /// rANS with frequencies as varints (tag 3, format versions 1 to 5):
     /// read, no longer written.
     RansV1,
+    /// Huffman or rANS words coded with a table the archive's index holds
+    /// once for many literals (tag 5, format version 10).
+    Shared,
 }
 
 impl Codec {
     /// Every codec written, in tie-breaking order for `best`.
     pub const ALL: [Codec; 4] = [Codec::Raw, Codec::BitPack, Codec::Huffman, Codec::Rans];
     /// Every codec read.
-    pub const READ: [Codec; 5] = [
+    pub const READ: [Codec; 6] = [
         Codec::Raw,
         Codec::BitPack,
         Codec::Huffman,
         Codec::Rans,
         Codec::RansV1,
+        Codec::Shared,
     ];
 
     pub fn name(self) -> &'static str {
@@ -37,6 +41,7 @@ impl Codec {
             Codec::Huffman => "huffman",
             Codec::Rans => "rans",
             Codec::RansV1 => "rans-v1",
+            Codec::Shared => "shared",
         }
     }
 
@@ -48,6 +53,7 @@ impl Codec {
             Codec::Huffman => 2,
             Codec::RansV1 => 3,
             Codec::Rans => 4,
+            Codec::Shared => 5,
         }
     }
 

@@ -44,6 +44,9 @@ pub struct Limits {
     pub partition: bool,
     /// Whether the Mirror operator is accepted (format version 8 and later).
     pub mirror: bool,
+    /// Whether literals whose code table is shared are accepted (format
+    /// version 10 and later).
+    pub shared_tables: bool,
 }
 
 impl Default for Limits {
@@ -58,26 +61,29 @@ impl Default for Limits {
             seeded_rans: true,
             partition: true,
             mirror: true,
+            shared_tables: true,
         }
     }
 }
 
-/// A literal inside an encoded program: its codec bytes and where they start in the
-/// buffer given to `decode_program` (so errors can name an offset).
+/// A literal inside an encoded program: its codec bytes, where they start in the
+/// buffer given to `decode_program` (so errors can name an offset), and the
+/// shared code tables of its archive (format version 10), which it may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EncodedLit<'a> {
     pub at: usize,
     pub bytes: &'a [u8],
+    pub tables: &'a [Vec<u8>],
 }
 
 impl LiteralSource for EncodedLit<'_> {
     type Error = WireError;
     fn write_words<T: Word>(&self, width: u32, out: &mut [T]) -> Result<(), WireError> {
-        self.check_used(codec::decode(self.bytes, width, out))
+        self.check_used(codec::decode_in(self.bytes, self.tables, width, out))
     }
 
     fn ors_in(&self) -> bool {
-        codec::peek_codec(self.bytes).is_ok_and(codec::ors_in)
+        codec::coded_with(self.bytes, self.tables).is_ok_and(codec::ors_in)
     }
 
     fn or_words<T: Word>(&self, width: u32, or_in: OrIn, out: &mut [T]) -> Result<(), WireError> {
@@ -85,7 +91,7 @@ impl LiteralSource for EncodedLit<'_> {
     }
 
     fn writes_rows(&self) -> bool {
-        codec::peek_codec(self.bytes).is_ok_and(codec::writes_rows)
+        codec::coded_with(self.bytes, self.tables).is_ok_and(codec::writes_rows)
     }
 
     fn write_rows<T: Word>(
@@ -95,9 +101,9 @@ impl LiteralSource for EncodedLit<'_> {
         group: usize,
         rows: &[u32],
     ) -> Result<(), WireError> {
-        let used = codec::decode_rows(self.bytes, width, out, group, rows).unwrap_or(Err(
-            Self::refuse("partition rows the decoder does not take"),
-        ));
+        let used = codec::decode_rows(self.bytes, self.tables, width, out, group, rows).unwrap_or(
+            Err(Self::refuse("partition rows the decoder does not take")),
+        );
         self.check_used(used)
     }
 
@@ -131,6 +137,17 @@ pub fn decode_program(
     ty: Type,
     limits: Limits,
 ) -> Result<(Program<EncodedLit<'_>>, usize), WireError> {
+    decode_program_in(buf, ty, limits, &[])
+}
+
+/// [`decode_program`] for a program of an archive whose index holds the
+/// shared code tables `tables` (format version 10).
+pub fn decode_program_in<'a>(
+    buf: &'a [u8],
+    ty: Type,
+    limits: Limits,
+    tables: &'a [Vec<u8>],
+) -> Result<(Program<EncodedLit<'a>>, usize), WireError> {
     if ty.width == 0 || ty.width > MAX_WIDTH || ty.len == 0 {
         return Err(WireError {
             at: 0,
@@ -146,6 +163,7 @@ pub fn decode_program(
         work: 0,
         max_work,
         limits,
+        tables,
     };
     let p = d.node(ty, 0)?;
     Ok((p, d.r.pos()))
@@ -158,6 +176,7 @@ struct Decoder<'a> {
     work: u64,
     max_work: u64,
     limits: Limits,
+    tables: &'a [Vec<u8>],
 }
 
 type Node<'a> = Program<EncodedLit<'a>>;
@@ -187,10 +206,20 @@ impl<'a> Decoder<'a> {
                     .varint_max(self.r.remaining() as u64, "literal longer than data")?;
                 let start = self.r.pos();
                 let bytes = self.r.bytes(size as usize)?;
-                if !self.limits.seeded_rans && codec::peek_codec(bytes) == Ok(Codec::Rans) {
-                    return self.fail(start, "rans literal of tag 4 needs format version 6");
+                match codec::peek_codec(bytes) {
+                    Ok(Codec::Rans) if !self.limits.seeded_rans => {
+                        return self.fail(start, "rans literal of tag 4 needs format version 6")
+                    }
+                    Ok(Codec::Shared) if !self.limits.shared_tables => {
+                        return self.fail(start, "shared literal needs format version 10")
+                    }
+                    _ => {}
                 }
-                Op::Lit(EncodedLit { at: start, bytes })
+                Op::Lit(EncodedLit {
+                    at: start,
+                    bytes,
+                    tables: self.tables,
+                })
             }
             TAG_CONST => Op::Const(
                 self.r

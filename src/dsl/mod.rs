@@ -27,7 +27,7 @@ mod sparse;
 mod tag;
 mod types;
 
-pub use decode::{decode_program, EncodedLit, Limits};
+pub use decode::{decode_program, decode_program_in, EncodedLit, Limits};
 pub use encode::{encode_program, encoded_len, exact_len};
 pub use exec::{execute, with_scratch, LiteralSource, Refused};
 pub use matches::run_matches;

@@ -113,7 +113,7 @@ pub fn encode_record_like(
 /// zeroed buffer a chunk.
 fn decodes_to(record: &[u8], layout: Layout, bytes: &[u8]) -> bool {
     crate::scratch::with_bytes(bytes.len(), |check| {
-        decode_record(record, layout, FORMAT_VERSION, check).is_ok() && check == bytes
+        decode_record(record, layout, (FORMAT_VERSION, &[]), check).is_ok() && check == bytes
     })
 }
 
@@ -155,7 +155,8 @@ mod tests {
                 for start in [0, 1] {
                     let out = &mut buf[start..start + bytes.len()];
                     out.fill(0);
-                    decode_record(&record, layout, crate::archive::FORMAT_VERSION, out).unwrap();
+                    decode_record(&record, layout, (crate::archive::FORMAT_VERSION, &[]), out)
+                        .unwrap();
                     assert!(out == bytes, "{layout:?} {float:?} at offset {start}");
                 }
             }

@@ -6,8 +6,9 @@
 //! `residual`) by the tasks of `pipeline`, read and hashed ahead of them in
 //! batches of a chunk a thread (`input`, `read_ahead`), a few batches at a
 //! time, and their records written in source order behind them (`output`,
-//! `write_behind`): memory is bounded by threads x chunk size and the bytes
-//! do not depend on the thread count.
+//! `write_behind`; a run of a tensor's chunks re-coded with shared code
+//! tables, `share`): memory is bounded by threads x chunk size, plus a
+//! run's records, and the bytes do not depend on the thread count.
 
 #![forbid(unsafe_code)]
 
@@ -23,6 +24,7 @@ mod read_ahead;
 mod residual;
 mod rows;
 mod sample;
+mod share;
 #[cfg(test)]
 mod tests;
 mod width;
@@ -77,7 +79,7 @@ fn write_archive(
 ) -> Result<PackSummary> {
     let plan = &input.plan;
     let file = File::create(tmp).at(tmp)?;
-    let mut out = Output::start(&file, tmp, plan.len())?;
+    let mut out = Output::start(&file, tmp, plan)?;
     let threads = rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, input.chunk, threads).collect();
     let sha256 = std::thread::scope(|scope| {

@@ -1,11 +1,16 @@
 //! Writing the archive: the head, each batch's records in order as they are
-//! packed, then the index of their entries and the trailer, and the head
-//! again once the format version the records need is known.
+//! packed (a run of a tensor's chunks held back until its last is packed,
+//! to share code tables, see `share`), then the index of their entries and
+//! the trailer, and the head again once the format version the records
+//! need is known.
 
 #![forbid(unsafe_code)]
 
 use super::bases::Bases;
 use super::input::Input;
+use super::plan::Planned;
+pub(super) use super::share::Record;
+use super::share::{share, RUN_BYTES};
 use crate::archive::decode::record_version;
 use crate::archive::format::{
     encode_trailer, head, BaseEntry, ChunkEntry, Index, FORMAT_VERSION, HEAD_MAGIC, TRAILER_LEN,
@@ -25,13 +30,16 @@ pub struct PackSummary {
     pub bytes_out: u64,
 }
 
-/// A chunk's index entry and record.
-pub(super) type Record = (ChunkEntry, Vec<u8>);
-
 /// The archive being written: records so far and their index entries.
 pub(super) struct Output<'a> {
     writer: BufWriter<&'a File>,
     path: &'a Path,
+    /// The chunks to be written, and the records of the run of a tensor's
+    /// chunks held back to share code tables, with the tables so far.
+    plan: &'a [Planned],
+    held: Vec<Record>,
+    held_bytes: u64,
+    tables: Vec<Vec<u8>>,
     chunks: Vec<ChunkEntry>,
     records_len: u64,
     /// The oldest format version that holds the records written so far.
@@ -39,13 +47,17 @@ pub(super) struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    /// Starts the archive in `file` (at `path`), which will hold `chunks`
-    /// chunks, with its head's magic.
-    pub(super) fn start(file: &'a File, path: &'a Path, chunks: usize) -> Result<Output<'a>> {
+    /// Starts the archive in `file` (at `path`), which will hold the
+    /// chunks of `plan`, with its head's magic.
+    pub(super) fn start(file: &'a File, path: &'a Path, plan: &'a [Planned]) -> Result<Output<'a>> {
         let mut out = Output {
             writer: BufWriter::with_capacity(1 << 20, file),
             path,
-            chunks: Vec::with_capacity(chunks),
+            plan,
+            held: Vec::new(),
+            held_bytes: 0,
+            tables: Vec::new(),
+            chunks: Vec::with_capacity(plan.len()),
             records_len: 0,
             version: 1,
         };
@@ -54,7 +66,29 @@ impl<'a> Output<'a> {
     }
 
     pub(super) fn write(&mut self, records: Vec<Record>) -> Result<()> {
-        for (chunk, record) in records {
+        for record in records {
+            let planned = &self.plan[self.chunks.len() + self.held.len()];
+            self.held.push(record);
+            self.held_bytes += planned.len;
+            let run_ends = planned.class.is_none() || planned.nth + 1 == planned.count;
+            if run_ends || self.held_bytes >= RUN_BYTES {
+                self.write_held()?;
+            }
+        }
+        // What is written syncs as packing goes on (see `start_writeback`).
+        self.writer.flush().at(self.path)?;
+        start_writeback(self.writer.get_ref());
+        Ok(())
+    }
+
+    /// Writes the records held, with the code tables they may share.
+    fn write_held(&mut self) -> Result<()> {
+        let mut held = std::mem::take(&mut self.held);
+        self.held_bytes = 0;
+        if held.len() >= 2 {
+            share(&mut held, &mut self.tables);
+        }
+        for (chunk, record) in held {
             if self.version < FORMAT_VERSION {
                 let needs = record_version(&record, chunk.layout, chunk.src_len as usize);
                 self.version = self.version.max(needs);
@@ -63,9 +97,6 @@ impl<'a> Output<'a> {
             self.records_len += record.len() as u64;
             self.chunks.push(chunk);
         }
-        // What is written syncs as packing goes on (see `start_writeback`).
-        self.writer.flush().at(self.path)?;
-        start_writeback(self.writer.get_ref());
         Ok(())
     }
 
@@ -73,12 +104,15 @@ impl<'a> Output<'a> {
     /// record is written: its index and trailer, then its head (written
     /// before the version was known), all synced.
     pub(super) fn finish(self, input: &Input, sha256: [u8; 32]) -> Result<PackSummary> {
+        assert!(self.held.is_empty(), "every run of chunks ends by the last");
         let Output {
             mut writer,
             path,
+            tables,
             mut chunks,
             records_len,
             version,
+            ..
         } = self;
         let (bases, rows) = referenced(&input.bases, &mut chunks);
         let index = Index {
@@ -87,6 +121,7 @@ impl<'a> Output<'a> {
             chunk_size: input.chunk,
             bases,
             rows,
+            tables,
             chunks,
         };
         let version = index.version().max(version);

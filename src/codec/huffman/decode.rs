@@ -35,12 +35,14 @@ pub(in crate::codec) fn read_table(r: &mut Reader, width: u32) -> Result<SymbolS
     symbols::read(r, width, Values::Nibbles, MAX_LEN)
 }
 
-pub(in crate::codec) fn decode<T: Word>(
+/// Decodes the four streams (after the symbol set) with the code of `set`,
+/// from `r`: the same reader for a literal that holds its table, another
+/// for one whose table is shared.
+pub(in crate::codec) fn decode_words<T: Word>(
     r: &mut Reader,
-    width: u32,
+    set: SymbolSet,
     out: &mut [T],
 ) -> Result<(), WireError> {
-    let set = read_table(r, width)?;
     if set.values == [1, 1] {
         let streams = read_streams(r)?;
         let pair = [set.words[0], set.words[1]].map(T::from_u32);

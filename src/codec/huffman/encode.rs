@@ -12,11 +12,11 @@ use crate::codec::symbols::{self, Values};
 use crate::wire::{put_varint, varint_len};
 
 /// Huffman needs at least two words (a one-word code would be incomplete).
-pub(super) fn applicable(stats: &Stats) -> Option<&Alphabet> {
+pub(in crate::codec) fn applicable(stats: &Stats) -> Option<&Alphabet> {
     stats.alphabet().filter(|a| a.len() >= 2)
 }
 
-pub(super) fn code_lengths(alphabet: &Alphabet) -> Vec<u32> {
+pub(in crate::codec) fn code_lengths(alphabet: &Alphabet) -> Vec<u32> {
     limited_lengths(&alphabet.totals(), MAX_LEN)
 }
 
@@ -66,13 +66,54 @@ pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) 
     };
     let lengths = code_lengths(alphabet);
     symbols::write(&alphabet.words, &lengths, Values::Nibbles, out);
-    let bytes = stream_bytes(alphabet, &lengths);
+    write_streams(
+        words,
+        alphabet,
+        &lengths,
+        stream_bytes(alphabet, &lengths),
+        out,
+    );
+    true
+}
+
+/// Appends the table of the code of `lengths` over `alphabet`'s words.
+pub(in crate::codec) fn encode_table(alphabet: &Alphabet, lengths: &[u32], out: &mut Vec<u8>) {
+    symbols::write(&alphabet.words, lengths, Values::Nibbles, out);
+}
+
+/// Appends what follows the table in a literal of `words` (each one of
+/// `alphabet`'s) coded with `lengths`: the streams' lengths and the
+/// streams. Their lengths come from a pass over the words, as `alphabet`
+/// counts other words too (a table shared by many literals).
+pub(in crate::codec) fn encode_words(
+    words: &[u32],
+    alphabet: &Alphabet,
+    lengths: &[u32],
+    out: &mut Vec<u8>,
+) {
+    let index = alphabet.index();
+    let bits = quarter_ranges(words.len()).map(|range| {
+        let lens = words[range].iter().map(|&w| lengths[index.rank(w)] as u64);
+        lens.sum::<u64>().div_ceil(8) as usize
+    });
+    write_streams(words, alphabet, lengths, bits, out);
+}
+
+/// Appends the streams' lengths `bytes` and the streams of `words` coded
+/// with `lengths` over `alphabet`'s words.
+fn write_streams(
+    words: &[u32],
+    alphabet: &Alphabet,
+    lengths: &[u32],
+    bytes: [usize; 4],
+    out: &mut Vec<u8>,
+) {
     for b in bytes {
         put_varint(out, b as u64);
     }
-    let codes: Vec<u32> = canonical_codes(&lengths)
+    let codes: Vec<u32> = canonical_codes(lengths)
         .iter()
-        .zip(&lengths)
+        .zip(lengths)
         .map(|(&code, &len)| reverse(code, len) << 4 | len)
         .collect();
     for (range, bytes) in quarter_ranges(words.len()).into_iter().zip(bytes) {
@@ -83,7 +124,6 @@ pub(in crate::codec) fn encode(words: &[u32], stats: &Stats, out: &mut Vec<u8>) 
             BitWriter::new(out, bytes),
         );
     }
-    true
 }
 
 /// Writes one quarter's bitstream with `bits`; `codes[rank]` is `reversed

@@ -20,5 +20,7 @@ mod table;
 mod tests;
 
 pub(super) use code::quarter_ranges;
-pub(super) use decode::{decode, read_table};
-pub(super) use encode::{encode, size, size_within};
+pub(super) use decode::{decode_words, read_table};
+pub(super) use encode::{
+    applicable, code_lengths, encode, encode_table, encode_words, size, size_within,
+};

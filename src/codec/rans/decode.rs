@@ -72,29 +72,45 @@ pub(super) fn renormalise_slow(
     (states, pos)
 }
 
-pub(in crate::codec) fn decode<T: Word, D: Dest<T> + ?Sized>(
-    r: &mut Reader,
-    width: u32,
-    out: &mut D,
+/// A stream's head and table, read and checked: its scale, the log2 of
+/// its lane groups, its words with their frequencies, and its form.
+pub(in crate::codec) struct Head {
+    scale: u32,
+    groups_log2: u8,
+    set: SymbolSet,
     form: Form,
-) -> Result<(), WireError> {
-    let (scale, groups_log2, set) = read_table(r, width, form)?;
-    let table = DecodeTable::new(&set, scale)
-        .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
-    if groups_log2 == 1 {
-        decode_groups::<T, 2, D>(r, &table, out, form)
-    } else {
-        decode_groups::<T, 1, D>(r, &table, out, form)
+}
+
+impl Head {
+    /// Whether the stream is of tag 4, whose states may start seeded.
+    pub(in crate::codec) fn seeded(&self) -> bool {
+        self.form == Form::Seeded
     }
 }
 
-/// A stream's head and table (after the tag), checked: its scale, the log2
-/// of its lane groups, and its words with their frequencies.
+/// Decodes a stream's words (after its head and table) with `head`, from
+/// `r`: the same reader for a literal that holds its table, another for
+/// one whose table is shared.
+pub(in crate::codec) fn decode_words<T: Word, D: Dest<T> + ?Sized>(
+    r: &mut Reader,
+    head: &Head,
+    out: &mut D,
+) -> Result<(), WireError> {
+    let table = DecodeTable::new(&head.set, head.scale)
+        .ok_or_else(|| r.error("rans frequencies do not sum to 2^scale"))?;
+    if head.groups_log2 == 1 {
+        decode_groups::<T, 2, D>(r, &table, out, head.form)
+    } else {
+        decode_groups::<T, 1, D>(r, &table, out, head.form)
+    }
+}
+
+/// A stream's head and table (after the tag), checked.
 pub(in crate::codec) fn read_table(
     r: &mut Reader,
     width: u32,
     form: Form,
-) -> Result<(u32, u8, SymbolSet), WireError> {
+) -> Result<Head, WireError> {
     let (scale, groups_log2, precision) = head_fields(r.u8()?, form);
     if scale > MAX_SCALE {
         return Err(r.error("rans scale above 14"));
@@ -113,7 +129,12 @@ pub(in crate::codec) fn read_table(
             set
         }
     };
-    Ok((scale, groups_log2, set))
+    Ok(Head {
+        scale,
+        groups_log2,
+        set,
+        form,
+    })
 }
 
 /// Reads the states, seed count and renormalisation words of a stream with

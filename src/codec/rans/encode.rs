@@ -2,6 +2,7 @@
 //! version 6)"), and the sizer that runs the same branch-free steps without
 //! storing output (the renormalisation count depends on the exact states).
 
+use super::choose::group_count;
 use super::layout::{used_lanes, Groups, GROUPS_SHIFT, LANES, PRECISION_SHIFT, STATE_LOW};
 use super::model::{log2_q16, Model, LOG2_FREQ};
 #[cfg(target_arch = "x86_64")]
@@ -13,7 +14,7 @@ use crate::codec::stats::{Alphabet, Stats};
 use crate::codec::symbols::{self, Values};
 use crate::wire::{put_varint, varint_len};
 
-pub(super) fn applicable(stats: &Stats) -> Option<&Alphabet> {
+pub(in crate::codec) fn applicable(stats: &Stats) -> Option<&Alphabet> {
     stats.alphabet().filter(|a| a.len() >= 1)
 }
 
@@ -330,6 +331,48 @@ pub(super) fn encode_groups<const G: usize>(
     model: &Model,
     out: &mut Vec<u8>,
 ) {
+    write_table::<G>(alphabet, model, out);
+    write_words::<G>(words, alphabet, model, out);
+}
+
+/// The model of streams that share one table fitted to all their words,
+/// `alphabet`'s, `streams` of them: [`Model::of`]'s, but its lane groups
+/// chosen for one stream's share of the cost, as each has states of its
+/// own.
+pub(in crate::codec) fn shared_model(alphabet: &Alphabet, streams: usize) -> Model {
+    let (model, cost) = Model::of(alphabet);
+    let groups = group_count(cost / streams.max(1) as i128);
+    Model {
+        groups,
+        ..model.clone()
+    }
+}
+
+/// Appends the head and table of a stream of `alphabet`'s words with
+/// `model`.
+pub(in crate::codec) fn encode_table(alphabet: &Alphabet, model: &Model, out: &mut Vec<u8>) {
+    match model.groups {
+        1 => write_table::<1>(alphabet, model, out),
+        _ => write_table::<2>(alphabet, model, out),
+    }
+}
+
+/// Appends what follows [`encode_table`]'s table in a stream of `words`
+/// (each one of `alphabet`'s) with `model`: its states, counts and
+/// renormalisation words.
+pub(in crate::codec) fn encode_words(
+    words: &[u32],
+    alphabet: &Alphabet,
+    model: &Model,
+    out: &mut Vec<u8>,
+) {
+    match model.groups {
+        1 => write_words::<1>(words, alphabet, model, out),
+        _ => write_words::<2>(words, alphabet, model, out),
+    }
+}
+
+fn write_table<const G: usize>(alphabet: &Alphabet, model: &Model, out: &mut Vec<u8>) {
     let head =
         model.scale | (G.trailing_zeros() << GROUPS_SHIFT) | model.precision << PRECISION_SHIFT;
     out.push(head as u8);
@@ -339,6 +382,14 @@ pub(super) fn encode_groups<const G: usize>(
         Values::Rounded(model.precision),
         out,
     );
+}
+
+fn write_words<const G: usize>(
+    words: &[u32],
+    alphabet: &Alphabet,
+    model: &Model,
+    out: &mut Vec<u8>,
+) {
     // Each word emits at most one renormalisation word; every word writes
     // its low bits at `count`, kept only if it did emit, so `count <= n`
     // (the SIMD loop writes eight at a time) and only what was written is

@@ -38,10 +38,12 @@ mod table;
 #[cfg(test)]
 pub(super) mod tests;
 
-pub(super) use decode::{decode, read_table};
+pub(super) use decode::{decode_words, read_table, Head};
 pub(super) use dest::Rows;
 pub use dest::ROWS_ROUND;
-pub(super) use encode::{encode, predict, size};
+pub(super) use encode::{
+    applicable, encode, encode_table, encode_words, predict, shared_model, size,
+};
 pub(super) use layout::Form;
 #[cfg(test)]
 pub(super) use layout::{head_fields, used_lanes};

@@ -10,6 +10,7 @@ use super::layout::MAX_SCALE;
 /// of counts they are normalised from (see
 /// [`table_counts`](super::choose::table_counts)), its precision and its
 /// size in bytes, and the number of lane groups.
+#[derive(Clone)]
 pub(in crate::codec) struct Model {
     pub(super) scale: u32,
     pub(super) precision: u32,

@@ -722,7 +722,7 @@ fn streams_decoded_into_rows_land_in_their_rows() {
         for level in simd_levels() {
             let mut out = vec![0xAAAAu16; want.len()];
             let used = with_limit(level, || {
-                crate::codec::decode_rows(&buf, 8, &mut out, group, &rows)
+                crate::codec::decode_rows(&buf, &[], 8, &mut out, group, &rows)
             });
             assert_eq!(used, Some(Ok(buf.len())), "{level:?} group {group}");
             assert!(out == want, "{level:?} group {group}");
@@ -732,7 +732,7 @@ fn streams_decoded_into_rows_land_in_their_rows() {
             (group / 2 + 16, &rows[..]),
             (group, &[2 * row_count as u32][..]),
         ] {
-            let refused = crate::codec::decode_rows(&buf, 8, &mut out, bad_group, bad_rows);
+            let refused = crate::codec::decode_rows(&buf, &[], 8, &mut out, bad_group, bad_rows);
             assert!(refused.is_none());
         }
     }
