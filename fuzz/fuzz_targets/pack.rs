@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     if bytes.is_empty() {
         return;
     }
-    let hint = Hint { float: None, rows: (*row >= 2).then_some(*row as usize) };
+    let hint = Hint { float: None, rows: (*row >= 2).then_some(*row as usize), columns: None };
     let record = encode_record(bytes, layout, hint, &SynthOptions::default());
     assert_eq!(literal_fallbacks(), 0, "a searched record did not decode back");
     let mut out = vec![0u8; bytes.len()];

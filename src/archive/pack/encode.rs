@@ -84,7 +84,9 @@ pub fn encode_record_like(
         // weighed against the template's literals, and partitioned anew.
         templates.push(Template::of(&program));
         let program = match opts.partitions {
-            true => synth::partition_rows(program, lane, hint),
+            true => {
+                synth::columns_in_classes(synth::partition_rows(program, lane, hint), lane, hint)
+            }
             false => program,
         };
         let program = synth::split_records(program, lane, hint);
@@ -148,7 +150,11 @@ mod tests {
         let bytes = sample(8 * 3000);
         for layout in Layout::ALL {
             for float in [None, Some(FloatFormat::F16)] {
-                let hint = Hint { float, rows: None };
+                let hint = Hint {
+                    float,
+                    rows: None,
+                    columns: None,
+                };
                 let record = encode_record(&bytes, layout, hint, &SynthOptions::default());
                 let mut backing = vec![0u64; bytes.len() / 8 + 1];
                 let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut backing);
