@@ -11,7 +11,8 @@
 //! sorted by their bytes' sum; the Partition's groups are single bytes,
 //! their classes a Repeat of one row's (`records`' periodic classes), so
 //! the classes cost a row's words however long the chunk. Kept only where
-//! it codes smaller than the program found.
+//! it codes smaller than the program found and than the bytes as one
+//! literal.
 
 use super::cost::exact_cost;
 use super::leaf::leaf;
@@ -56,7 +57,11 @@ pub fn columns_in_classes(p: Program<Literal>, lane: &[u32], hint: Hint) -> Prog
         return p;
     };
     let split = split_program(lane, columns, &classes_of(&order, k), k);
-    if exact_cost(&split) < exact_cost(&p) {
+    // Weighed against the bytes as one literal too, which a longer search
+    // finds where a shorter one may not: which of the two is kept does not
+    // then hang on the effort level.
+    let plain = exact_cost(&p).min(exact_cost(&leaf(lane.into(), 8).0));
+    if exact_cost(&split) < plain {
         split
     } else {
         p
