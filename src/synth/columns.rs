@@ -14,7 +14,7 @@
 //! it codes smaller than the program found and than the bytes as one
 //! literal.
 
-use super::cost::exact_cost;
+use super::cost::{cost, exact_cost};
 use super::leaf::leaf;
 use super::partition::{classes_bytes, classes_of, MIN_WORDS};
 use super::records::{gather, partition, periodic};
@@ -32,6 +32,9 @@ const MIN_ROW: usize = 64;
 /// are too few to tell its offset, and a chunk shorter than a row may
 /// leave a class without a word.
 const MIN_ROWS: usize = 32;
+
+/// Words of the lane whose columns are sorted and classes estimated.
+const SAMPLE_WORDS: usize = 1 << 16;
 
 /// Estimated bytes of a class's own tables and coder states.
 const CLASS_BYTES: f64 = 64.0;
@@ -52,10 +55,16 @@ pub fn columns_in_classes(p: Program<Literal>, lane: &[u32], hint: Hint) -> Prog
     if p.ty.width != 8 || hint.float.is_some() || !fits {
         return p;
     }
-    let order = columns_by_sum(lane, columns);
-    let Some(k) = best_count(lane, columns, &order) else {
+    // Whether to split, and into how many classes, is estimated on a
+    // sample of whole rows (most chunks of bytes are not split, and two
+    // passes over each cost more than the sample's); the classes are made
+    // from every row.
+    let sample = &lane[..lane.len().min(SAMPLE_WORDS.max(MIN_ROWS * columns.row))];
+    let whole = (cost(&p) as f64, lane.len() as f64 / sample.len() as f64);
+    let Some(k) = best_count(sample, columns, &columns_by_sum(sample, columns), whole) else {
         return p;
     };
+    let order = columns_by_sum(lane, columns);
     let split = split_program(lane, columns, &classes_of(&order, k), k);
     // Weighed against the bytes as one literal too, which a longer search
     // finds where a shorter one may not: which of the two is kept does not
@@ -86,13 +95,21 @@ fn columns_by_sum(lane: &[u32], columns: Columns) -> Vec<u32> {
 }
 
 /// The class count of [`CLASS_COUNTS`] whose estimate (the classes'
-/// order-0 bytes and shortfalls, their tables, a row of class words) is
-/// least, if it saves enough on the bytes as one stream.
-fn best_count(lane: &[u32], columns: Columns, order: &[u32]) -> Option<usize> {
+/// order-0 bytes and shortfalls in `sample`, times `scale` for the whole
+/// lane, their tables, a row of class words) is least, if it saves enough
+/// on the bytes as one stream and is below `found`, the predicted cost of
+/// the program found for the lane: blocks whose fields are already apart
+/// (GGUF's, see `records`) are not split again.
+fn best_count(
+    sample: &[u32],
+    columns: Columns,
+    order: &[u32],
+    (found, scale): (f64, f64),
+) -> Option<usize> {
     let finest = CLASS_COUNTS[CLASS_COUNTS.len() - 1];
     let class = classes_of(order, finest);
     let mut counts = vec![0u32; finest * 256];
-    for (&w, c) in lane.iter().zip(column_of(columns)) {
+    for (&w, c) in sample.iter().zip(column_of(columns)) {
         counts[class[c] as usize * 256 + (w as usize & 0xff)] += 1;
     }
     // The runs of fewer classes are unions of the finest's.
@@ -103,13 +120,13 @@ fn best_count(lane: &[u32], columns: Columns, order: &[u32]) -> Option<usize> {
             into.iter_mut().zip(table).for_each(|(m, &t)| *m += t);
         }
         let ids = columns.row as f64 * (k as f64).log2() / 8.0;
-        classes_bytes(&merged, 256) + k as f64 * CLASS_BYTES + ids
+        classes_bytes(&merged, 256) * scale + k as f64 * CLASS_BYTES + ids
     };
     let whole = estimate(1);
     let (k, bytes) = (CLASS_COUNTS.into_iter())
         .map(|k| (k, estimate(k)))
         .min_by(|a, b| a.1.total_cmp(&b.1))?;
-    (bytes < whole - whole / MIN_GAIN_DIVISOR).then_some(k)
+    (bytes < found.min(whole - whole / MIN_GAIN_DIVISOR)).then_some(k)
 }
 
 /// The Partition of `lane` into single bytes, the byte in column `c` of

@@ -84,12 +84,15 @@ pub fn encode_record_like(
         // weighed against the template's literals, and partitioned anew.
         templates.push(Template::of(&program));
         let program = match opts.partitions {
-            true => {
-                synth::columns_in_classes(synth::partition_rows(program, lane, hint), lane, hint)
-            }
+            true => synth::partition_rows(program, lane, hint),
             false => program,
         };
         let program = synth::split_records(program, lane, hint);
+        // After the records: blocks whose fields are apart are left so.
+        let program = match opts.partitions {
+            true => synth::columns_in_classes(program, lane, hint),
+            false => program,
+        };
         encode_program(&program, &mut record);
     }
     if decodes_to(&record, layout, bytes) {
