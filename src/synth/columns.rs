@@ -24,8 +24,9 @@ use crate::dsl::{Literal, Program};
 /// Class counts tried.
 const CLASS_COUNTS: [usize; 3] = [2, 4, 8];
 
-/// Rows shorter than this are left as they are: a class per few columns
-/// is what rows in classes already do.
+/// Rows shorter than this are left as they are: few columns have few
+/// offsets to tell apart, and a Partition of single bytes costs a pass to
+/// decode whatever it saves.
 const MIN_ROW: usize = 64;
 
 /// Chunks of fewer rows than this are left as they are: each column's bytes
