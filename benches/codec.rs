@@ -152,6 +152,7 @@ fn decode_record(bencher: Bencher, dtype: &str) {
     let hint = Hint {
         float: Some(float),
         rows: None,
+        columns: None,
     };
     let record = archive::encode_record(&bytes, layout, hint, &SynthOptions::default());
     let mut out = vec![0u8; bytes.len()];

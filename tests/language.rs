@@ -185,6 +185,7 @@ fn constructions(width: u32, t: &[u32]) -> Vec<Program<Literal>> {
             Hint {
                 float: None,
                 rows: None,
+                columns: None,
             },
             None,
         )
@@ -254,14 +255,14 @@ proptest! {
         for p in constructions(width, &t) {
             prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
         }
-        let best = search_stream(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
+        let best = search_stream(&t, width, Hint { float: None, rows: None, columns: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&best), t);
     }
 
     #[test]
     fn repeat_yields_its_target((width, base) in stream(), times in 2usize..6) {
         let t: Vec<u32> = base.iter().copied().cycle().take(base.len() * times).collect();
-        let p = search_stream(&t, width, Hint { float: None, rows: None }, &SynthOptions::default());
+        let p = search_stream(&t, width, Hint { float: None, rows: None, columns: None }, &SynthOptions::default());
         prop_assert_eq!(through_bytes(&p), t);
     }
 
@@ -1038,7 +1039,7 @@ proptest! {
     #[test]
     fn known_rows_never_code_larger((width, t, m) in mirrored()) {
         let opts = SynthOptions::default();
-        let hint = |rows| Hint { float: None, rows };
+        let hint = |rows| Hint { float: None, rows, columns: None };
         let with_rows = search_stream(&t, width, hint(Some(m.row)), &opts);
         prop_assert_eq!(&through_bytes(&with_rows), &t, "{}", with_rows);
         let without = search_stream(&t, width, hint(None), &opts);

@@ -3,18 +3,20 @@
 //! Partition wherever a chunk starts in its records, the split reproduces
 //! the bytes through its encoding, never costs more than the program it
 //! replaces, and is not made for bytes without records or for floats.
-//! MXFP4's blocks of FP4 codes take classes of blocks (a Partition of rows).
+//! MXFP4's blocks of FP4 codes take classes of blocks (a Partition of rows);
+//! bytes quantized per column with zero points take classes of columns.
 
 mod common;
 
 use brevis::dsl::{FloatFormat, Literal, Op, Program};
-use brevis::synth::{self, runs_to, Field, Hint, SynthOptions, LAYOUTS};
+use brevis::synth::{self, runs_to, Columns, Field, Hint, SynthOptions, LAYOUTS};
 use proptest::prelude::*;
 
 /// Bytes of a tensor of rows (not floats), as the packer hints them.
 const ROWS: Hint = Hint {
     float: None,
     rows: Some(2),
+    columns: None,
 };
 
 /// `records` blocks of `layout` from `seed`: scales F16 of a few
@@ -106,6 +108,62 @@ proptest! {
         prop_assert!(runs_to(&p, &words));
         prop_assert!(size(&p) <= size(&found));
     }
+
+    /// A matrix of bytes about a zero point per column, the chunk starting
+    /// and ending anywhere in its rows: its columns are split into classes
+    /// by a Partition of single bytes, which reproduces the bytes and codes
+    /// smaller; without the columns' place it is left as it is.
+    #[test]
+    fn columns_of_zero_points_take_classes_wherever_the_chunk_starts(
+        row in 64usize..400,
+        first in 0usize..400,
+        cut in 0usize..400,
+        seed: u64,
+    ) {
+        let words = per_column(row, 20_000 / row + 2, seed);
+        let words = &words[first..words.len() - cut];
+        let columns = Columns { row, first: first % row };
+        let hint = Hint { columns: Some(columns), ..ROWS };
+        let found = searched(words, ROWS);
+        let p = synth::columns_in_classes(found.clone(), words, hint);
+        prop_assert_eq!(partition_group(&p), Some(1), "{}", p);
+        prop_assert_eq!(decoded(&p), words.to_vec());
+        prop_assert!(size(&p) < size(&found), "{} >= {}", size(&p), size(&found));
+        prop_assert_eq!(synth::columns_in_classes(found.clone(), words, ROWS), found);
+    }
+
+    /// Bytes whose columns do not differ, at any place in rows: the program
+    /// is kept unless the classes are smaller, and what comes back runs to
+    /// the bytes.
+    #[test]
+    fn columns_alike_keep_their_program_unless_classes_are_smaller(
+        row in 64usize..400,
+        first in 0usize..400,
+        len in 16_384usize..40_000,
+        seed: u64,
+    ) {
+        let words: Vec<u32> = common::noise(seed, len).into_iter().map(|b| u32::from(b >> 3)).collect();
+        let hint = Hint { columns: Some(Columns { row, first: first % row }), ..ROWS };
+        let found = searched(&words, ROWS);
+        let p = synth::columns_in_classes(found.clone(), &words, hint);
+        prop_assert!(runs_to(&p, &words));
+        prop_assert!(size(&p) <= size(&found));
+    }
+}
+
+/// `rows` rows of `row` bytes, each column's about a zero point of its own
+/// (as onnxruntime's per-channel uint8 quantization makes them).
+fn per_column(row: usize, rows: usize, seed: u64) -> Vec<u32> {
+    let noise = common::noise(seed, row * (rows + 1) * 2);
+    let (zeros, rest) = noise.split_at(row);
+    (rest.chunks(2).take(row * rows).enumerate())
+        .map(|(i, r)| {
+            // A difference of two uniform bytes' top bits: a peak at the
+            // column's zero point.
+            let zero = 64 + zeros[i % row] / 2;
+            zero.wrapping_add(r[0] >> 4).wrapping_sub(r[1] >> 4) as u32
+        })
+        .collect()
 }
 
 /// Records in a float tensor's words, or in a tensor without rows, are
@@ -122,6 +180,7 @@ fn floats_and_tensors_without_rows_are_not_split() {
         Hint {
             float: None,
             rows: None,
+            columns: None,
         },
     ];
     for hint in hints {
@@ -159,6 +218,7 @@ fn fp4_blocks_of_two_kinds_take_classes() {
     let rows = Hint {
         float: None,
         rows: Some(16),
+        columns: None,
     };
     let found = searched(&words, rows);
     let p = synth::partition_rows(found.clone(), &words, rows);

@@ -51,10 +51,12 @@ struct Case {
 const F32: Hint = Hint {
     float: Some(brevis::dsl::FloatFormat::F32),
     rows: None,
+    columns: None,
 };
 const INT: Hint = Hint {
     float: None,
     rows: None,
+    columns: None,
 };
 
 fn structured_cases() -> Vec<Case> {
@@ -256,6 +258,7 @@ fn generated(kind: usize, n: usize, seed: u64) -> (Vec<u32>, u32, Hint) {
     let bf16 = Hint {
         float: Some(brevis::dsl::FloatFormat::Bf16),
         rows: None,
+        columns: None,
     };
     match kind {
         0 => (w, 32, F32),
@@ -295,7 +298,7 @@ proptest! {
         best_first: bool,
         float in prop::option::of(0usize..5),
     ) {
-        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]), rows: None };
+        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]), rows: None, columns: None };
         let order = if best_first { Order::EstimatedSize } else { Order::AStar };
         let sample = [(t.clone(), width, hint)];
         let prior = Arc::new(synth::learn_prior(&sample, 8));
@@ -310,7 +313,7 @@ proptest! {
 
     #[test]
     fn budget_zero_is_the_root_only_search((width, t) in small_stream(), float in prop::option::of(0usize..5)) {
-        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]), rows: None };
+        let hint = Hint { float: float.map(|f| brevis::dsl::FloatFormat::ALL[f]), rows: None, columns: None };
         let found = synth::astar(&t, width, hint, &opts(0)).program;
         // No larger than any candidate of the least weight, and no smaller
         // than the smallest candidate.
@@ -376,7 +379,7 @@ proptest! {
         t in prop::collection::vec(0u32..6, 1..10),
     ) {
         let t: Vec<u32> = t.into_iter().map(|w| w & mask(width)).collect();
-        let hint = Hint { float: None, rows: None };
+        let hint = Hint { float: None, rows: None, columns: None };
         let depth = 2;
         let opts = SynthOptions {
             budget: 1 << 20,
@@ -395,6 +398,7 @@ fn long_streams_are_searched_on_their_start_and_re_fit() {
     let hint = Hint {
         float: None,
         rows: None,
+        columns: None,
     };
     let n = 2 * synth::SEARCH_WORDS + 5;
     let arange: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(3) + 17).collect();
@@ -409,6 +413,7 @@ fn long_streams_are_searched_on_their_start_and_re_fit() {
         Hint {
             float: Some(brevis::dsl::FloatFormat::F32),
             rows: None,
+            columns: None,
         },
         &opts(8),
     );
@@ -690,7 +695,7 @@ proptest! {
         let float = brevis::dsl::FloatFormat::ALL[format];
         let words = scaled_rows(seed, 20_000, row, scales, float);
         let width = float.width();
-        let hint = Hint { float: Some(float), rows: Some(row) };
+        let hint = Hint { float: Some(float), rows: Some(row), columns: None };
         let found = synth::search_stream(&words, width, hint, &opts(8));
         let p = synth::partition_rows(found.clone(), &words, hint);
         prop_assert_eq!(decoded(&p), words.clone(), "{}", p);
@@ -724,7 +729,7 @@ proptest! {
         // Longer than the default search looks at.
         let words: Arc<[u32]> = scaled_rows(seed, 2 * synth::SEARCH_WORDS, row, scales, float).into();
         let width = float.width();
-        let hint = Hint { float: Some(float), rows: Some(row) };
+        let hint = Hint { float: Some(float), rows: Some(row), columns: None };
         let at = |opts: &SynthOptions| {
             let p = synth::refit_or_search(&words, width, hint, opts, &[], true).unwrap();
             prop_assert!(runs_to(&p, &words), "{}", p);
@@ -752,6 +757,7 @@ fn rows_of_different_scales_become_a_partition() {
     let hint = |rows| Hint {
         float: Some(brevis::dsl::FloatFormat::F32),
         rows,
+        columns: None,
     };
     let found = synth::search_stream(&words, 32, hint(None), &opts(8));
     assert_eq!(partition_in(&found), None, "{found}");

@@ -560,6 +560,7 @@ mod unchecked {
             let hint = Hint {
                 float: None,
                 rows: None,
+                columns: None,
             };
             let record = encode_record(bytes, Layout::Bytes, hint, &opts);
             let entry = ChunkEntry {

@@ -29,6 +29,25 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
           '<layer>.qzeros' I32 [in / 128, out / 8] (zero - 1, packed along outputs),
           '<layer>.scales' F16 [in / 128, out] and '<layer>.g_idx' I32 [in]; other F32
           tensors become F16
+  awq     the same linear layers quantised to 4 bits per group of 128 inputs, asymmetric
+          (scale = (max - min) / 15 as F16, zero = round(-min / scale) in 0..15, round to
+          nearest, without AWQ's activation-aware search, which needs calibration data) and
+          stored as AutoAWQ's GEMM layout writes them: '<layer>.qweight' I32 [in, out / 8]
+          and '<layer>.qzeros' I32 [in / 128, out / 8], each word 8 outputs in AWQ's order
+          (output 8c + [0, 2, 4, 6, 1, 3, 5, 7][j] in bits 4j..4j+3), '<layer>.scales' F16
+          [in / 128, out]; other F32 tensors become F16
+  nf4     the same linear layers as bitsandbytes' NF4 (blocks of 64 values of the flattened
+          [out, in] weight, absmax F32 per block, each value the nearest of NF4's 16 codes
+          of w / absmax; no double quantization) and stored as transformers saves a 4-bit
+          model: '<layer>.weight' U8 [n / 2, 1] (value 2i in the high nibble of byte i, 2i + 1
+          in the low), '.weight.absmax' F32 [n / 64], '.weight.quant_map' F32 [16] and
+          '.weight.quant_state.bitsandbytes__nf4' U8 (its JSON); other F32 tensors become F16
+  int8    2-D F32 weights as onnxruntime's quantize_dynamic writes them with QUInt8 weights
+          (asymmetric: range widened to hold 0, scale = (max - min) / 255, zero point
+          round(-min / scale)): a linear layer's as its MatMul initializer, transposed to
+          [in, out], per output channel ('<name>_quantized' U8 [in, out], '<name>_scale' F32
+          [out], '<name>_zero_point' U8 [out]); an embedding per tensor (U8 [rows, cols], F32
+          and U8 scalars); other tensors copied
 
 Tensors that are not F32 are copied byte for byte. Output tensors are laid out in the
 order of the source's data offsets, the header is compact JSON padded with spaces to a
@@ -180,9 +199,96 @@ def gptq(raw, shape):
 
 
 def gptq_layer(name, dtype, shape):
-    """Whether GPTQ would quantise this tensor: a linear layer's F32 weight of whole groups."""
+    """Whether GPTQ (or AWQ, or bitsandbytes) would quantise this tensor: a linear layer's F32 weight of whole groups."""
     return (dtype == "F32" and len(shape) == 2 and name.endswith(".weight") and "embeddings" not in name
             and shape[1] % GPTQ_GROUP == 0 and shape[0] % 8 == 0)
+
+
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+def awq(raw, shape):
+    """F32 [out, in] bytes -> (qweight, qzeros, scales) in AutoAWQ's GEMM layout."""
+    out_features, in_features = shape
+    w = np.frombuffer(raw, dtype="<f4").reshape(out_features, in_features).T
+    groups = w.reshape(in_features // GPTQ_GROUP, GPTQ_GROUP, out_features)
+    low, high = np.min(groups, axis=1), np.max(groups, axis=1)
+    scales = (np.maximum(high - low, np.float32(1e-5)) / np.float32(15.0)).astype("<f2")
+    scale = scales.astype("<f4")
+    zeros = np.clip(np.rint(-low / scale), 0, 15)
+    q = np.clip(np.rint(groups / scale[:, None, :]) + zeros[:, None, :], 0, 15).astype(np.uint8)
+    return awq_pack(q.reshape(in_features, out_features)), awq_pack(zeros.astype(np.uint8)), scales
+
+
+def awq_pack(q):
+    """uint8 values 0..15 [rows, cols] -> int32 [rows, cols / 8], AWQ's order within a word."""
+    q = q.astype("<u4").reshape(q.shape[0], -1, 8)
+    words = np.zeros(q.shape[:2], dtype="<u4")
+    for j, column in enumerate(AWQ_ORDER):
+        words |= q[:, :, column] << np.uint32(4 * j)
+    return words.view("<i4")
+
+
+NF4_CODES = np.array([
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
+], dtype="<f4")
+NF4_BLOCK = 64
+
+
+def nf4(raw, shape):
+    """F32 bytes -> (packed codes, absmax, quant map, quant state) as bitsandbytes saves NF4."""
+    w = np.frombuffer(raw, dtype="<f4").reshape(-1, NF4_BLOCK)
+    absmax = np.max(np.abs(w), axis=1).astype("<f4")
+    x = w / np.maximum(absmax, np.float32(1e-12))[:, None]
+    # The nearest code: the codes are sorted, so count the midpoints below each value.
+    midpoints = (NF4_CODES[1:] + NF4_CODES[:-1]) / np.float32(2.0)
+    codes = np.searchsorted(midpoints, x.ravel(), side="left").astype(np.uint8)
+    packed = (codes[0::2] << 4) | codes[1::2]
+    state = {"quant_type": "nf4", "blocksize": NF4_BLOCK, "dtype": "float16", "shape": list(shape)}
+    blob = np.frombuffer(json.dumps(state).encode("utf-8"), dtype=np.uint8)
+    return packed.reshape(-1, 1), absmax, NF4_CODES, blob
+
+
+def int8_dynamic(raw, shape, per_channel):
+    """F32 bytes -> (uint8 values, F32 scales, uint8 zero points) as quantize_dynamic makes
+    them: per column of the transposed [in, out] weight, or for the whole tensor."""
+    w = np.frombuffer(raw, dtype="<f4").reshape(shape)
+    if per_channel:
+        w = np.ascontiguousarray(w.T)
+    axis = 0 if per_channel else None
+    low = np.minimum(np.min(w, axis=axis), np.float32(0.0))
+    high = np.maximum(np.max(w, axis=axis), np.float32(0.0))
+    scale = np.maximum((high - low) / np.float32(255.0), np.float32(1e-12)).astype("<f4")
+    zero = np.clip(np.rint(-low / scale), 0, 255).astype(np.uint8)
+    q = np.clip(np.rint(w / scale) + zero, 0, 255).astype(np.uint8)
+    return q, scale, zero
+
+
+def quantized_layer(mode, name, raw, shape):
+    """A linear layer's tensors in `mode`'s layout: [(name, dtype, shape, bytes)]."""
+    layer = name[: -len(".weight")]
+    if mode == "gptq":
+        names, dtypes, arrays = ("qweight", "qzeros", "scales", "g_idx"), ("I32", "I32", "F16", "I32"), gptq(raw, shape)
+    elif mode == "awq":
+        names, dtypes, arrays = ("qweight", "qzeros", "scales"), ("I32", "I32", "F16"), awq(raw, shape)
+    else:
+        names = ("weight", "weight.absmax", "weight.quant_map", "weight.quant_state.bitsandbytes__nf4")
+        dtypes, arrays = ("U8", "F32", "F32", "U8"), nf4(raw, shape)
+    return [(f"{layer}.{n}", d, list(a.shape), a.tobytes()) for n, d, a in zip(names, dtypes, arrays)]
+
+
+def int8_tensors(name, raw, shape):
+    """A 2-D weight's tensors as quantize_dynamic writes them: [(name, dtype, shape, bytes)]."""
+    q, scale, zero = int8_dynamic(raw, shape, per_channel="embeddings" not in name)
+    return [(name + "_quantized", "U8", list(q.shape), q.tobytes()),
+            (name + "_scale", "F32", list(scale.shape), scale.tobytes()),
+            (name + "_zero_point", "U8", list(zero.shape), zero.tobytes())]
+
+
+LAYER_MODES = ("gptq", "awq", "nf4")
 
 
 def derive(mode, tensors):
@@ -196,16 +302,14 @@ def derive(mode, tensors):
             blocks, scales = mxfp4(raw, shape)
             out.append((name + "_blocks", "U8", list(blocks.shape), blocks.tobytes()))
             out.append((name + "_scales", "U8", list(scales.shape), scales.tobytes()))
-        elif mode == "gptq" and gptq_layer(name, dtype, shape):
-            layer = name[: -len(".weight")]
-            for suffix, dtype_name, array in zip(
-                ("qweight", "qzeros", "scales", "g_idx"), ("I32", "I32", "F16", "I32"), gptq(raw, shape)
-            ):
-                out.append((f"{layer}.{suffix}", dtype_name, list(array.shape), array.tobytes()))
-        elif mode == "gptq" and dtype == "F32":
+        elif mode in LAYER_MODES and gptq_layer(name, dtype, shape):
+            out.extend(quantized_layer(mode, name, raw, shape))
+        elif mode in LAYER_MODES and dtype == "F32":
             f16 = np.frombuffer(raw, dtype="<f4").astype("<f2")
             out.append((name, "F16", shape, f16.tobytes()))
-        elif mode in ("q8_0", "q4_0", "mxfp4", "gptq") or dtype != "F32":
+        elif mode == "int8" and dtype == "F32" and len(shape) == 2:
+            out.extend(int8_tensors(name, raw, shape))
+        elif mode in ("q8_0", "q4_0", "mxfp4", "gptq", "int8") or dtype != "F32":
             out.append((name, dtype, shape, raw))
         elif mode == "bf16":
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
@@ -227,7 +331,7 @@ def derive(mode, tensors):
         elif mode in ("dequant4", "dequant8"):
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         else:
-            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, mxfp4, gptq)")
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, mxfp4, gptq, awq, nf4, int8)")
     return out
 
 

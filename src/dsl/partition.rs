@@ -36,6 +36,9 @@ pub fn gather_partition<T, F>(
         at += len;
         end[c] = at;
     }
+    if group == 1 {
+        return gather_words(out, classes, (words, lens.len()), (next, end), put);
+    }
     let len = out.len();
     let groups = len.div_ceil(group).min(classes.len());
     let mut g = 0;
@@ -56,6 +59,35 @@ pub fn gather_partition<T, F>(
         put(rows, &words[next[c]..next[c] + rows.len()]);
         next[c] += rows.len();
         g += run;
+    }
+    Ok(())
+}
+
+/// [`gather_partition`] of groups of one word (the columns of a matrix in
+/// classes), each put on its own: a run of one class is rarely longer
+/// than a word, and looking for one costs more than the word's copy.
+/// `next` and `end` are where each of the `parts` parts' unread words
+/// start and end.
+fn gather_words<T, F>(
+    out: &mut [T],
+    classes: &[u32],
+    (words, parts): (&[F], usize),
+    (mut next, end): (
+        [usize; MAX_PARTITION_CLASSES],
+        [usize; MAX_PARTITION_CLASSES],
+    ),
+    mut put: impl FnMut(&mut [T], &[F]),
+) -> Result<(), &'static str> {
+    for (o, &class) in out.iter_mut().zip(classes) {
+        let c = class as usize;
+        if c >= parts {
+            return Err("partition class without a part");
+        }
+        if next[c] == end[c] {
+            return Err("partition class longer than its part");
+        }
+        put(std::slice::from_mut(o), &words[next[c]..next[c] + 1]);
+        next[c] += 1;
     }
     Ok(())
 }

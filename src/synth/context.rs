@@ -146,6 +146,7 @@ mod tests {
         let hint = Hint {
             float: None,
             rows: None,
+            columns: None,
         };
         let ramp: Vec<u32> = (0..1000).collect();
         let zeros = vec![0u32; 1000];

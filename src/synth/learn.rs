@@ -75,6 +75,7 @@ mod tests {
         let hint = Hint {
             float: None,
             rows: None,
+            columns: None,
         };
         let found = |leaf_codecs| {
             let opts = SynthOptions {

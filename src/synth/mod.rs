@@ -15,6 +15,8 @@
 //!   [`partition_rows`] offers its literals a Partition of the tensor's rows.
 //! - [`split_records`]: a chunk's lane of bytes holding block-quantized
 //!   weights (GGUF's blocks), its fields split apart where that is smaller.
+//! - [`columns_in_classes`]: a chunk's lane of a matrix's bytes, its
+//!   columns in classes where they differ in offset (per-channel zero points).
 //! - [`search_stream`]: a stream without templates: the search on its first
 //!   words, with a Match and a Mirror offered beside it.
 //! - [`astar`]: the bounded A* search alone, with the productions it chose.
@@ -27,13 +29,14 @@
 //! know of a stream besides its words; `search` the A* and `expand` the
 //! operators it expands holes with (`palette`, `scaled` find two of them);
 //! `leaf` and `sparse` the leaves; `refit` templates; `matches`, `mirror`,
-//! `partition` and `records` the nodes offered beside the search's program; `upcast`
+//! `partition`, `columns` and `records` the nodes offered beside the search's program; `upcast`
 //! the special case of bf16 values stored as f32; `learn`, `prior`,
 //! `context` and `production` the prior.
 
 #![forbid(unsafe_code)]
 
 mod bound;
+mod columns;
 mod context;
 mod cost;
 mod expand;
@@ -55,6 +58,7 @@ mod sparse;
 mod stream;
 mod upcast;
 
+pub use columns::columns_in_classes;
 pub use context::{Context, Position};
 pub use cost::{
     cost, exact_cost, order0_bytes, plane_counts, prediction_slack, runs_to, strided_planes_cost,
@@ -77,4 +81,4 @@ pub use records::{split_records, Field, LAYOUTS};
 pub use refit::Template;
 pub use scaled::scaled_streams;
 pub use search::{astar, Found};
-pub use stream::Hint;
+pub use stream::{Columns, Hint};

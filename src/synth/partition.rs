@@ -25,7 +25,7 @@ const CLASS_COUNTS: [usize; 3] = [2, 4, 8];
 
 /// Literals shorter than this are left as they are: a class's own tables
 /// and states would cost more than it saves.
-const MIN_WORDS: usize = 1 << 14;
+pub(super) const MIN_WORDS: usize = 1 << 14;
 
 /// Widest literal words partitioned: the classes' histograms are dense.
 const MAX_WIDTH: u32 = 12;
@@ -200,7 +200,7 @@ fn worth_trying(lit: &Literal, ty: Type) -> bool {
 /// The classes of the groups sorted as `order` says, cut into `k` runs of
 /// about equal length: group of rank `r` (of `G`) is in class `r * k / G`.
 /// The runs of `k` classes are unions of those of any multiple of `k`.
-fn classes_of(order: &[u32], k: usize) -> Vec<u32> {
+pub(super) fn classes_of(order: &[u32], k: usize) -> Vec<u32> {
     let mut class = vec![0u32; order.len()];
     for (rank, &g) in order.iter().enumerate() {
         class[g as usize] = (rank * k / order.len()) as u32;
@@ -212,7 +212,7 @@ fn classes_of(order: &[u32], k: usize) -> Vec<u32> {
 /// `alphabet` words each) are `counts`: their order-0 entropy, plus each
 /// histogram's expected shortfall ((distinct - 1) / (2 ln 2) bits), as a
 /// coder of fewer words pays more for what it learns from them.
-fn classes_bytes(counts: &[u32], alphabet: usize) -> f64 {
+pub(super) fn classes_bytes(counts: &[u32], alphabet: usize) -> f64 {
     let bits: f64 = (counts.chunks(alphabet))
         .map(|t| {
             let n = t.iter().map(|&c| c as usize).sum();

@@ -249,6 +249,7 @@ fn try_match(
                 Hint {
                     float: None,
                     rows: None,
+                    columns: None,
                 }
             };
             astar(s, ty.width, hint, opts).program
@@ -286,11 +287,13 @@ fn offer_mirror(
     let (head, diffs) = mirror_streams(words, m);
     let head_hint = Hint {
         rows: Some(m.kept()),
+        columns: None,
         ..hint
     };
     let plain = Hint {
         float: None,
         rows: None,
+        columns: None,
     };
     // The two searches are independent: run them at once.
     let (head, diffs) = rayon::join(

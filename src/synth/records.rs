@@ -186,7 +186,7 @@ fn scale_program(words: Arc<[u32]>) -> Program<Literal> {
 
 /// The words of each of `k` classes, in order: groups of `group` words of
 /// `words`, group `j` of class `classes[j]`.
-fn gather(words: &[u32], group: usize, classes: &[u32], k: usize) -> Vec<Arc<[u32]>> {
+pub(super) fn gather(words: &[u32], group: usize, classes: &[u32], k: usize) -> Vec<Arc<[u32]>> {
     let mut parts = vec![Vec::new(); k];
     for (g, &c) in words.chunks(group).zip(classes) {
         parts[c as usize].extend_from_slice(g);
@@ -196,7 +196,7 @@ fn gather(words: &[u32], group: usize, classes: &[u32], k: usize) -> Vec<Arc<[u3
 
 /// The Partition of `len` bytes in groups of `group` with these classes
 /// and parts.
-fn partition(
+pub(super) fn partition(
     len: usize,
     group: usize,
     classes: Program<Literal>,
@@ -214,7 +214,7 @@ fn partition(
 
 /// The classes of `len` groups that repeat `pattern` (of `k` classes): a
 /// Repeat of it, and the start of another where `len` is not a multiple.
-fn periodic(pattern: &[u32], len: usize, k: usize) -> Program<Literal> {
+pub(super) fn periodic(pattern: &[u32], len: usize, k: usize) -> Program<Literal> {
     let width = count_width(k);
     let (times, rest) = (len / pattern.len(), len % pattern.len());
     let words = |n: usize| Arc::from(&pattern[..n]);

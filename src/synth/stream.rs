@@ -14,6 +14,18 @@ pub struct Hint {
     /// row's length, or the largest divisor of it on which the chunk
     /// starts (see [`super::partition_rows`]).
     pub rows: Option<usize>,
+    /// Where the words lie in the rows of their tensor, when they are its
+    /// elements and it has rows (see [`super::columns_in_classes`]).
+    pub columns: Option<Columns>,
+}
+
+/// Where a chunk's words lie in the rows of its tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Columns {
+    /// Words in a row of the tensor.
+    pub row: usize,
+    /// The column of the chunk's first word.
+    pub first: usize,
 }
 
 /// Whether every word equals the first (true for no words). Blocks of words

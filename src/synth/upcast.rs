@@ -85,6 +85,7 @@ fn high_halves(words: &[u32], hint: Hint) -> (Vec<u32>, Hint) {
     let bf16 = Hint {
         float: Some(FloatFormat::Bf16),
         rows: hint.rows,
+        columns: None,
     };
     (words.iter().map(|w| w >> 16).collect(), bf16)
 }
@@ -120,6 +121,7 @@ mod tests {
         let hint = |float| Hint {
             float: Some(float),
             rows: Some(64),
+            columns: None,
         };
         let high: Vec<u32> = (0..256u32).map(|i| 0x3c00 + i * 7 % 0x180).collect();
         let words: Vec<u32> = high.iter().map(|h| h << 16 | 0x8000).collect();
@@ -139,6 +141,7 @@ mod tests {
         let plain = Hint {
             float: None,
             rows: None,
+            columns: None,
         };
         assert_eq!(
             lane_as_searched(&words, 32, plain),
@@ -155,6 +158,7 @@ mod tests {
         let f32_hint = Hint {
             float: Some(FloatFormat::F32),
             rows: None,
+            columns: None,
         };
         let mut seed = 0x2545_f491;
         let long: Vec<u32> = (0..2 * UPCAST_PLAIN_WORDS)

@@ -27,6 +27,7 @@ pub(super) fn pack_chunk(
     let hint = Hint {
         float: p.element.float,
         rows: p.rows,
+        columns: p.columns,
     };
     let entry = |encoded: Encoded, base| {
         let chunk = ChunkEntry {

@@ -88,6 +88,11 @@ pub fn encode_record_like(
             false => program,
         };
         let program = synth::split_records(program, lane, hint);
+        // After the records: blocks whose fields are apart are left so.
+        let program = match opts.partitions {
+            true => synth::columns_in_classes(program, lane, hint),
+            false => program,
+        };
         encode_program(&program, &mut record);
     }
     if decodes_to(&record, layout, bytes) {
@@ -148,7 +153,11 @@ mod tests {
         let bytes = sample(8 * 3000);
         for layout in Layout::ALL {
             for float in [None, Some(FloatFormat::F16)] {
-                let hint = Hint { float, rows: None };
+                let hint = Hint {
+                    float,
+                    rows: None,
+                    columns: None,
+                };
                 let record = encode_record(&bytes, layout, hint, &SynthOptions::default());
                 let mut backing = vec![0u64; bytes.len() / 8 + 1];
                 let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut backing);

@@ -196,6 +196,7 @@ mod tests {
                 count: 1,
                 base: None,
                 rows: None,
+                columns: None,
             })
             .collect()
     }

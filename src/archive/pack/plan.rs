@@ -11,6 +11,7 @@ use crate::archive::format::{checksum, MAX_CHUNK_BYTES};
 use crate::archive::reader::fingerprint as fingerprint_of_sums;
 use crate::error::{Error, IoContext, Result};
 use crate::safetensors::{self, Element, SourceLayout, TensorInfo};
+use crate::synth::Columns;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::fs::File;
@@ -37,6 +38,9 @@ pub(super) struct Planned {
     /// The length of the groups of its elements that lie in one row of its
     /// tensor (see [`Hint::rows`](crate::synth::Hint::rows)).
     pub(super) rows: Option<usize>,
+    /// Its tensor's row length and the column of its first element (see
+    /// [`Hint::columns`](crate::synth::Hint::columns)).
+    pub(super) columns: Option<Columns>,
 }
 
 impl Planned {
@@ -102,6 +106,10 @@ fn push_region(
         count,
         base: base.map(|origin| origin.plus(at)),
         rows: row.map(|row| gcd(row, at / e) as usize),
+        columns: row.map(|row| Columns {
+            row: row as usize,
+            first: (at / e % row) as usize,
+        }),
     }));
 }
 

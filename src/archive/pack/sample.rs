@@ -97,6 +97,7 @@ fn sample_chunk(input: &Input, p: &Planned) -> Result<Vec<Sampled>> {
     let hint = Hint {
         float: p.element.float,
         rows: None,
+        columns: None,
     };
     let width = layout.lane_width();
     Ok((to_lanes(&bytes, layout).into_iter())
