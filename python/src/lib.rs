@@ -287,6 +287,8 @@ mod whole {
     use brevis::error::{Error, Result};
     use rayon::prelude::*;
     use sha2::{Digest, Sha256};
+    use std::ops::Range;
+    use std::thread::ScopedJoinHandle;
 
     /// Source bytes decoded per step: the previous step's bytes are hashed
     /// while these decode.
@@ -342,37 +344,51 @@ mod whole {
                 rest = tail;
             }
         }
-        let chunks_of = |step: Option<&Vec<(u64, &mut [u8])>>| match step {
-            Some(step) => {
+        let chunks: Vec<Range<usize>> = steps
+            .iter()
+            .map(|step| {
                 let (first, last) = (step.first().expect("a step"), step.last().expect("a step"));
                 let end = last.0 + last.1.len() as u64;
                 archive.chunk_at(first.0)..archive.chunk_at(end - 1) + 1
-            }
-            None => 0..0,
-        };
-        archive.prefetch(chunks_of(steps.first()))?;
+            })
+            .collect();
         let mut done: Vec<(u64, &[u8])> = Vec::new();
-        for k in 0..steps.len() {
-            let ahead = chunks_of(steps.get(k + 1));
-            let step = &mut steps[k];
-            let (decoded, (hashed, fetched)) = rayon::join(
-                || {
-                    step.par_iter_mut()
-                        .try_for_each(|(at, out)| read_parallel(archive, *at, out))
-                },
-                || {
-                    let hashed = || hash.as_mut().map_or(Ok(()), |h| h.feed(&done));
-                    rayon::join(hashed, || archive.prefetch(ahead))
-                },
-            );
-            decoded?;
-            hashed?;
-            fetched?;
-            done = std::mem::take(step)
-                .into_iter()
-                .map(|(at, out)| (at, &*out))
-                .collect();
-        }
+        // The records of the next two steps are fetched while a step
+        // decodes, each on a thread of its own: two requests in flight keep
+        // a link busy through the work between one's last byte and the
+        // next's first.
+        std::thread::scope(|scope| {
+            let fetch = |k: usize| {
+                let chunks = chunks.get(k).cloned();
+                chunks.map(|chunks| scope.spawn(move || archive.prefetch(chunks)))
+            };
+            let landed = |fetch: Option<ScopedJoinHandle<'_, Result<()>>>| match fetch {
+                Some(fetch) => fetch
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                None => Ok(()),
+            };
+            landed(fetch(0))?;
+            let mut next = fetch(1);
+            for (k, step) in steps.iter_mut().enumerate() {
+                let after = fetch(k + 2);
+                let (decoded, hashed) = rayon::join(
+                    || {
+                        step.par_iter_mut()
+                            .try_for_each(|(at, out)| read_parallel(archive, *at, out))
+                    },
+                    || hash.as_mut().map_or(Ok(()), |h| h.feed(&done)),
+                );
+                decoded?;
+                hashed?;
+                landed(std::mem::replace(&mut next, after))?;
+                done = std::mem::take(step)
+                    .into_iter()
+                    .map(|(at, out)| (at, &*out))
+                    .collect();
+            }
+            Ok::<(), Error>(())
+        })?;
         match hash {
             Some(mut hash) => {
                 hash.feed(&done)?;
