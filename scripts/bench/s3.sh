@@ -73,8 +73,8 @@ for file in "$@"; do
   [[ $name == model ]] && name=$(basename "$(dirname "$file")")
   ln -sf "$file" "$work/$name.original"
   target/release/brevis pack -q "$file" "$work/store/bench/$name.brv"
-  orig=$(stat -c %s "$file")
-  size=$(stat -c %s "$work/store/bench/$name.brv")
+  orig=$(stat -L -c %s "$file")
+  size=$(stat -L -c %s "$work/store/bench/$name.brv")
   gets=() reads=() fills=() warms=() left=()
   for _ in $(seq "$runs"); do
     cold

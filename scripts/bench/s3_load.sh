@@ -142,7 +142,7 @@ for link in $links; do
     for how in "${loaders[@]}"; do
       m=$(median <<<"${secs[$how]}")
       printf '| %s | %s | %s | %s | %s | %.3f | %.2fx | %s | %s |\n' "$label" "$name" \
-        "$(stat -c %s "$work/store/bench/$name.safetensors")" "$(stat -c %s "$work/store/bench/$name.brv")" \
+        "$(stat -L -c %s "$work/store/bench/$name.safetensors")" "$(stat -L -c %s "$work/store/bench/$name.brv")" \
         "$how" "$m" "$(echo "$base / $m" | bc -l)" "${bytes[$how]}" "${reqs[$how]}"
     done
     unset secs bytes reqs digests

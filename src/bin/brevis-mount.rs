@@ -106,8 +106,9 @@ struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size, help_heading = "Object storage")]
     disk_cache_size: usize,
     /// Memory for fetched (compressed) bytes (at least 2M; bytes fetched
-    /// ahead of readers take at most half of it).
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size, help_heading = "Object storage")]
+    /// ahead of readers take at most half of it). Less makes torch's
+    /// loading of a large checkpoint fetch some bytes twice.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size, help_heading = "Object storage")]
     fetch_cache_size: usize,
     /// Longest wait for one request, retries included; then
     /// the read that needed it fails with EIO.

@@ -79,7 +79,7 @@ fn write_archive(
 ) -> Result<PackSummary> {
     let plan = &input.plan;
     let file = File::create(tmp).at(tmp)?;
-    let mut out = Output::start(&file, tmp, plan)?;
+    let mut out = Output::start(&file, tmp, plan, opts.share_tables)?;
     let threads = rayon::current_num_threads() as u64;
     let ranges: Vec<_> = batches(plan, input.chunk, threads).collect();
     let sha256 = std::thread::scope(|scope| {

@@ -23,6 +23,11 @@ pub struct PackOptions {
     /// Learn a prior from a sample of the file before packing (unless the search
     /// is root-only or `synth.prior` was already given).
     pub learn_prior: bool,
+    /// Let the literals of runs of a tensor's chunks share code tables
+    /// held once in the index (format version 10) where that is smaller:
+    /// a few KB per file at some packing time, which the fastest levels
+    /// do not spend.
+    pub share_tables: bool,
     /// Archives whose sources the new archive may reference (see
     /// [`BaseSources`]). The archive will need those it references to be
     /// read.
@@ -46,7 +51,8 @@ impl PackOptions {
     /// The options of effort `level` (clamped to [`LEVELS`]): the search
     /// budget per searched chunk, whether a prior is learned, and how closely
     /// a re-fit must match its template (levels 8 and 9 search every chunk);
-    /// levels 1 and 2 offer no Partitions (see `synth::partition_rows`).
+    /// levels 1 and 2 offer no Partitions (see `synth::partition_rows`) and
+    /// share no code tables.
     pub fn at_level(level: u8) -> PackOptions {
         // (budget, learn a prior, re-fit slack)
         let (budget, learn_prior, refit_slack) = match level.clamp(1, 9) {
@@ -77,6 +83,7 @@ impl PackOptions {
                 ..SynthOptions::default()
             },
             learn_prior,
+            share_tables: level >= 3,
             bases: BaseSources::default(),
         }
     }

@@ -37,6 +37,8 @@ pub(super) struct Output<'a> {
     /// The chunks to be written, and the records of the run of a tensor's
     /// chunks held back to share code tables, with the tables so far.
     plan: &'a [Planned],
+    /// Whether runs are held back to share tables at all.
+    share: bool,
     held: Vec<Record>,
     held_bytes: u64,
     tables: Vec<Vec<u8>>,
@@ -48,12 +50,19 @@ pub(super) struct Output<'a> {
 
 impl<'a> Output<'a> {
     /// Starts the archive in `file` (at `path`), which will hold the
-    /// chunks of `plan`, with its head's magic.
-    pub(super) fn start(file: &'a File, path: &'a Path, plan: &'a [Planned]) -> Result<Output<'a>> {
+    /// chunks of `plan`, with its head's magic; with `share`, the records
+    /// of runs of a tensor's chunks may share code tables.
+    pub(super) fn start(
+        file: &'a File,
+        path: &'a Path,
+        plan: &'a [Planned],
+        share: bool,
+    ) -> Result<Output<'a>> {
         let mut out = Output {
             writer: BufWriter::with_capacity(1 << 20, file),
             path,
             plan,
+            share,
             held: Vec::new(),
             held_bytes: 0,
             tables: Vec::new(),
@@ -71,7 +80,7 @@ impl<'a> Output<'a> {
             self.held.push(record);
             self.held_bytes += planned.len;
             let run_ends = planned.class.is_none() || planned.nth + 1 == planned.count;
-            if run_ends || self.held_bytes >= RUN_BYTES {
+            if run_ends || self.held_bytes >= RUN_BYTES || !self.share {
                 self.write_held()?;
             }
         }

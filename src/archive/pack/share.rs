@@ -284,6 +284,7 @@ mod tests {
         let hint = Hint {
             float: Some(FloatFormat::Bf16),
             rows: None,
+            columns: None,
         };
         let mut records: Vec<Record> = (chunks.iter())
             .map(|bytes| {

@@ -207,7 +207,8 @@ pub struct SearchArgs {
     /// zstd and xz. Level 5 re-fits programs searched on a few chunks per
     /// tensor class (dtype and shape) to the others at a budget of 8; lower
     /// levels search less and re-fit more loosely, and 1 and 2 do not code
-    /// a matrix's rows in classes; from 7 on the search looks at whole chunks
+    /// a matrix's rows in classes nor share code tables between a tensor's
+    /// chunks; from 7 on the search looks at whole chunks
     /// instead of their first 64Ki words, and 8 and 9 search every chunk at
     /// budgets of 64 and 256 (see docs/PERFORMANCE.md for sizes and speeds).
     #[arg(long, value_name = "1-9", default_value_t = archive::DEFAULT_LEVEL,
