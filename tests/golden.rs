@@ -315,6 +315,18 @@ fn version_4_match_archives_use_copies_and_earlier_versions_refuse_them() {
         .for_each(|brv| refused_as_older(brv, 4, "unknown operator"));
 }
 
+/// `brv` labelled `version` (in `dir`, beside any base copied there) must
+/// not open: its index holds what that version's does not. The message.
+fn index_refused_as(brv: &Path, version: u8, dir: &Path) -> String {
+    let mut bytes = std::fs::read(brv).unwrap();
+    bytes[7] = version;
+    let path = dir.join("relabelled.brv");
+    std::fs::write(&path, bytes).unwrap();
+    let err = Archive::open(&path).err().expect("refused").to_string();
+    assert!(err.contains("relabelled.brv"), "{err}");
+    err
+}
+
 /// The golden archive `brv` of `version`, labelled `version - 1`, must not
 /// decode: it uses an operator that version does not have.
 fn refused_as_older(brv: &Path, version: u8, reason: &str) {
@@ -411,16 +423,9 @@ fn version_10_golden_archives_share_code_tables_and_version_9_refuses_them() {
         assert_eq!(a.version(), 10);
         assert!(!a.index().tables.is_empty(), "{}", brv.display());
         // Labelled version 9, the index has no table of code tables.
-        let mut bytes = std::fs::read(brv).unwrap();
-        bytes[7] = 9;
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("relabelled.brv");
-        std::fs::write(&path, bytes).unwrap();
-        let err = Archive::open(&path).err().expect("refused").to_string();
-        assert!(
-            err.contains("relabelled.brv") && err.contains("corrupt"),
-            "{err}"
-        );
+        let err = index_refused_as(brv, 9, tmp.path());
+        assert!(err.contains("corrupt"), "{err}");
     }
     let seen = coverage(10);
     assert!(seen.contains("lit shared"), "{seen:?}");
@@ -446,15 +451,8 @@ fn version_9_golden_archives_gather_rows_of_their_base_and_version_8_refuses_the
         // Labelled version 8, the index has no table of row maps.
         let tmp = tempfile::tempdir().unwrap();
         std::fs::copy(dir.join("rows-base.brv"), tmp.path().join("rows-base.brv")).unwrap();
-        let mut bytes = std::fs::read(&brv).unwrap();
-        bytes[7] = 8;
-        let path = tmp.path().join("relabelled.brv");
-        std::fs::write(&path, bytes).unwrap();
-        let err = Archive::open(&path).err().expect("refused").to_string();
-        assert!(
-            err.contains("relabelled.brv") && err.contains("corrupt"),
-            "{err}"
-        );
+        let err = index_refused_as(&brv, 8, tmp.path());
+        assert!(err.contains("corrupt"), "{err}");
     }
     let pruned = Archive::open(dir.join("rows-pruned.brv")).unwrap();
     let runs = pruned.index().rows[0].runs();
@@ -502,12 +500,7 @@ fn version_4_golden_archives_are_differences_from_their_base_and_version_3_refus
         dir.path().join("difference-base.brv"),
     )
     .unwrap();
-    let mut bytes = std::fs::read(&tuned).unwrap();
-    bytes[7] = 3;
-    let path = dir.path().join("relabelled.brv");
-    std::fs::write(&path, bytes).unwrap();
-    let err = Archive::open(&path).err().expect("refused").to_string();
-    assert!(err.contains("relabelled.brv"), "{err}");
+    let err = index_refused_as(&tuned, 3, dir.path());
     assert!(err.contains("unknown chunk layout"), "{err}");
 }
 
