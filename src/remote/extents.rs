@@ -57,10 +57,10 @@ impl OnDisk<'_> {
         let end = start + bytes.len() as u64;
         let mut at = start;
         while at < end {
-            let extent = self.range(at, EXTENT);
-            let range = match at.is_multiple_of(EXTENT) && extent.end <= end {
-                true => extent,
-                false => self.range(at, BLOCK),
+            let whole = at.is_multiple_of(EXTENT).then(|| self.range(at, EXTENT));
+            let range = match whole {
+                Some(extent) if extent.end <= end => extent,
+                _ => self.range(at, BLOCK),
             };
             if range.end > end || range.is_empty() {
                 break; // (A short fetch, which the reader above refuses.)
