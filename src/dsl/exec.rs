@@ -311,9 +311,25 @@ fn run_partition<T: Word, F: Word, L: LiteralSource>(
             let mut lens = [0; MAX_PARTITION_CLASSES];
             let lens = &mut lens[..parts.len()];
             lens.iter_mut().zip(parts).for_each(|(n, p)| *n = p.ty.len);
-            gather_partition(out, group, ids, (words, lens), put).map_err(L::refuse)
+            let shape = (group, repeat_period(classes));
+            gather_partition(out, shape, ids, (words, lens), put).map_err(L::refuse)
         })
     })
+}
+
+/// The length of the body a Partition's classes repeat, where they are a
+/// Repeat (or a Repeat and the start of its body, as a row's classes over
+/// a chunk that ends inside a row): their ids are then checked to repeat
+/// it, and gathered by repeats (see [`gather_partition`]).
+fn repeat_period<L>(classes: &Program<L>) -> Option<usize> {
+    let repeat = match &classes.op {
+        Op::Concat(parts) => parts.first()?,
+        _ => classes,
+    };
+    match &repeat.op {
+        Op::Repeat { body, .. } => Some(body.ty.len),
+        _ => None,
+    }
 }
 
 /// Whether `p` is a Partition of `len` words whose classes' literals write

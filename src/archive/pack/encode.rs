@@ -89,7 +89,7 @@ pub fn encode_record_like(
         };
         let program = synth::split_records(program, lane, hint);
         // After the records: blocks whose fields are apart are left so.
-        let program = match opts.partitions {
+        let program = match opts.columns {
             true => synth::columns_in_classes(program, lane, hint),
             false => program,
         };

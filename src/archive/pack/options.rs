@@ -52,7 +52,8 @@ impl PackOptions {
     /// budget per searched chunk, whether a prior is learned, and how closely
     /// a re-fit must match its template (levels 8 and 9 search every chunk);
     /// levels 1 and 2 offer no Partitions (see `synth::partition_rows`) and
-    /// share no code tables.
+    /// share no code tables; only levels 7 and up put columns in classes (see
+    /// `synth::columns_in_classes`), as those decode slower.
     pub fn at_level(level: u8) -> PackOptions {
         // (budget, learn a prior, re-fit slack)
         let (budget, learn_prior, refit_slack) = match level.clamp(1, 9) {
@@ -80,6 +81,7 @@ impl PackOptions {
                 refit_slack,
                 search_words,
                 partitions: level >= 3,
+                columns: level >= 7,
                 ..SynthOptions::default()
             },
             learn_prior,

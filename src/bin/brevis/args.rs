@@ -209,7 +209,9 @@ pub struct SearchArgs {
     /// levels search less and re-fit more loosely, and 1 and 2 do not code
     /// a matrix's rows in classes nor share code tables between a tensor's
     /// chunks; from 7 on the search looks at whole chunks
-    /// instead of their first 64Ki words, and 8 and 9 search every chunk at
+    /// instead of their first 64Ki words and puts the columns of a matrix of
+    /// bytes in classes where they differ in offset (per-channel zero
+    /// points: smaller, slower to decode), and 8 and 9 search every chunk at
     /// budgets of 64 and 256 (see docs/PERFORMANCE.md for sizes and speeds).
     #[arg(long, value_name = "1-9", default_value_t = archive::DEFAULT_LEVEL,
           value_parser = clap::value_parser!(u8).range(1..=9))]
