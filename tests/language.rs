@@ -795,6 +795,42 @@ proptest! {
         let err = decode_program(&encoded(&p), ty, v6).unwrap_err();
         prop_assert_eq!(err.reason, "unknown operator");
     }
+
+    /// A Partition whose classes are a Repeat of a row's classes, and a
+    /// tail that starts the row again or is any other classes, yields its
+    /// stream through bytes (the decoder gathers the first by repeats).
+    #[test]
+    fn partition_of_repeated_classes_yields_its_target(
+        (width, t) in stream(),
+        (group, k, times) in (1usize..6, 2usize..5, 2usize..6),
+        extra in prop::collection::vec(0u32..4, 0..8),
+        (tail, prefix) in (prop::collection::vec(0u32..4, 0..6), any::<bool>()),
+    ) {
+        prop_assume!(!t.is_empty());
+        let row: Vec<u32> = (0..k as u32).chain(extra.iter().map(|c| c % k as u32)).collect();
+        let tail: Vec<u32> = match prefix {
+            true => row[..tail.len().min(row.len())].to_vec(),
+            false => tail.iter().map(|c| c % k as u32).collect(),
+        };
+        let classes: Vec<u32> = (0..times).flat_map(|_| row.iter().copied()).chain(tail.iter().copied()).collect();
+        let len = classes.len() * group;
+        let t: Vec<u32> = (0..len).map(|i| t[i % t.len()]).collect();
+        let mut p = partition_of(&t, width, group, &classes, k);
+        let Op::Partition { classes: ids, .. } = &mut p.op else { unreachable!() };
+        let class_width = count_width(k);
+        let repeat = Program {
+            ty: Type { width: class_width, len: times * row.len() },
+            op: Op::Repeat { times, body: Box::new(leaf(row.into(), class_width)) },
+        };
+        **ids = match tail.is_empty() {
+            true => repeat,
+            false => Program {
+                ty: Type { width: class_width, len: classes.len() },
+                op: Op::Concat(vec![repeat, leaf(tail.into(), class_width)]),
+            },
+        };
+        prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+    }
 }
 
 proptest! {

@@ -304,32 +304,59 @@ fn run_partition<T: Word, F: Word, L: LiteralSource>(
     out: &mut [T],
     put: impl FnMut(&mut [T], &[F]),
 ) -> Result<(), L::Error> {
-    with_scratch(classes.ty.len, |ids: &mut [u32]| {
-        execute(classes, ids)?;
+    with_class_ids(classes, |ids, repeating| {
         with_scratch(out.len(), |words: &mut [F]| {
             end_to_end(parts, words)?;
             let mut lens = [0; MAX_PARTITION_CLASSES];
             let lens = &mut lens[..parts.len()];
             lens.iter_mut().zip(parts).for_each(|(n, p)| *n = p.ty.len);
-            let shape = (group, repeat_period(classes));
-            gather_partition(out, shape, ids, (words, lens), put).map_err(L::refuse)
+            gather_partition(out, (group, repeating), ids, (words, lens), put).map_err(L::refuse)
         })
     })
 }
 
-/// The length of the body a Partition's classes repeat, where they are a
-/// Repeat (or a Repeat and the start of its body, as a row's classes over
-/// a chunk that ends inside a row): their ids are then checked to repeat
-/// it, and gathered by repeats (see [`gather_partition`]).
-fn repeat_period<L>(classes: &Program<L>) -> Option<usize> {
-    let repeat = match &classes.op {
-        Op::Concat(parts) => parts.first()?,
-        _ => classes,
+/// Runs a Partition's classes and calls `f` with their ids and whether
+/// those repeat to the classes' length: where the classes are a Repeat (or
+/// a Repeat and the start of its body again, as a row's classes over a
+/// chunk that ends inside a row), only the body's ids, which a gather
+/// takes by repeats (see [`gather_partition`]); else every id.
+fn with_class_ids<L: LiteralSource, R>(
+    classes: &Program<L>,
+    f: impl FnOnce(&[u32], bool) -> Result<R, L::Error>,
+) -> Result<R, L::Error> {
+    let (body, tail) = match &classes.op {
+        Op::Repeat { body, .. } => (&**body, None),
+        Op::Concat(parts) => match &parts[..] {
+            [Program {
+                op: Op::Repeat { body, .. },
+                ..
+            }, tail] => (&**body, Some(tail)),
+            _ => (classes, None),
+        },
+        _ => (classes, None),
     };
-    match &repeat.op {
-        Op::Repeat { body, .. } => Some(body.ty.len),
-        _ => None,
+    let tail_len = tail.map_or(0, |t| t.ty.len);
+    if std::ptr::eq(body, classes) || tail_len > body.ty.len {
+        return with_scratch(classes.ty.len, |ids: &mut [u32]| {
+            execute(classes, ids)?;
+            f(ids, false)
+        });
     }
+    with_scratch(body.ty.len + tail_len, |ids: &mut [u32]| {
+        let (head, rest) = ids.split_at_mut(body.ty.len);
+        execute(body, head)?;
+        if let Some(tail) = tail {
+            execute(tail, rest)?;
+        }
+        if *rest == head[..tail_len] {
+            return f(head, true);
+        }
+        // A tail that does not start the body again: every id.
+        with_scratch(classes.ty.len, |ids: &mut [u32]| {
+            execute(classes, ids)?;
+            f(ids, false)
+        })
+    })
 }
 
 /// Whether `p` is a Partition of `len` words whose classes' literals write

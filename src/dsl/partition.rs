@@ -19,12 +19,12 @@ const RUNS_BELOW: usize = 8;
 /// anything is read past the part. As the lengths sum to `out.len()`, every
 /// part is then used up exactly. Consecutive groups of one class take
 /// consecutive words of its part, so each run of short groups is put at
-/// once: the fields of a quantized block are such runs. Groups of one word
-/// whose classes repeat their first `period` (where given, and checked) are
-/// put by repeats. Work is O(out.len() + classes.len()).
+/// once: the fields of a quantized block are such runs. With `repeating`,
+/// `classes` are those of the first groups, repeated over all of them:
+/// the groups are put by repeats. Work is O(out.len() + classes.len()).
 pub fn gather_partition<T, F>(
     out: &mut [T],
-    (group, period): (usize, Option<usize>),
+    (group, repeating): (usize, bool),
     classes: &[u32],
     (words, lens): (&[F], &[usize]),
     mut put: impl FnMut(&mut [T], &[F]),
@@ -37,12 +37,15 @@ pub fn gather_partition<T, F>(
         at += len;
         end[c] = at;
     }
-    if group == 1 {
-        let parts = (words, lens.len());
-        return match period.filter(|&p| is_periodic(classes, out.len(), p)) {
-            Some(period) => gather_periodic(out, &classes[..period], parts, (next, end), put),
-            None => gather_words(out, classes, parts, (next, end), put),
-        };
+    let parts = (words, lens.len());
+    // Classes for every group, if given more than a repeat: as they are.
+    let repeating = repeating && classes.len() < out.len().div_ceil(group);
+    match (repeating, group) {
+        (true, _) if classes.is_empty() => return Err("partition classes repeat nothing"),
+        (true, 1) => return gather_places(out, classes, parts, (next, end), put),
+        (true, _) => return gather_runs(out, group, classes, parts, (next, end), put),
+        (false, 1) => return gather_words(out, classes, parts, (next, end), put),
+        (false, _) => {}
     }
     let len = out.len();
     let groups = len.div_ceil(group).min(classes.len());
@@ -68,25 +71,49 @@ pub fn gather_partition<T, F>(
     Ok(())
 }
 
-/// Repeats of a period that [`gather_periodic`] puts place by place.
+/// Repeats of a period that [`gather_places`] puts place by place.
 const REPEATS_AT_ONCE: usize = 16;
 
-/// Whether the first `len` of `classes` repeat the first `period` of them.
-fn is_periodic(classes: &[u32], len: usize, period: usize) -> bool {
-    let Some(classes) = classes.get(..len) else {
-        return false;
-    };
-    period > 0 && period < len && classes[period..] == classes[..len - period]
+/// Words each class gives one repeat of `pattern` (classes of groups of
+/// `group` words), once it is checked that every class has a part and
+/// that the repeats filling `len` words, the last one cut short, take no
+/// more of a part than it holds: what [`gather_partition`] refuses.
+fn words_per_repeat(
+    pattern: &[u32],
+    (group, len): (usize, usize),
+    parts: usize,
+    (next, end): (
+        &[usize; MAX_PARTITION_CLASSES],
+        &[usize; MAX_PARTITION_CLASSES],
+    ),
+) -> Result<[usize; MAX_PARTITION_CLASSES], &'static str> {
+    if pattern.iter().any(|&c| c as usize >= parts) {
+        return Err("partition class without a part");
+    }
+    let mut per_repeat = [0usize; MAX_PARTITION_CLASSES];
+    pattern
+        .iter()
+        .for_each(|&c| per_repeat[c as usize] += group);
+    let repeat = pattern.len() * group;
+    let mut taken = per_repeat.map(|n| n * (len / repeat));
+    let rest = len % repeat;
+    for (k, &c) in pattern.iter().enumerate().take(rest.div_ceil(group)) {
+        taken[c as usize] += group.min(rest - k * group);
+    }
+    if (0..parts).any(|c| taken[c] > end[c] - next[c]) {
+        return Err("partition class longer than its part");
+    }
+    Ok(per_repeat)
 }
 
 /// [`gather_partition`] of groups of one word whose classes repeat
 /// `pattern` (the columns of a matrix in classes, a row's classes): every
 /// repeat takes the same number of words from each part, so the word for
 /// place `k` of a repeat lies a fixed step past the one for place `k` of
-/// the repeat before. No word waits for the one before it, as it does
-/// where each class's next word is counted in turn. Refuses what
-/// [`gather_words`] refuses, before anything is put.
-fn gather_periodic<T, F>(
+/// the repeat before. Place by place over a block of repeats, no word
+/// waits for the one before it, as it does where each class's next word
+/// is counted in turn. Refuses before anything is put.
+fn gather_places<T, F>(
     out: &mut [T],
     pattern: &[u32],
     (words, parts): (&[F], usize),
@@ -96,42 +123,66 @@ fn gather_periodic<T, F>(
     ),
     mut put: impl FnMut(&mut [T], &[F]),
 ) -> Result<(), &'static str> {
-    if pattern.iter().any(|&c| c as usize >= parts) {
-        return Err("partition class without a part");
-    }
-    // `at[k]`: the word of place `k` in the first repeat; `step[k]`: words
-    // of its class in a repeat.
-    let mut per_repeat = [0usize; MAX_PARTITION_CLASSES];
-    let mut at: Vec<usize> = (pattern.iter())
+    let step = words_per_repeat(pattern, (1, out.len()), parts, (&next, &end))?;
+    // `at[k]`: the word of place `k` in the next block's first repeat.
+    let mut seen = [0usize; MAX_PARTITION_CLASSES];
+    let mut at: Vec<(usize, usize)> = (pattern.iter())
         .map(|&c| {
             let c = c as usize;
-            per_repeat[c] += 1;
-            next[c] + per_repeat[c] - 1
+            seen[c] += 1;
+            (next[c] + seen[c] - 1, step[c])
         })
         .collect();
-    let step: Vec<usize> = pattern.iter().map(|&c| per_repeat[c as usize]).collect();
-    let (repeats, rest) = (out.len() / pattern.len(), out.len() % pattern.len());
-    let mut taken = per_repeat.map(|n| n * repeats);
-    pattern[..rest].iter().for_each(|&c| taken[c as usize] += 1);
-    if (0..parts).any(|c| taken[c] > end[c] - next[c]) {
-        return Err("partition class longer than its part");
-    }
-    // Place by place over a block of repeats: a place's word and step are
-    // read once for the block, and no store waits on another.
     let period = pattern.len();
     for block in out.chunks_mut(period * REPEATS_AT_ONCE) {
         let repeats = block.len().div_ceil(period);
-        for (k, (a, &s)) in at.iter_mut().zip(&step).enumerate() {
+        for (k, (a, s)) in at.iter_mut().enumerate() {
             let outs = block
                 .get_mut(k..)
                 .unwrap_or_default()
                 .iter_mut()
                 .step_by(period);
-            let ins = words.get(*a..).unwrap_or_default().iter().step_by(s);
+            let ins = words.get(*a..).unwrap_or_default().iter().step_by(*s);
             for (o, w) in outs.zip(ins) {
                 put(std::slice::from_mut(o), std::slice::from_ref(w));
             }
-            *a += repeats * s;
+            *a += repeats * *s;
+        }
+    }
+    Ok(())
+}
+
+/// [`gather_partition`] of groups of several words whose classes repeat
+/// `pattern` (the fields of quantized blocks): each repeat is the same
+/// runs of groups of one class, found once, each put at once. Refuses
+/// before anything is put.
+fn gather_runs<T, F>(
+    out: &mut [T],
+    group: usize,
+    pattern: &[u32],
+    (words, parts): (&[F], usize),
+    (mut next, end): (
+        [usize; MAX_PARTITION_CLASSES],
+        [usize; MAX_PARTITION_CLASSES],
+    ),
+    mut put: impl FnMut(&mut [T], &[F]),
+) -> Result<(), &'static str> {
+    words_per_repeat(pattern, (group, out.len()), parts, (&next, &end))?;
+    // (class, first word, words) of each run of a repeat.
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for (k, &c) in pattern.iter().enumerate() {
+        match runs.last_mut() {
+            Some((last, _, n)) if *last == c as usize => *n += group,
+            _ => runs.push((c as usize, k * group, group)),
+        }
+    }
+    for repeat in out.chunks_mut(pattern.len() * group) {
+        for &(c, first, n) in &runs {
+            let Some(rows) = repeat.get_mut(first..(first + n).min(repeat.len())) else {
+                break;
+            };
+            put(rows, &words[next[c]..next[c] + rows.len()]);
+            next[c] += rows.len();
         }
     }
     Ok(())
@@ -208,7 +259,7 @@ mod tests {
             let len: usize = lens.iter().sum();
             let words: Vec<u32> = (0..len as u32).collect();
             let mut out = vec![u32::MAX; len];
-            let got = gather_partition(&mut out, (group, None), &classes, (&words, &lens), |o, w| {
+            let got = gather_partition(&mut out, (group, false), &classes, (&words, &lens), |o, w| {
                 o.copy_from_slice(w)
             });
             let want = one_by_one(len, group, &classes, &lens);
@@ -218,26 +269,29 @@ mod tests {
             }
         }
 
-        /// Single words whose classes repeat a pattern (or, with `broken`,
-        /// all but one word) gather with the period given as they do one
-        /// by one, and refuse what that refuses: parts as long as their
-        /// classes' words, `extra` words longer, one of them a word short.
+        /// Groups whose classes repeat a pattern gather from the pattern
+        /// alone as they do one by one from every group's class, and
+        /// refuse what that refuses: parts as long as their classes'
+        /// words, `extra` words longer, one of them a word short.
         #[test]
-        fn words_gather_by_repeats_as_one_by_one(
+        fn groups_gather_by_repeats_as_one_by_one(
+            group in 1usize..5,
             pattern in prop::collection::vec(0u32..5, 1..40),
-            len in 0usize..2000,
-            broken in prop::option::of((0usize..2000, 0u32..5)),
+            len in 1usize..2000,
             parts in 1usize..6,
             extra in prop::collection::vec(0usize..2, 5),
             short in prop::option::of(0usize..5),
         ) {
-            let mut classes: Vec<u32> = (0..len).map(|i| pattern[i % pattern.len()]).collect();
-            if let Some((at, class)) = broken.filter(|&(at, _)| at < len) {
-                classes[at] = class;
+            let groups = len.div_ceil(group);
+            let classes: Vec<u32> = (0..groups).map(|i| pattern[i % pattern.len()]).collect();
+            // Each class's words: its groups', the last group cut short.
+            let mut lens = vec![0; parts];
+            for (g, &c) in classes.iter().enumerate() {
+                if let Some(n) = lens.get_mut(c as usize) {
+                    *n += group.min(len - g * group);
+                }
             }
-            let mut lens: Vec<usize> = (0..parts)
-                .map(|c| classes.iter().filter(|&&k| k as usize == c).count() + extra[c])
-                .collect();
+            lens.iter_mut().zip(&extra).for_each(|(n, e)| *n += e);
             if let Some(n) = short.and_then(|c| lens.get_mut(c)) {
                 *n = n.saturating_sub(1);
             }
@@ -246,12 +300,12 @@ mod tests {
             let mut out = vec![u32::MAX; len];
             let got = gather_partition(
                 &mut out,
-                (1, Some(pattern.len())),
-                &classes,
+                (group, true),
+                &pattern,
                 (&words, &lens),
                 |o, w| o.copy_from_slice(w),
             );
-            let want = one_by_one(len, 1, &classes, &lens);
+            let want = one_by_one(len, group, &classes, &lens);
             prop_assert_eq!(got.is_ok(), want.is_some());
             if let Some(want) = want {
                 prop_assert_eq!(&out[..want.len()], &want[..]);
