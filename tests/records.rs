@@ -1,5 +1,5 @@
-//! Block-quantized records stored as bytes (GGUF's Q8_0, Q4_0, Q4_K and
-//! Q6_K blocks in a U8 tensor): their fields are split apart into a
+//! Block-quantized records stored as bytes (GGUF's Q4_0, Q5_0, Q5_1, Q8_0,
+//! Q4_K, Q5_K and Q6_K blocks in a U8 tensor): their fields are split apart into a
 //! Partition wherever a chunk starts in its records, the split reproduces
 //! the bytes through its encoding, never costs more than the program it
 //! replaces, and is not made for bytes without records or for floats.
@@ -80,7 +80,7 @@ proptest! {
     /// bytes, and codes smaller than the search's program.
     #[test]
     fn records_split_into_fields_wherever_the_chunk_starts(
-        layout in 0usize..4,
+        layout in 0..LAYOUTS.len(),
         skip in 0usize..105,
         cut in 0usize..105,
         seed: u64,
@@ -171,7 +171,7 @@ fn per_column(row: usize, rows: usize, seed: u64) -> Vec<u32> {
 #[test]
 fn floats_and_tensors_without_rows_are_not_split() {
     // Q8_0.
-    let words = blocks(LAYOUTS[1], 200, 5);
+    let words = blocks(LAYOUTS[3], 200, 5);
     let hints = [
         Hint {
             float: Some(FloatFormat::E4M3),
