@@ -76,8 +76,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// Every layout, the chunk starting anywhere (an even offset) in its
-    /// records and ending anywhere: the split is made, reproduces the
-    /// bytes, and codes smaller than the search's program.
+    /// records and ending anywhere: the split is made, into the layout's
+    /// own fields, reproduces the bytes, and codes smaller than the
+    /// search's program.
     #[test]
     fn records_split_into_fields_wherever_the_chunk_starts(
         layout in 0..LAYOUTS.len(),
@@ -90,6 +91,9 @@ proptest! {
         let found = searched(words, ROWS);
         let p = synth::split_records(found.clone(), words, ROWS);
         prop_assert!(is_partition(&p), "{}", p);
+        let fields = LAYOUTS[layout];
+        let record: usize = fields.iter().map(|&f| if let Field::Ints(n) = f { n } else { 2 }).sum();
+        prop_assert_eq!(split_layout(&p), Some((fields.len(), record / 2)), "{}", p);
         prop_assert_eq!(decoded(&p), words.to_vec());
         prop_assert!(size(&p) < size(&found), "{} >= {}", size(&p), size(&found));
     }
@@ -186,6 +190,24 @@ fn floats_and_tensors_without_rows_are_not_split() {
     for hint in hints {
         let found = searched(&words, hint);
         assert_eq!(synth::split_records(found.clone(), &words, hint), found);
+    }
+}
+
+/// The number of fields of a split into records and the groups of its
+/// record (its classes' period), from the outer Partition of `p`: each
+/// layout is found as itself, not as a shorter one whose stride meets its
+/// scales nor as a longer one of whole blocks.
+fn split_layout(p: &Program<Literal>) -> Option<(usize, usize)> {
+    let Op::Partition { classes, parts, .. } = &p.op else {
+        return None;
+    };
+    let repeat = match &classes.op {
+        Op::Concat(items) => &items[0],
+        _ => classes,
+    };
+    match &repeat.op {
+        Op::Repeat { body, .. } => Some((parts.len(), body.ty.len)),
+        _ => None,
     }
 }
 
