@@ -20,9 +20,10 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
   q5_0    the same with GGUF Q5_0: 22-byte blocks (an F16 scale, 4 bytes of fifth bits,
           16 bytes of low nibbles)
   q4_k    GGUF Q4_K super-blocks of 256 values (144 bytes: F16 d and dmin, 12 bytes of
-          6-bit scales and mins, 128 bytes of nibbles), made here as llama.cpp's reference
-          quantize_row_q4_K_ref makes them (gguf-py does not quantize K-quants); tensors
-          whose rows are not whole super-blocks take Q5_0, as llama.cpp's quantize does
+          6-bit scales and mins, 128 bytes of nibbles), made here by a numpy port of
+          llama.cpp's reference quantize_row_q4_K_ref (gguf-py does not quantize K-quants;
+          F32 sums in another order may round a rare level otherwise); tensors whose rows
+          are not whole super-blocks take Q5_0, as llama.cpp's quantize does
   q5_k    the same with Q5_K (176 bytes: d, dmin, scales[12], qh[32], qs[128]); Q5_1 where
           rows are not whole super-blocks
   q6_k    the same with Q6_K (210 bytes: ql[128], qh[64], 16 int8 scales, F16 d last); Q8_0
