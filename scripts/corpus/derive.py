@@ -17,6 +17,17 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
           scale, then 32 int8), shape [rows, cols / 32 * 34]; other tensors copied
   q4_0    the same with GGUF Q4_0: 18-byte blocks (an F16 scale, then 16 bytes of
           nibbles: element j in the low nibble of byte j, element j + 16 in the high)
+  q5_0    the same with GGUF Q5_0: 22-byte blocks (an F16 scale, 4 bytes of fifth bits,
+          16 bytes of low nibbles)
+  q4_k    GGUF Q4_K super-blocks of 256 values (144 bytes: F16 d and dmin, 12 bytes of
+          6-bit scales and mins, 128 bytes of nibbles), made here by a numpy port of
+          llama.cpp's reference quantize_row_q4_K_ref (gguf-py does not quantize K-quants;
+          F32 sums in another order may round a rare level otherwise); tensors whose rows
+          are not whole super-blocks take Q5_0, as llama.cpp's quantize does
+  q5_k    the same with Q5_K (176 bytes: d, dmin, scales[12], qh[32], qs[128]); Q5_1 where
+          rows are not whole super-blocks
+  q6_k    the same with Q6_K (210 bytes: ql[128], qh[64], 16 int8 scales, F16 d last); Q8_0
+          where rows are not whole super-blocks
   mxfp4   2-D F32 tensors quantised to MXFP4 by gguf-py's quantizer (OCP MX: one E8M0
           scale per 32 values, floor(log2(max|w|)) - 2, and FP4 E2M1 values) and laid out
           as gpt-oss ships them in safetensors: '<name>_blocks' U8 [rows, cols / 32, 16]
@@ -52,7 +63,7 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
 Tensors that are not F32 are copied byte for byte. Output tensors are laid out in the
 order of the source's data offsets, the header is compact JSON padded with spaces to a
 multiple of 8 bytes, and "__metadata__" (last key) gains a "derived" note. Needs numpy, and
-the gguf package (pip install gguf) for q8_0, q4_0 and mxfp4.
+the gguf package (pip install gguf) for the GGUF modes and mxfp4.
 """
 import json
 import os
@@ -156,6 +167,11 @@ def gguf_blocks(raw, shape, qtype):
     """F32 bytes -> GGUF blocks of `qtype` (a gguf.GGMLQuantizationType name) as U8 rows."""
     import gguf
 
+    if qtype in K_QUANTS:
+        quantize, fallback = K_QUANTS[qtype]
+        if shape[1] % QK_K == 0:
+            return quantize(raw, shape)
+        qtype = fallback
     w = np.frombuffer(raw, dtype="<f4").reshape(shape)
     return gguf.quants.quantize(w, gguf.GGMLQuantizationType[qtype])
 
@@ -171,7 +187,164 @@ def mxfp4(raw, shape):
     return paired.reshape(shape[0], groups, 16), scales.reshape(shape[0], groups)
 
 
-GGUF_MODES = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
+QK_K = 256
+
+
+def nearest(x):
+    """Round half to even, as ggml's nearest_int does (it adds 1.5 * 2**23 in F32)."""
+    return np.rint(x).astype(np.int32)
+
+
+def make_qkx2_quants(x, weights, nmax, rmin, rdelta, nstep):
+    """ggml's make_qkx2_quants (squared error) on each row of `x`: the (scale, min, levels
+    0..nmax) of an asymmetric grid, searched over nstep + 1 widths of the row's range."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = np.minimum(np.min(x, axis=1), np.float32(0.0))
+        high = np.max(x, axis=1)
+        span = high - low
+        flat = span == 0
+        sum_w = np.sum(weights, axis=1)
+        sum_x = np.sum(weights * x, axis=1)
+        iscale = np.float32(nmax) / span
+        scale = np.float32(1.0) / iscale
+        levels = np.clip(nearest(iscale[:, None] * (x - low[:, None])), 0, nmax)
+        best = np.sum(weights * np.square(scale[:, None] * levels + low[:, None] - x), axis=1)
+        for step in range(nstep + 1):
+            iscale = np.float32(rmin + rdelta * step + nmax) / span
+            aux = np.clip(nearest(iscale[:, None] * (x - low[:, None])), 0, nmax).astype(np.float32)
+            sum_l = np.sum(weights * aux, axis=1)
+            sum_l2 = np.sum(weights * aux * aux, axis=1)
+            sum_xl = np.sum(weights * aux * x, axis=1)
+            det = sum_w * sum_l2 - sum_l * sum_l
+            this_scale = (sum_w * sum_xl - sum_x * sum_l) / det
+            this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det
+            # A grid must reach zero: where the fit's minimum is positive, it is clamped.
+            clamp = this_min > 0
+            this_min = np.where(clamp, np.float32(0.0), this_min)
+            this_scale = np.where(clamp, sum_xl / sum_l2, this_scale)
+            error = np.sum(weights * np.square(this_scale[:, None] * aux + this_min[:, None] - x), axis=1)
+            better = (det > 0) & (error < best)
+            levels = np.where(better[:, None], aux, levels)
+            best = np.where(better, error, best)
+            scale = np.where(better, this_scale, scale)
+            low = np.where(better, this_min, low)
+    levels = np.where(flat[:, None], 0, levels)
+    scale = np.where(flat, np.float32(0.0), scale)
+    return scale.astype(np.float32), (-low).astype(np.float32), levels.astype(np.int32)
+
+
+def k_blocks(raw, shape, nmax, rmin, rdelta, nstep):
+    """F32 rows -> the fields of Q4_K (nmax 15) or Q5_K (nmax 31) super-blocks, as ggml's
+    quantize_row_q4_K_ref and quantize_row_q5_K_ref make them: (d and dmin as F16 [n, 2],
+    the 12 bytes of 6-bit scales and mins [n, 12], levels [n, 256])."""
+    x = np.frombuffer(raw, dtype="<f4").reshape(-1, QK_K // 32, 32)
+    supers = x.shape[0]
+    flat = x.reshape(-1, 32)
+    weights = np.sqrt(np.mean(np.square(flat), axis=1, keepdims=True)) + np.abs(flat)
+    scales, mins, levels = make_qkx2_quants(flat, weights, nmax, rmin, rdelta, nstep)
+    scales, mins = scales.reshape(supers, 8), mins.reshape(supers, 8)
+    max_scale = np.max(np.maximum(scales, 0), axis=1)
+    max_min = np.max(np.maximum(mins, 0), axis=1)
+    with np.errstate(divide="ignore"):
+        inv_scale = np.where(max_scale > 0, np.float32(63.0) / max_scale, np.float32(0.0))
+        inv_min = np.where(max_min > 0, np.float32(63.0) / max_min, np.float32(0.0))
+    ls = np.minimum(63, nearest(inv_scale[:, None] * scales)).astype(np.uint8)
+    lm = np.minimum(63, nearest(inv_min[:, None] * mins)).astype(np.uint8)
+    packed = np.zeros((supers, 12), dtype=np.uint8)
+    packed[:, 0:4] = ls[:, :4] | ((ls[:, 4:] >> 4) << 6)
+    packed[:, 4:8] = lm[:, :4] | ((lm[:, 4:] >> 4) << 6)
+    packed[:, 8:12] = (ls[:, 4:] & 0xF) | ((lm[:, 4:] & 0xF) << 4)
+    dm = np.stack([max_scale / np.float32(63.0), max_min / np.float32(63.0)], axis=1).astype("<f2")
+    # The levels again, on the grid the stored (rounded) scales and mins give.
+    d = dm[:, :1].astype(np.float32) * ls
+    m = dm[:, 1:].astype(np.float32) * lm
+    with np.errstate(divide="ignore", invalid="ignore"):
+        again = np.clip(nearest((x + m[:, :, None]) / d[:, :, None]), 0, nmax)
+    levels = np.where(d[:, :, None] != 0, again, levels.reshape(supers, 8, 32))
+    return dm, packed, levels.reshape(supers, QK_K)
+
+
+def q4_k(raw, shape):
+    """F32 bytes -> Q4_K super-blocks (144 bytes: d, dmin, scales[12], qs[128]) as U8 rows."""
+    dm, packed, levels = k_blocks(raw, shape, 15, -1.0, 0.1, 20)
+    pairs = levels.reshape(-1, 4, 2, 32).astype(np.uint8)
+    qs = (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(-1, 128)
+    return np.concatenate([dm.view(np.uint8), packed, qs], axis=1).reshape(shape[0], -1)
+
+
+def q5_k(raw, shape):
+    """F32 bytes -> Q5_K super-blocks (176 bytes: d, dmin, scales[12], qh[32], qs[128])."""
+    dm, packed, levels = k_blocks(raw, shape, 31, -0.5, 0.1, 15)
+    pairs = levels.reshape(-1, 4, 2, 32).astype(np.uint8)
+    qs = ((pairs[:, :, 0] & 0xF) | ((pairs[:, :, 1] & 0xF) << 4)).reshape(-1, 128)
+    # Level 64c + 32h + j has its fifth bit in bit 2c + h of qh[j].
+    bits = (pairs >> 4).reshape(-1, 8, 32) << np.arange(8, dtype=np.uint8)[None, :, None]
+    qh = np.bitwise_or.reduce(bits, axis=1).astype(np.uint8)
+    return np.concatenate([dm.view(np.uint8), packed, qh, qs], axis=1).reshape(shape[0], -1)
+
+
+def make_qx_quants(x, nmax):
+    """ggml's make_qx_quants with rmse_type 1 (weights x^2) on each row of `x`: the scale
+    and levels (0..2 nmax - 1) of a symmetric grid, searched over 19 widths."""
+    w = x * x
+    pick = np.argmax(np.abs(x), axis=1)
+    peak = np.take_along_axis(x, pick[:, None], axis=1)[:, 0]
+    zero = np.abs(peak) < np.float32(1e-15)
+    peak = np.where(zero, np.float32(1.0), peak)
+
+    def fit(iscale):
+        levels = np.clip(nearest(iscale[:, None] * x), -nmax, nmax - 1)
+        return levels, np.sum(w * x * levels, axis=1), np.sum(w * levels * levels, axis=1)
+
+    levels, sumlx, suml2 = fit(np.float32(-nmax) / peak)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(suml2 > 0, sumlx / suml2, np.float32(0.0))
+    best = scale * sumlx
+    for step in [s for s in range(-9, 10) if s != 0]:
+        trial, tlx, tl2 = fit(-(np.float32(nmax) + np.float32(0.1) * step) / peak)
+        better = (tl2 > 0) & (tlx * tlx > best * tl2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(better, tlx / tl2, scale)
+        levels = np.where(better[:, None], trial, levels)
+        best = np.where(better, scale * tlx, best)
+    scale = np.where(zero, np.float32(0.0), scale).astype(np.float32)
+    return scale, np.where(zero[:, None], 0, levels + nmax)
+
+
+def q6_k(raw, shape):
+    """F32 bytes -> Q6_K super-blocks (210 bytes: ql[128], qh[64], scales[16] int8, d F16)
+    as ggml's quantize_row_q6_K_ref makes them, as U8 rows."""
+    x = np.frombuffer(raw, dtype="<f4").reshape(-1, QK_K // 16, 16)
+    supers = x.shape[0]
+    scales, levels = make_qx_quants(x.reshape(-1, 16), 32)
+    scales, levels = scales.reshape(supers, 16), levels.reshape(supers, 16, 16)
+    pick = np.argmax(np.abs(scales), axis=1)
+    max_scale = np.take_along_axis(scales, pick[:, None], axis=1)[:, 0]
+    empty = np.abs(max_scale) < np.float32(1e-15)
+    iscale = np.float32(-128.0) / np.where(empty, np.float32(1.0), max_scale)
+    d = np.where(empty, np.float32(0.0), np.float32(1.0) / iscale).astype("<f2")
+    sc = np.where(empty[:, None], 0, np.minimum(127, nearest(iscale[:, None] * scales))).astype(np.int8)
+    step = d.astype(np.float32)[:, None] * sc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        again = np.clip(nearest(x / step[:, :, None]), -32, 31) + 32
+    levels = np.where(step[:, :, None] != 0, again, levels)
+    levels = np.where(empty[:, None, None], 0, levels).astype(np.uint8)
+    # Each half of 128 levels: quarters q0..q3 of 32; ql holds q0|q2<<4 then q1|q3<<4, qh
+    # the two high bits of q0..q3 in bits 0-1, 2-3, 4-5, 6-7.
+    q = levels.reshape(supers, 2, 4, 32)
+    ql = np.concatenate([(q[:, :, 0] & 0xF) | ((q[:, :, 2] & 0xF) << 4),
+                         (q[:, :, 1] & 0xF) | ((q[:, :, 3] & 0xF) << 4)], axis=2).reshape(supers, 128)
+    qh = ((q[:, :, 0] >> 4) | ((q[:, :, 1] >> 4) << 2) | ((q[:, :, 2] >> 4) << 4)
+          | ((q[:, :, 3] >> 4) << 6)).reshape(supers, 64)
+    blocks = [ql, qh, sc.view(np.uint8), d[:, None].view(np.uint8)]
+    return np.concatenate(blocks, axis=1).reshape(shape[0], -1)
+
+
+# gguf-py quantizes the legacy types itself; the K-quants it only reads, so they are made
+# here. A K-quant tensor whose rows are not whole super-blocks takes the type llama.cpp's
+# quantize falls back to for it.
+GGUF_MODES = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K"}
+K_QUANTS = {"Q4_K": (q4_k, "Q5_0"), "Q5_K": (q5_k, "Q5_1"), "Q6_K": (q6_k, "Q8_0")}
 GPTQ_GROUP = 128
 
 
@@ -309,7 +482,7 @@ def derive(mode, tensors):
             out.append((name, "F16", shape, f16.tobytes()))
         elif mode == "int8" and dtype == "F32" and len(shape) == 2:
             out.extend(int8_tensors(name, raw, shape))
-        elif mode in ("q8_0", "q4_0", "mxfp4", "gptq", "int8") or dtype != "F32":
+        elif mode in GGUF_MODES or mode in ("mxfp4", "gptq", "int8") or dtype != "F32":
             out.append((name, dtype, shape, raw))
         elif mode == "bf16":
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
@@ -331,7 +504,7 @@ def derive(mode, tensors):
         elif mode in ("dequant4", "dequant8"):
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         else:
-            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, mxfp4, gptq, awq, nf4, int8)")
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k, mxfp4, gptq, awq, nf4, int8)")
     return out
 
 

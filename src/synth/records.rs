@@ -1,9 +1,10 @@
 //! Records: block-quantized weights stored as bytes, whose fields are
 //! split apart as a Partition (format version 7).
 //!
-//! GGUF's Q8_0 and Q4_0 blocks, and its K-quants' super-blocks, stored as
-//! the rows of a U8 tensor, interleave an F16 scale per block with the
-//! block's integers: one byte histogram for both fits neither. A Partition
+//! GGUF's Q4_0, Q5_0, Q5_1 and Q8_0 blocks, and its K-quants' (Q4_K, Q5_K,
+//! Q6_K) super-blocks, stored as the rows of a U8 tensor, interleave an F16
+//! scale per block with the block's integers: one byte histogram for both
+//! fits neither. A Partition
 //! of two-byte groups into one class per field (the classes a Repeat of one
 //! record's pattern) gives each field a stream of its own, and a nested
 //! Partition of single bytes splits each scale into its low and high
@@ -39,9 +40,13 @@ impl Field {
 /// The block layouts tried, as GGUF (ggml-common.h) lays them out, shorter
 /// records first: every field an even number of bytes at an even offset,
 /// so that two-byte groups never straddle fields.
-pub const LAYOUTS: [&[Field]; 4] = [
+pub const LAYOUTS: [&[Field]; 7] = [
     // Q4_0: d, then 32 nibbles.
     &[Field::Scale, Field::Ints(16)],
+    // Q5_0: d, the 32 values' fifth bits, their low nibbles.
+    &[Field::Scale, Field::Ints(4), Field::Ints(16)],
+    // Q5_1: d, the minimum m, fifth bits, low nibbles.
+    &[Field::Scale, Field::Scale, Field::Ints(4), Field::Ints(16)],
     // Q8_0: d, then 32 int8.
     &[Field::Scale, Field::Ints(32)],
     // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 256 nibbles.
@@ -49,6 +54,15 @@ pub const LAYOUTS: [&[Field]; 4] = [
         Field::Scale,
         Field::Scale,
         Field::Ints(12),
+        Field::Ints(128),
+    ],
+    // Q5_K: d, dmin, 12 bytes of scales and mins, 256 fifth bits, 256
+    // low nibbles.
+    &[
+        Field::Scale,
+        Field::Scale,
+        Field::Ints(12),
+        Field::Ints(32),
         Field::Ints(128),
     ],
     // Q6_K: 128 bytes of low nibbles, 64 of high bits, 16 int8 scales, d.
@@ -67,8 +81,11 @@ const GROUP: usize = 2;
 /// tables would cost more than the split saves.
 const MIN_RECORDS: usize = 64;
 
-/// Records whose scales' high bytes the phase search looks at.
-const SAMPLE_RECORDS: usize = 1024;
+/// Bytes of the lane through which the phase search looks at every
+/// layout's scales: the same bytes for all, as a tensor's scales drift
+/// along it (an embedding's first rows are tokens seldom seen), and over a
+/// thousand of the longest records.
+const SAMPLE_SPAN: usize = 1 << 18;
 
 /// Bytes of the lane whose order-0 bits the scales are weighed against.
 const SAMPLE_BYTES: usize = 1 << 16;
@@ -77,6 +94,14 @@ const SAMPLE_BYTES: usize = 1 << 16;
 /// many bits fewer than the chunk's bytes as a whole, order-0: scales of
 /// one tensor share a few exponents, its integers spread over most bytes.
 const MIN_BITS_SAVED: f64 = 1.0;
+
+/// How many times the bits a shorter layout's scales save a longer one's
+/// must save to be preferred. The true layout's scales save 3.3 to 6 bits a
+/// byte on minilm's GGUF files, a wrong shorter one's (its stride meeting
+/// them among other bytes) at most 1.3, and a longer one's whose stride
+/// takes every k-th block of a shorter true layout up to 0.6 more than the
+/// true one (the scales of blocks of some columns of an embedding differ).
+const SAVED_RATIO: f64 = 2.0;
 
 /// `p`, the program found for `lane`, or the lane split into the fields of
 /// block-quantized records where that costs less. Only bytes of a tensor
@@ -97,23 +122,27 @@ pub fn split_records(p: Program<Literal>, lane: &[u32], hint: Hint) -> Program<L
 }
 
 /// The layout of the records `lane` holds and the offset in its record of
-/// the lane's first byte: the shortest layout whose first scale's high
-/// bytes, at the phase where they take the fewest bits, stand out from the
-/// lane's bytes (see [`MIN_BITS_SAVED`]). Shortest first, as eight Q4_0
-/// blocks are as long as a Q4_K super-block, and their first scale stands
-/// out where the super-block's would.
+/// the lane's first byte: of the layouts whose first scale's high bytes, at
+/// the phase where they take the fewest bits, stand out from the lane's
+/// bytes (see [`MIN_BITS_SAVED`]), the one where they stand out most. A
+/// shorter layout's stride through longer records also meets their scales
+/// (every fourth time a Q4_0 block's through Q5_1 blocks), so it can stand
+/// out too, but less, mixed with other bytes. A longer layout replaces a
+/// shorter one only by [`SAVED_RATIO`], as eight Q4_0 blocks are as long as
+/// a Q4_K super-block (eight Q5_0 blocks as a Q5_K one), and their first
+/// scale stands out about as much where the super-block's would.
 fn records_of(lane: &[u32]) -> Option<(&'static [Field], usize)> {
     if !lane.len().is_multiple_of(GROUP) {
         return None;
     }
     let whole = bits_per_word(lane[..lane.len().min(SAMPLE_BYTES)].iter().copied());
-    LAYOUTS.into_iter().find_map(|fields| {
+    let sample = &lane[..lane.len().min(SAMPLE_SPAN)];
+    let found = LAYOUTS.into_iter().filter_map(|fields| {
         let len = record_len(fields);
         if lane.len() < MIN_RECORDS * len {
             return None;
         }
         let high = 1 + scale_offset(fields);
-        let sample = &lane[..lane.len().min(SAMPLE_RECORDS * len)];
         // Byte `i` of the lane is byte `(i + phase) % len` of a record.
         let bits = |phase: usize| {
             let first = (len + high - phase) % len;
@@ -121,8 +150,17 @@ fn records_of(lane: &[u32]) -> Option<(&'static [Field], usize)> {
         };
         let phases = (0..len).step_by(GROUP).map(|phase| (phase, bits(phase)));
         let (phase, bits) = phases.min_by(|a, b| a.1.total_cmp(&b.1))?;
-        (whole - bits >= MIN_BITS_SAVED).then_some((fields, phase))
-    })
+        let saved = whole - bits;
+        (saved >= MIN_BITS_SAVED).then_some((fields, phase, saved))
+    });
+    let best = found.reduce(|best, next| {
+        if next.2 > SAVED_RATIO * best.2 {
+            next
+        } else {
+            best
+        }
+    });
+    best.map(|(fields, phase, _)| (fields, phase))
 }
 
 /// Bytes of a record of `fields`.
