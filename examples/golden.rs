@@ -37,6 +37,9 @@
 //! Version 10 adds shared code tables: matrices whose chunks' literals
 //! share one table a tensor.
 //!
+//! Version 11 adds the ColumnScan operator: sinusoidal position tables,
+//! whose columns change slowly down their rows.
+//!
 //! Version 4 adds differences from a base: `difference-tuned` (every value of
 //! every float width moved by a few units in its last place) is packed against
 //! `difference-base`.
@@ -88,7 +91,8 @@ fn main() {
         8 => mirrored(dir),
         9 => row_maps(dir),
         10 => shared_tables(dir),
-        _ => panic!("{usage}: VERSION is 1 to 10"),
+        11 => column_scans(dir),
+        _ => panic!("{usage}: VERSION is 1 to 11"),
     }
 }
 
@@ -400,6 +404,43 @@ fn mirrored(dir: &Path) {
     std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
     let a = pack(&src, 64 * 1024, None);
     assert_eq!(a.version(), 8, "mirrored rows make a version 8 archive");
+}
+
+/// Version 11, column scans: sinusoidal position tables (a row per
+/// position, the sines and then the cosines of its product with a
+/// geometric series of frequencies), F16 in chunks of 16 KiB (so that
+/// chunks start inside a row and re-fit the first's program) and F32 whole,
+/// which the packer stores as twice the differences down their columns.
+fn column_scans(dir: &Path) {
+    let table = |rows: usize, dims: usize| -> Vec<f32> {
+        let half = dims / 2;
+        let step = 10000f64.ln() / (half - 1) as f64;
+        let angle = move |t: usize, j: usize| t as f64 * (-step * j as f64).exp();
+        (0..rows)
+            .flat_map(|t| {
+                let sines = (0..half).map(move |j| angle(t, j).sin() as f32);
+                sines.chain((0..half).map(move |j| angle(t, j).cos() as f32))
+            })
+            .collect()
+    };
+    let tensors = vec![
+        tensor(
+            "encoder.embed_positions.weight",
+            "F16",
+            &[600, 96],
+            bytes16(table(600, 96).into_iter().map(f16)),
+        ),
+        tensor(
+            "decoder.embed_positions.weight",
+            "F32",
+            &[128, 64],
+            bytes32(table(128, 64).into_iter().map(f32::to_bits)),
+        ),
+    ];
+    let src = dir.join("sinusoids.safetensors");
+    std::fs::write(&src, build(&tensors, &Extras::default())).unwrap();
+    let a = pack(&src, 16 * 1024, None);
+    assert_eq!(a.version(), 11, "column scans make a version 11 archive");
 }
 
 /// Version 10, shared code tables: weight matrices of F16, BF16 and F32

@@ -73,7 +73,7 @@ repo=$(cd "$scripts/.." && pwd)
 runs=${BENCH_RUNS:-3}
 base_py=${PYTHON:-python3}
 all_threads=$(nproc)
-all_names="minilm-f32 minilm-bf16 minilm-fp8 minilm-upcast minilm-dequant4 wordllama-f16 criscross-f16 silero-vad-f32 fracast-int8 minilm-q8_0 minilm-q4_0 minilm-q5_0 minilm-q4_k minilm-q5_k minilm-q6_k minilm-mxfp4 minilm-gptq minilm-awq minilm-nf4 minilm-int8"
+all_names="minilm-f32 minilm-bf16 minilm-fp8 minilm-upcast minilm-dequant4 wordllama-f16 criscross-f16 silero-vad-f32 fracast-int8 minilm-q8_0 minilm-q4_0 minilm-q5_0 minilm-q4_k minilm-q5_k minilm-q6_k minilm-mxfp4 minilm-gptq minilm-awq minilm-nf4 minilm-int8 minilm-positions"
 all_peers="zipnn lmzip z4ai glyd"
 
 log() { printf 'bench: %s\n' "$*" >&2; }

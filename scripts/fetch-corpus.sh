@@ -31,6 +31,8 @@
 #                  packed codes, F32 absmax per 64, quant map, quant state JSON), the rest F16
 #   minilm-int8    derived: 2-D weights as onnxruntime's quantize_dynamic writes them (U8
 #                  values, F32 scales and U8 zero points, per channel or per tensor)
+#   minilm-positions derived: every tensor as F16 and a Whisper-style sinusoidal position
+#                  table appended (F16 [1500, 384])
 #   criscross-f16  CRISCross's transformer (attention and MLP blocks, F16, one I64 tensor),
 #                  from PyPI criscross==0.1.8 (MIT), whose zstd-compressed torch.save
 #                  checkpoint is converted without torch (torch_to_safetensors.py)
@@ -122,7 +124,7 @@ names=("$@")
 # wanted NAME: whether NAME was asked for (everything is, when none was named)
 wanted() { [[ ${#names[@]} -eq 0 || " ${names[*]} " == *" $1 "* ]]; }
 derived=()
-for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 q5_0 q4_k q5_k q6_k mxfp4 gptq awq nf4 int8; do
+for mode in bf16 fp8 upcast dequant4 q8_0 q4_0 q5_0 q4_k q5_k q6_k mxfp4 gptq awq nf4 int8 positions; do
   if wanted "minilm-$mode"; then derived+=("$mode"); fi
 done
 

@@ -28,7 +28,7 @@ fn archives(version: u8) -> Vec<PathBuf> {
 }
 
 /// Golden archives of each version, and how many each version has at least.
-const VERSIONS: [(u8, usize); 10] = [
+const VERSIONS: [(u8, usize); 11] = [
     (1, 10),
     (2, 3),
     (3, 1),
@@ -39,6 +39,7 @@ const VERSIONS: [(u8, usize); 10] = [
     (8, 1),
     (9, 4),
     (10, 1),
+    (11, 1),
 ];
 
 #[test]
@@ -163,6 +164,7 @@ fn features(p: &Program<EncodedLit>, out: &mut BTreeSet<String>) {
         Op::Match { .. } => "match".into(),
         Op::Sparse { .. } => "sparse".into(),
         Op::Partition { parts, .. } => format!("partition {}", parts.len()),
+        Op::ColumnScan { .. } => "column scan".into(),
         Op::Mirror { at, .. } => {
             let about = if at.pivot == at.row {
                 "past the row"
@@ -429,6 +431,19 @@ fn version_10_golden_archives_share_code_tables_and_version_9_refuses_them() {
     }
     let seen = coverage(10);
     assert!(seen.contains("lit shared"), "{seen:?}");
+}
+
+#[test]
+fn version_11_golden_archives_scan_columns_and_version_10_refuses_them() {
+    let found = archives(11);
+    let seen = coverage_of(11, found.clone());
+    for feature in ["column scan", "dtype F16", "dtype F32"] {
+        assert!(seen.contains(feature), "{feature} not covered: {seen:?}");
+    }
+    // A ColumnScan is not an operator of version 10.
+    found
+        .iter()
+        .for_each(|brv| refused_as_older(brv, 11, "unknown operator"));
 }
 
 #[test]

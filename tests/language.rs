@@ -5,8 +5,9 @@
 use brevis::codec::{Codec, Stats, Word};
 use brevis::dsl::*;
 use brevis::synth::{
-    expansions, match_program, match_streams, mirror_program, mirror_streams, palette_streams,
-    prediction_slack, scaled_streams, search_stream, sparse_leaf, Hint, SynthOptions,
+    column_scan_program, column_updates, expansions, match_program, match_streams, mirror_program,
+    mirror_streams, palette_streams, prediction_slack, scaled_streams, search_stream, sparse_leaf,
+    Hint, SynthOptions,
 };
 use brevis::wire::WireError;
 use proptest::prelude::*;
@@ -793,6 +794,22 @@ proptest! {
         let v6 = Limits { partition: false, ..Limits::default() };
         let ty = Type { width, len: t.len() };
         let err = decode_program(&encoded(&p), ty, v6).unwrap_err();
+        prop_assert_eq!(err.reason, "unknown operator");
+    }
+
+    /// A ColumnScan (once or twice) yields its stream through bytes in
+    /// every word type from the differences down its columns, and a
+    /// version 10 reader (no ColumnScan) refuses it as an unknown operator.
+    #[test]
+    fn column_scan_yields_its_target((width, t) in stream(), row in 1usize..40, twice in any::<bool>()) {
+        prop_assume!(t.len() > row);
+        let order = 1 + twice as usize;
+        let updates = (0..order).fold(Arc::from(&t[..]), |u, _| column_updates(&u, row, width));
+        let ty = Type { width, len: t.len() };
+        let p = (0..order).fold(leaf(updates.to_vec().into(), width), |p, _| column_scan_program(ty, row, p));
+        prop_assert_eq!(&through_bytes(&p), &t, "{}", p);
+        let v10 = Limits { column_scan: false, ..Limits::default() };
+        let err = decode_program(&encoded(&p), ty, v10).unwrap_err();
         prop_assert_eq!(err.reason, "unknown operator");
     }
 

@@ -53,6 +53,10 @@ usage: derive_corpus.py MODE SRC.safetensors DST.safetensors
           model: '<layer>.weight' U8 [n / 2, 1] (value 2i in the high nibble of byte i, 2i + 1
           in the low), '.weight.absmax' F32 [n / 64], '.weight.quant_map' F32 [16] and
           '.weight.quant_state.bitsandbytes__nf4' U8 (its JSON); other F32 tensors become F16
+  positions every F32 tensor as F16, and a sinusoidal position table appended as
+          speech models store their encoder's: 'encoder.embed_positions.weight' F16
+          [1500, 384], row t the sines then the cosines of t times 192 frequencies
+          10000^(-j / 191) (Whisper's formula, in float32, rounded to F16)
   int8    2-D F32 weights as onnxruntime's quantize_dynamic writes them with QUInt8 weights
           (asymmetric: range widened to hold 0, scale = (max - min) / 255, zero point
           round(-min / scale)): a linear layer's as its MatMul initializer, transposed to
@@ -477,7 +481,7 @@ def derive(mode, tensors):
             out.append((name + "_scales", "U8", list(scales.shape), scales.tobytes()))
         elif mode in LAYER_MODES and gptq_layer(name, dtype, shape):
             out.extend(quantized_layer(mode, name, raw, shape))
-        elif mode in LAYER_MODES and dtype == "F32":
+        elif mode in LAYER_MODES + ("positions",) and dtype == "F32":
             f16 = np.frombuffer(raw, dtype="<f4").astype("<f2")
             out.append((name, "F16", shape, f16.tobytes()))
         elif mode == "int8" and dtype == "F32" and len(shape) == 2:
@@ -504,8 +508,19 @@ def derive(mode, tensors):
         elif mode in ("dequant4", "dequant8"):
             out.append((name, "BF16", shape, to_bf16(raw).tobytes()))
         else:
-            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k, mxfp4, gptq, awq, nf4, int8)")
+            raise SystemExit(f"derive_corpus.py: unknown mode {mode!r} (bf16, fp8, upcast, dequant4, dequant8, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k, mxfp4, gptq, awq, nf4, int8, positions)")
+    if mode == "positions":
+        table = sinusoids(1500, 384).astype("<f2")
+        out.append(("encoder.embed_positions.weight", "F16", list(table.shape), table.tobytes()))
     return out
+
+
+def sinusoids(length, channels, max_timescale=10000):
+    """Whisper's position table: row t is sin(t f_j) then cos(t f_j), f_j geometric."""
+    step = np.log(max_timescale) / (channels // 2 - 1)
+    freqs = np.exp(-step * np.arange(channels // 2, dtype=np.float32)).astype(np.float32)
+    angles = np.arange(length, dtype=np.float32)[:, None] * freqs[None, :]
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)
 
 
 def main(argv):

@@ -4,8 +4,8 @@
 #![forbid(unsafe_code)]
 
 use super::format::{
-    MATCH_VERSION, MIRROR_VERSION, PARTITION_VERSION, QUANTIZED_VERSION, SEEDED_RANS_VERSION,
-    SPARSE_VERSION, TABLES_VERSION,
+    COLUMN_SCAN_VERSION, MATCH_VERSION, MIRROR_VERSION, PARTITION_VERSION, QUANTIZED_VERSION,
+    SEEDED_RANS_VERSION, SPARSE_VERSION, TABLES_VERSION,
 };
 use crate::codec::Word;
 use crate::codec::{peek_codec, Codec};
@@ -64,6 +64,7 @@ pub fn program_limits(version: u8) -> Limits {
         partition: version >= PARTITION_VERSION,
         mirror: version >= MIRROR_VERSION,
         shared_tables: version >= TABLES_VERSION,
+        column_scan: version >= COLUMN_SCAN_VERSION,
         ..Limits::default()
     }
 }
@@ -74,7 +75,8 @@ pub fn program_limits(version: u8) -> Limits {
 /// [`MATCH_VERSION`] for a Match, [`SPARSE_VERSION`] for a Sparse node,
 /// [`SEEDED_RANS_VERSION`] for a rANS literal of tag 4,
 /// [`PARTITION_VERSION`] for a Partition, [`MIRROR_VERSION`] for a Mirror,
-/// [`TABLES_VERSION`] for a literal whose code table is shared), else 1.
+/// [`TABLES_VERSION`] for a literal whose code table is shared,
+/// [`COLUMN_SCAN_VERSION`] for a ColumnScan), else 1.
 pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
     fn needs(p: &dsl::Program<dsl::EncodedLit>) -> u8 {
         let own = match p.op {
@@ -83,6 +85,7 @@ pub fn record_version(record: &[u8], layout: Layout, src_len: usize) -> u8 {
             dsl::Op::Sparse { .. } => SPARSE_VERSION,
             dsl::Op::Partition { .. } => PARTITION_VERSION,
             dsl::Op::Mirror { .. } => MIRROR_VERSION,
+            dsl::Op::ColumnScan { .. } => COLUMN_SCAN_VERSION,
             dsl::Op::Lit(l) => match peek_codec(l.bytes) {
                 Ok(Codec::Rans) => SEEDED_RANS_VERSION,
                 Ok(Codec::Shared) => TABLES_VERSION,

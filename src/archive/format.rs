@@ -13,7 +13,7 @@ use crate::wire::{put_varint, Reader, WireError};
 /// An archive is written in the oldest version that can hold what it uses;
 /// docs/FORMAT.md (*Version*) lists what each version adds, and the
 /// `*_VERSION` constants below the first version of each feature.
-pub const FORMAT_VERSION: u8 = 10;
+pub const FORMAT_VERSION: u8 = 11;
 
 /// The first version whose programs may use the operators for quantized
 /// weights (Palette, Scaled).
@@ -50,6 +50,10 @@ pub const ROWS_VERSION: u8 = 9;
 /// The first version whose index may hold code tables shared by literals
 /// (literals of tag 5 name one).
 pub const TABLES_VERSION: u8 = 10;
+
+/// The first version whose programs may use the ColumnScan operator (sums
+/// down the columns of rows).
+pub const COLUMN_SCAN_VERSION: u8 = 11;
 
 /// First 8 bytes of a version 1 archive: name, then the format version.
 pub const HEAD_MAGIC: [u8; 8] = *b"BREVIS\x00\x01";

@@ -47,6 +47,9 @@ pub struct Limits {
     /// Whether literals whose code table is shared are accepted (format
     /// version 10 and later).
     pub shared_tables: bool,
+    /// Whether the ColumnScan operator is accepted (format version 11 and
+    /// later).
+    pub column_scan: bool,
 }
 
 impl Default for Limits {
@@ -62,6 +65,7 @@ impl Default for Limits {
             partition: true,
             mirror: true,
             shared_tables: true,
+            column_scan: true,
         }
     }
 }
@@ -253,6 +257,18 @@ impl<'a> Decoder<'a> {
             TAG_SPARSE if self.limits.sparse => self.sparse(ty, depth)?,
             TAG_PARTITION if self.limits.partition => self.partition(ty, depth)?,
             TAG_MIRROR if self.limits.mirror => self.mirror(ty, depth)?,
+            TAG_COLUMN_SCAN if self.limits.column_scan => {
+                if ty.len < 2 {
+                    return self.fail(at, "column scan of fewer than two words");
+                }
+                let row = self.r.varint_max(
+                    ty.len as u64 - 2,
+                    "column scan row not shorter than its program",
+                )? as usize
+                    + 1;
+                let updates = Box::new(self.node(ty, depth + 1)?);
+                Op::ColumnScan { row, updates }
+            }
             _ => return self.fail(at, "unknown operator"),
         };
         Ok(Program { ty, op })

@@ -144,6 +144,11 @@ pub fn encode_program(p: &Program<Literal>, out: &mut Vec<u8>) {
             encode_program(classes, out);
             parts.iter().for_each(|q| encode_program(q, out));
         }
+        Op::ColumnScan { row, updates } => {
+            out.push(TAG_COLUMN_SCAN);
+            put_varint(out, *row as u64 - 1);
+            encode_program(updates, out);
+        }
         Op::Mirror { at, head, diffs } => {
             out.push(TAG_MIRROR);
             mirroring_fields(*at).for_each(|v| put_varint(out, v));
@@ -227,5 +232,6 @@ fn encoded_len_with(p: &Program<Literal>, literal_size: &impl Fn(&Literal, u32) 
                 varint_len(*group as u64 - 1) + part_lens_len(parts)
             }
             Op::Mirror { at, .. } => mirroring_fields(*at).map(varint_len).sum(),
+            Op::ColumnScan { row, .. } => varint_len(*row as u64 - 1),
         }
 }

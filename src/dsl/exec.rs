@@ -14,6 +14,7 @@ use super::partition::{gather_partition, MAX_PARTITION_CLASSES};
 use super::program::{Literal, Op, Program};
 use super::scaled::scaled_word;
 use super::sparse::place_sparse;
+use super::types::mask;
 use crate::codec::{OrIn, Word, ROWS_ROUND};
 
 /// Runs `f` on a scratch buffer of `len` words (contents unspecified), of
@@ -155,6 +156,10 @@ pub fn execute<T: Word, L: LiteralSource>(p: &Program<L>, out: &mut [T]) -> Resu
                 ScanOp::Xor => scan(out, *init, |acc, x| ScanOp::Xor.step(acc, x, width)),
                 ScanOp::Add => scan(out, *init, |acc, x| ScanOp::Add.step(acc, x, width)),
             }
+        }
+        Op::ColumnScan { row, updates } => {
+            execute(updates, out)?;
+            column_scan(out, *row, width);
         }
         Op::Merge { fields, parts } => {
             let shifts = fields.shifts(width);
@@ -508,6 +513,20 @@ fn merge_scratch<T: Word, F: Word, L: LiteralSource>(
 /// Replaces each word of `out` by the running `step` of the words so far,
 /// from `acc`.
 #[inline(always)]
+/// Adds to each word of `out` from its second row of `row` words on the
+/// word a row above it (modulo `2^width`), row by row: the rows above are
+/// final when a row is added to.
+fn column_scan<T: Word>(out: &mut [T], row: usize, width: u32) {
+    let m = mask(width);
+    for start in (row..out.len()).step_by(row) {
+        let (above, rest) = out.split_at_mut(start);
+        let above = &above[start - row..];
+        for (x, a) in rest.iter_mut().take(row).zip(above) {
+            *x = T::from_u32(x.to_u32().wrapping_add(a.to_u32()) & m);
+        }
+    }
+}
+
 fn scan<T: Word>(out: &mut [T], mut acc: u32, step: impl Fn(u32, u32) -> u32) {
     for x in out.iter_mut() {
         acc = step(acc, x.to_u32());

@@ -91,6 +91,15 @@ pub enum Op<L> {
         classes: Box<Program<L>>,
         parts: Vec<Program<L>>,
     },
+    /// Columns as running sums (format version 11): word `i` is the next
+    /// word of `updates` plus, from the second row on, the word a row of
+    /// `row` words above it (modulo `2^width`). A table whose columns
+    /// change slowly down its rows (a sinusoidal position embedding's)
+    /// leaves small updates; applied twice, their changes. `1 <= row < n`.
+    ColumnScan {
+        row: usize,
+        updates: Box<Program<L>>,
+    },
     /// Rows that mirror themselves (format version 8): the words are rows of
     /// `at.row` words; the first `at.row - at.tail` words of each row are
     /// the next words of `head`, and each of its last `at.tail` words, at
@@ -167,7 +176,7 @@ impl<L> Program<L> {
             Op::Lit(_) | Op::Const(_) => (&[], None, None),
             Op::Concat(parts) | Op::Merge { parts, .. } => (parts, None, None),
             Op::Repeat { body, .. } | Op::Map { body, .. } => (&[], Some(body), None),
-            Op::Scan { updates, .. } => (&[], Some(updates), None),
+            Op::Scan { updates, .. } | Op::ColumnScan { updates, .. } => (&[], Some(updates), None),
             Op::Palette {
                 values, indices, ..
             } => (&[], Some(values), Some(indices)),
@@ -194,6 +203,7 @@ pub fn describe<L>(p: &Program<L>, literal_name: &dyn Fn(&L) -> String) -> Strin
         Op::Repeat { times, body } => format!("repeat {times}x({})", inner(body)),
         Op::Map { op, body } => format!("map {op}({})", inner(body)),
         Op::Scan { op, init, updates } => format!("scan {op} from {init:#x}({})", inner(updates)),
+        Op::ColumnScan { row, updates } => format!("column scan /{row}({})", inner(updates)),
         Op::Merge { fields, parts } => format!("merge[{fields}]({})", list(parts)),
         Op::Palette {
             group,

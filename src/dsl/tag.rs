@@ -14,3 +14,4 @@ pub(super) const TAG_MATCH: u8 = 9;
 pub(super) const TAG_SPARSE: u8 = 10;
 pub(super) const TAG_PARTITION: u8 = 11;
 pub(super) const TAG_MIRROR: u8 = 12;
+pub(super) const TAG_COLUMN_SCAN: u8 = 13;

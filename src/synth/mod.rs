@@ -37,6 +37,7 @@
 
 mod bound;
 mod columns;
+mod columnscan;
 mod context;
 mod cost;
 mod expand;
@@ -59,6 +60,7 @@ mod stream;
 mod upcast;
 
 pub use columns::columns_in_classes;
+pub use columnscan::{column_scan_program, column_updates};
 pub use context::{Context, Position};
 pub use cost::{
     cost, exact_cost, order0_bytes, plane_counts, prediction_slack, runs_to, strided_planes_cost,

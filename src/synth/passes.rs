@@ -12,6 +12,8 @@
 //!    offered beside the search's program where a sample shows repeats.
 //! 4. Mirror: a Mirror node is offered where the tensor's rows mirror
 //!    themselves; its head and differences go through 2 to 4 again.
+//!    Then one or two ColumnScans where its columns change slowly down its
+//!    rows; their updates go through 2 to 4 again.
 //! 5. Partition: the caller takes the program as a template for later
 //!    chunks, then offers its literals a Partition of the tensor's rows
 //!    ([`super::partition_rows`]).
@@ -19,6 +21,7 @@
 //! Each pass weighs its candidates by [`exact_cost`] and checks the one it
 //! keeps with [`runs_to`].
 
+use super::columnscan::{best_order, column_scan_program};
 use super::cost::{cost, exact_cost, runs_to, sampled_planes_cost};
 use super::leaf::leaf;
 use super::matches::{self, match_program, match_streams};
@@ -165,7 +168,8 @@ fn search_shared(
     } else {
         offer_match(words, width, hint, opts, found)
     };
-    offer_mirror(words, width, hint, opts, found)
+    let found = offer_mirror(words, width, hint, opts, found);
+    offer_column_scan(words, width, hint, opts, found)
 }
 
 /// The program [`astar`] finds on at most `opts.search_words` of `words`
@@ -316,6 +320,41 @@ fn offer_mirror(
     let mirrored = mirror_program(ty, m, head, diffs);
     if exact_cost(&mirrored) < exact_cost(&found) && runs_to(&mirrored, words) {
         mirrored
+    } else {
+        found
+    }
+}
+
+/// `found`, or one or two ColumnScans yielding `words` where the tensor's
+/// columns change slowly down its rows (see [`best_order`]) and that costs
+/// less. The updates are searched as words that are not floats and whose
+/// place in their rows is not given, so that they are not scanned again.
+fn offer_column_scan(
+    words: &Arc<[u32]>,
+    width: u32,
+    hint: Hint,
+    opts: &SynthOptions,
+    found: Program<Literal>,
+) -> Program<Literal> {
+    let Some(row) = hint.columns.map(|c| c.row) else {
+        return found;
+    };
+    let Some((order, updates)) = best_order(words, row, width) else {
+        return found;
+    };
+    let plain = Hint {
+        float: None,
+        columns: None,
+        ..hint
+    };
+    let ty = Type {
+        width,
+        len: words.len(),
+    };
+    let updates = search_shared(&updates, width, plain, opts);
+    let scanned = (0..order).fold(updates, |p, _| column_scan_program(ty, row, p));
+    if exact_cost(&scanned) < exact_cost(&found) && runs_to(&scanned, words) {
+        scanned
     } else {
         found
     }

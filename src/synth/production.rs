@@ -40,6 +40,10 @@ pub enum Production {
     /// [`Production::ALL`]; the packer offers one at a lane's root where
     /// the tensor's rows mirror themselves (see `super::passes`).
     Mirror,
+    /// A ColumnScan node (format version 11): like Match, outside
+    /// [`Production::ALL`]; the packer offers one at a lane's root where
+    /// the tensor's columns change slowly down its rows (see `super::passes`).
+    ColumnScan,
 }
 
 impl Production {
@@ -111,6 +115,7 @@ impl Production {
             Op::Sparse { .. } => Production::Sparse,
             Op::Partition { .. } => Production::Partition,
             Op::Mirror { .. } => Production::Mirror,
+            Op::ColumnScan { .. } => Production::ColumnScan,
         }
     }
 
@@ -140,7 +145,7 @@ impl Production {
     /// Whether nodes of this production cost a full pass over their words when
     /// decoding, without changing how many there are (Maps, Scans, a
     /// Palette's table lookups, a Scaled node's products, a Partition's
-    /// gathering of its groups, a Mirror's rows).
+    /// gathering of its groups, a Mirror's rows, a ColumnScan's sums).
     pub fn is_full_pass(self) -> bool {
         self.is_map()
             || matches!(
@@ -152,6 +157,7 @@ impl Production {
                     | Production::Match
                     | Production::Partition
                     | Production::Mirror
+                    | Production::ColumnScan
             )
     }
 
@@ -179,6 +185,7 @@ impl Production {
             Production::Sparse => "sparse",
             Production::Partition => "partition",
             Production::Mirror => "mirror",
+            Production::ColumnScan => "column-scan",
         }
     }
 

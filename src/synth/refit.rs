@@ -6,6 +6,7 @@
 //! re-fit costs noticeably more per word than the search's program did, or
 //! much less (different data, which other operators may suit better).
 
+use super::columnscan::{column_scan_program, column_updates};
 use super::cost::cost;
 use super::expand::{field, Operator};
 use super::leaf::leaf;
@@ -129,6 +130,10 @@ fn skeleton_of(p: &Program<Literal>) -> Program<()> {
             gaps: Box::new(skeleton_of(gaps)),
             values: Box::new(skeleton_of(values)),
         },
+        Op::ColumnScan { row, .. } => Op::ColumnScan {
+            row: *row,
+            updates: one(),
+        },
         Op::Mirror { at, head, diffs } => Op::Mirror {
             at: *at,
             head: Box::new(skeleton_of(head)),
@@ -165,6 +170,14 @@ fn refit(skeleton: &Program<()>, target: Arc<[u32]>) -> Option<Program<Literal>>
         }
         // A leaf: the new stream takes its own.
         Op::Const(_) | Op::Sparse { .. } => return Some(leaf(target, width).0),
+        // The same rows, whether or not the new ones change as slowly.
+        Op::ColumnScan { row, updates } => {
+            if target.len() <= *row {
+                return None;
+            }
+            let kid = refit(updates, column_updates(&target, *row, width))?;
+            return Some(column_scan_program(ty, *row, kid));
+        }
         // The same mirroring, whether or not the new rows mirror as well:
         // a re-fit is weighed against its template's cost.
         Op::Mirror { at, head, diffs } => {
