@@ -6,7 +6,7 @@
 
 #![deny(unsafe_code)]
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -30,8 +30,18 @@ pub fn is_temp_name(name: &str) -> bool {
 /// Makes `dst` with `write`, which writes (and syncs) the file at the path it
 /// is given; renames it to `dst` only if `write` succeeds. Temporaries of
 /// `dst` left by runs that were killed are removed first. A failure names
-/// `dst`: the temporary is gone by the time the user reads it.
+/// `dst`: the temporary is gone by the time the user reads it. A `dst` that
+/// is there and is neither a regular file nor a symbolic link (a device
+/// such as `/dev/null`, a pipe, a directory) is refused before anything is
+/// written: a rename would put a file in its place.
 pub fn write_atomically<T>(dst: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    if let Ok(meta) = std::fs::symlink_metadata(dst) {
+        let kind = meta.file_type();
+        if !kind.is_file() && !kind.is_symlink() {
+            let reason = "is there and not a regular file; brevis replaces only files";
+            return Err(Error::invalid(dst, reason));
+        }
+    }
     remove_stale_temps(dst);
     let tmp = temp_path(dst);
     let live = Live::add(&tmp);
@@ -232,6 +242,22 @@ mod tests {
             1,
             "temporary left"
         );
+    }
+
+    #[test]
+    fn a_device_or_a_directory_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        for dst in [Path::new("/dev/null"), dir.path()] {
+            let err = write_atomically(dst, |tmp| {
+                std::fs::write(tmp, b"new").unwrap();
+                Ok(())
+            });
+            let err = err.unwrap_err().to_string();
+            assert!(err.contains("not a regular file"), "{err}");
+        }
+        let null = std::fs::metadata("/dev/null").unwrap();
+        assert!(!null.file_type().is_file(), "/dev/null is still a device");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]
