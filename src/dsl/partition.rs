@@ -71,6 +71,10 @@ pub fn gather_partition<T, F>(
     Ok(())
 }
 
+/// Where each class's part starts (or its next unread word lies) in the
+/// parts' words, or where it ends.
+type Offsets = [usize; MAX_PARTITION_CLASSES];
+
 /// Repeats of a period that [`gather_places`] puts place by place.
 const REPEATS_AT_ONCE: usize = 16;
 
@@ -117,10 +121,7 @@ fn gather_places<T, F>(
     out: &mut [T],
     pattern: &[u32],
     (words, parts): (&[F], usize),
-    (next, end): (
-        [usize; MAX_PARTITION_CLASSES],
-        [usize; MAX_PARTITION_CLASSES],
-    ),
+    (next, end): (Offsets, Offsets),
     mut put: impl FnMut(&mut [T], &[F]),
 ) -> Result<(), &'static str> {
     let step = words_per_repeat(pattern, (1, out.len()), parts, (&next, &end))?;
@@ -161,10 +162,7 @@ fn gather_runs<T, F>(
     group: usize,
     pattern: &[u32],
     (words, parts): (&[F], usize),
-    (mut next, end): (
-        [usize; MAX_PARTITION_CLASSES],
-        [usize; MAX_PARTITION_CLASSES],
-    ),
+    (mut next, end): (Offsets, Offsets),
     mut put: impl FnMut(&mut [T], &[F]),
 ) -> Result<(), &'static str> {
     words_per_repeat(pattern, (group, out.len()), parts, (&next, &end))?;
@@ -197,10 +195,7 @@ fn gather_words<T, F>(
     out: &mut [T],
     classes: &[u32],
     (words, parts): (&[F], usize),
-    (mut next, end): (
-        [usize; MAX_PARTITION_CLASSES],
-        [usize; MAX_PARTITION_CLASSES],
-    ),
+    (mut next, end): (Offsets, Offsets),
     mut put: impl FnMut(&mut [T], &[F]),
 ) -> Result<(), &'static str> {
     for (o, &class) in out.iter_mut().zip(classes) {
