@@ -328,7 +328,11 @@ fn offer_mirror(
 /// `found`, or one or two ColumnScans yielding `words` where the tensor's
 /// columns change slowly down its rows (see [`best_order`]) and that costs
 /// less. The updates are searched as words that are not floats and whose
-/// place in their rows is not given, so that they are not scanned again.
+/// place in their rows is not given, so that they are not scanned again,
+/// and no deeper than the default level searches: a deeper search of a
+/// sinusoidal table's updates found fields whose code tables the chunks
+/// then shared worse (minilm-positions 1,136 bytes larger at level 7 than
+/// at level 6), and more effort must never write a larger archive.
 fn offer_column_scan(
     words: &Arc<[u32]>,
     width: u32,
@@ -351,7 +355,12 @@ fn offer_column_scan(
         width,
         len: words.len(),
     };
-    let updates = search_shared(&updates, width, plain, opts);
+    let default = SynthOptions {
+        budget: opts.budget.min(DEFAULT_BUDGET),
+        search_words: opts.search_words.min(SEARCH_WORDS),
+        ..opts.clone()
+    };
+    let updates = search_shared(&updates, width, plain, &default);
     let scanned = (0..order).fold(updates, |p, _| column_scan_program(ty, row, p));
     if exact_cost(&scanned) < exact_cost(&found) && runs_to(&scanned, words) {
         scanned
