@@ -329,38 +329,50 @@ fn with_class_ids<L: LiteralSource, R>(
     classes: &Program<L>,
     f: impl FnOnce(&[u32], bool) -> Result<R, L::Error>,
 ) -> Result<R, L::Error> {
-    let (body, tail) = match &classes.op {
-        Op::Repeat { body, .. } => (&**body, None),
-        Op::Concat(parts) => match &parts[..] {
-            [Program {
-                op: Op::Repeat { body, .. },
-                ..
-            }, tail] => (&**body, Some(tail)),
-            _ => (classes, None),
-        },
-        _ => (classes, None),
+    let Some((body, tail)) = repeated_body(classes) else {
+        return with_every_id(classes, f);
     };
     let tail_len = tail.map_or(0, |t| t.ty.len);
-    if std::ptr::eq(body, classes) || tail_len > body.ty.len {
-        return with_scratch(classes.ty.len, |ids: &mut [u32]| {
-            execute(classes, ids)?;
-            f(ids, false)
-        });
-    }
     with_scratch(body.ty.len + tail_len, |ids: &mut [u32]| {
         let (head, rest) = ids.split_at_mut(body.ty.len);
         execute(body, head)?;
         if let Some(tail) = tail {
             execute(tail, rest)?;
         }
-        if *rest == head[..tail_len] {
-            return f(head, true);
+        match *rest == head[..tail_len] {
+            true => f(head, true),
+            // A tail that does not start the body again: every id.
+            false => with_every_id(classes, f),
         }
-        // A tail that does not start the body again: every id.
-        with_scratch(classes.ty.len, |ids: &mut [u32]| {
-            execute(classes, ids)?;
-            f(ids, false)
-        })
+    })
+}
+
+/// The body `classes` repeat, and the part after the Repeat if they are a
+/// Repeat and one more part no longer than the body: None for any other
+/// program.
+fn repeated_body<L>(classes: &Program<L>) -> Option<(&Program<L>, Option<&Program<L>>)> {
+    let (repeat, tail) = match &classes.op {
+        Op::Concat(parts) => match &parts[..] {
+            [repeat, tail] => (repeat, Some(tail)),
+            _ => return None,
+        },
+        _ => (classes, None),
+    };
+    let Op::Repeat { body, .. } = &repeat.op else {
+        return None;
+    };
+    let fits = tail.is_none_or(|t| t.ty.len <= body.ty.len);
+    fits.then_some((&**body, tail))
+}
+
+/// Runs `classes` and calls `f` with every one of their ids.
+fn with_every_id<L: LiteralSource, R>(
+    classes: &Program<L>,
+    f: impl FnOnce(&[u32], bool) -> Result<R, L::Error>,
+) -> Result<R, L::Error> {
+    with_scratch(classes.ty.len, |ids: &mut [u32]| {
+        execute(classes, ids)?;
+        f(ids, false)
     })
 }
 

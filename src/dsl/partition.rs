@@ -29,8 +29,8 @@ pub fn gather_partition<T, F>(
     (words, lens): (&[F], &[usize]),
     mut put: impl FnMut(&mut [T], &[F]),
 ) -> Result<(), &'static str> {
-    let mut next = [0usize; MAX_PARTITION_CLASSES];
-    let mut end = [0usize; MAX_PARTITION_CLASSES];
+    let mut next: Offsets = [0; MAX_PARTITION_CLASSES];
+    let mut end: Offsets = [0; MAX_PARTITION_CLASSES];
     let mut at = 0;
     for (c, &len) in lens.iter().enumerate() {
         next[c] = at;
@@ -86,11 +86,8 @@ fn words_per_repeat(
     pattern: &[u32],
     (group, len): (usize, usize),
     parts: usize,
-    (next, end): (
-        &[usize; MAX_PARTITION_CLASSES],
-        &[usize; MAX_PARTITION_CLASSES],
-    ),
-) -> Result<[usize; MAX_PARTITION_CLASSES], &'static str> {
+    (next, end): (&Offsets, &Offsets),
+) -> Result<Offsets, &'static str> {
     if pattern.iter().any(|&c| c as usize >= parts) {
         return Err("partition class without a part");
     }

@@ -60,18 +60,18 @@ pub(super) fn best_order(words: &[u32], row: usize, width: u32) -> Option<(usize
     }
     let sample = &words[..words.len().min(SAMPLE_WORDS.max(2 * row))];
     let plain = sampled_planes_cost(sample, width);
-    let mut updates: Arc<[u32]> = sample.into();
-    let mut best: Option<(usize, usize)> = None;
-    for order in 1..=MAX_ORDER {
-        updates = column_updates(&updates, row, width);
-        let cost = sampled_planes_cost(&updates, width);
-        let gains = cost * MIN_GAIN_DIVISOR <= plain * (MIN_GAIN_DIVISOR - 1);
-        if gains && best.is_none_or(|(_, c)| cost < c) {
-            best = Some((order, cost));
-        }
-    }
+    let orders = std::iter::successors(Some(column_updates(sample, row, width)), |u| {
+        Some(column_updates(u, row, width))
+    });
+    let costs = (1..=MAX_ORDER)
+        .zip(orders)
+        .map(|(order, updates)| (order, sampled_planes_cost(&updates, width)));
+    let best = (costs
+        .filter(|&(_, cost)| cost * MIN_GAIN_DIVISOR <= plain * (MIN_GAIN_DIVISOR - 1)))
+    .min_by_key(|&(_, cost)| cost);
     let (order, _) = best?;
-    let updates = (0..order).fold(Arc::from(words), |u, _| column_updates(&u, row, width));
+    let first = column_updates(words, row, width);
+    let updates = (1..order).fold(first, |u, _| column_updates(&u, row, width));
     Some((order, updates))
 }
 

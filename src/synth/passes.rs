@@ -122,11 +122,7 @@ fn search_deeper_or_default(
     if !(deeper && opts.partitions && may_partition(words.len(), width, hint)) {
         return search_shared(words, width, hint, opts);
     }
-    let default = SynthOptions {
-        budget: opts.budget.min(DEFAULT_BUDGET),
-        search_words: opts.search_words.min(SEARCH_WORDS),
-        ..opts.clone()
-    };
+    let default = no_deeper_than_default(opts);
     let (found, shallow) = rayon::join(
         || search_shared(words, width, hint, opts),
         || search_shared(words, width, hint, &default),
@@ -136,6 +132,16 @@ fn search_deeper_or_default(
         shallow
     } else {
         found
+    }
+}
+
+/// `opts` searching no deeper than the default level does: its budget and
+/// the words it searches at most the default's.
+fn no_deeper_than_default(opts: &SynthOptions) -> SynthOptions {
+    SynthOptions {
+        budget: opts.budget.min(DEFAULT_BUDGET),
+        search_words: opts.search_words.min(SEARCH_WORDS),
+        ..opts.clone()
     }
 }
 
@@ -355,12 +361,7 @@ fn offer_column_scan(
         width,
         len: words.len(),
     };
-    let default = SynthOptions {
-        budget: opts.budget.min(DEFAULT_BUDGET),
-        search_words: opts.search_words.min(SEARCH_WORDS),
-        ..opts.clone()
-    };
-    let updates = search_shared(&updates, width, plain, &default);
+    let updates = search_shared(&updates, width, plain, &no_deeper_than_default(opts));
     let scanned = (0..order).fold(updates, |p, _| column_scan_program(ty, row, p));
     if exact_cost(&scanned) < exact_cost(&found) && runs_to(&scanned, words) {
         scanned
