@@ -124,6 +124,29 @@ mod tests {
         }
     }
 
+    /// A table in one chunk too long for the search to offer a Match
+    /// (a widened chunk) keeps the Match of its updates' repeats.
+    #[test]
+    fn a_long_tables_updates_are_offered_a_match() {
+        use crate::synth::options::{MATCH_WORDS, SCAN_MATCH_WORDS};
+        use crate::synth::{refit_or_search, Columns, Hint, SynthOptions};
+        let words: Arc<[u32]> = sinusoids(1500, 384).into();
+        let long = MATCH_WORDS + 1..=SCAN_MATCH_WORDS;
+        assert!(long.contains(&words.len()));
+        let hint = Hint {
+            float: Some(crate::dsl::FloatFormat::F16),
+            rows: Some(384),
+            columns: Some(Columns { row: 384, first: 0 }),
+        };
+        let opts = SynthOptions::default();
+        let program = refit_or_search(&words, 16, hint, &opts, &[], true).unwrap();
+        let shown = program.to_string();
+        assert!(
+            shown.starts_with("column scan") && shown.contains("match("),
+            "{shown}"
+        );
+    }
+
     #[test]
     fn a_sinusoid_table_takes_differences_and_noise_does_not() {
         let words = sinusoids(300, 64);

@@ -27,6 +27,11 @@ pub const SEARCH_WORDS: usize = 1 << 16;
 /// No stream of a default-sized chunk (256 KiB) is longer.
 pub const MATCH_WORDS: usize = 1 << 18;
 
+/// Words beyond which a ColumnScan's updates are offered no Match: no
+/// stream of 16-bit or wider words of a chunk the packer widens (to 1 MiB,
+/// with a remainder under half of it) is longer.
+pub const SCAN_MATCH_WORDS: usize = 1 << 20;
+
 /// How the search's open list is ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Order {

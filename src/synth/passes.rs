@@ -26,7 +26,7 @@ use super::cost::{cost, exact_cost, runs_to, sampled_planes_cost};
 use super::leaf::leaf;
 use super::matches::{self, match_program, match_streams};
 use super::mirror::{mirror_program, mirror_streams, mirroring};
-use super::options::{SynthOptions, DEFAULT_BUDGET, MATCH_WORDS, SEARCH_WORDS};
+use super::options::{SynthOptions, DEFAULT_BUDGET, MATCH_WORDS, SCAN_MATCH_WORDS, SEARCH_WORDS};
 use super::partition::{may_partition, partition_rows};
 use super::refit::Template;
 use super::search::astar;
@@ -361,7 +361,17 @@ fn offer_column_scan(
         width,
         len: words.len(),
     };
-    let updates = search_shared(&updates, width, plain, &no_deeper_than_default(opts));
+    let opts = no_deeper_than_default(opts);
+    let searched = search_shared(&updates, width, plain, &opts);
+    // A scan's updates repeat where its rows do (a sinusoid's slow columns):
+    // where a widened chunk's are too long for the search to offer a Match,
+    // it is offered here (scans are rare, and the length still bounded).
+    let updates = match updates.len() {
+        n if n > MATCH_WORDS && n <= SCAN_MATCH_WORDS => {
+            offer_match(&updates, width, plain, &opts, searched)
+        }
+        _ => searched,
+    };
     let scanned = (0..order).fold(updates, |p, _| column_scan_program(ty, row, p));
     if exact_cost(&scanned) < exact_cost(&found) && runs_to(&scanned, words) {
         scanned

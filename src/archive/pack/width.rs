@@ -57,8 +57,8 @@ pub(super) fn tables_per_plane(shape: &[u64], row_classes: bool) -> usize {
 /// first bytes smallest by an estimate (each chunk's byte planes coded
 /// order-0, each with `tables` tables, or stored raw). Small chunks follow the
 /// statistics where they change along the tensor; wide ones pay for their
-/// tables fewer times. A tensor of a few chunks keeps `chunk`: wider chunks
-/// there save little and make its cold reads through the mount slower.
+/// tables and their coders' fixed parts fewer times, which on tensors of a
+/// few chunks is most of what chunking costs them.
 pub(super) fn tensor_chunk(
     len: u64,
     (element, tables): (Element, usize),
@@ -67,8 +67,14 @@ pub(super) fn tensor_chunk(
 ) -> Result<u64> {
     let e = element.layout.element_bytes() as u64;
     let narrow = (chunk / e).max(1) * e;
-    let widest = narrow * WIDER_CHUNKS[WIDER_CHUNKS.len() - 1];
-    if len < 2 * widest || widest > WIDEST_CHUNK {
+    // Widths that cut the tensor into two chunks or more (a remainder
+    // under half a chunk joins the last): a tensor of one chunk would be
+    // decoded by one thread of the mount's where two could share it.
+    let widths: Vec<u64> = (WIDER_CHUNKS.iter().copied())
+        .filter(|&m| 2 * len >= 3 * narrow * m && narrow * m <= WIDEST_CHUNK)
+        .collect();
+    let widest = narrow * widths.last().copied().unwrap_or(1);
+    if widths.len() < 2 {
         return Ok(chunk);
     }
     let mut sample = vec![0u8; (WIDTH_SAMPLE_CHUNKS * widest).min(len) as usize];
@@ -96,7 +102,7 @@ pub(super) fn tensor_chunk(
             })
             .sum()
     };
-    let best = WIDER_CHUNKS.iter().min_by_key(|&&m| cost(m));
+    let best = widths.iter().min_by_key(|&&m| cost(m));
     Ok(best.map_or(chunk, |m| narrow * m))
 }
 
@@ -184,8 +190,14 @@ mod tests {
     }
 
     #[test]
-    fn tensors_of_a_few_chunks_keep_the_chunk_size() {
-        let small = bf16_words(512 << 10, &[120, 121], 3);
-        assert_eq!(chunk_of(&small), 256 << 10);
+    fn tensors_take_only_widths_that_leave_them_two_chunks() {
+        let steady = |len: usize| bf16_words(len / 2, &[120, 121], 3);
+        assert_eq!(chunk_of(&steady(256 << 10)), 256 << 10);
+        assert_eq!(chunk_of(&steady(512 << 10)), 256 << 10);
+        // 512 KiB and 256 KiB.
+        assert_eq!(chunk_of(&steady(768 << 10)), 512 << 10);
+        // At 1 MiB one chunk (its remainder under half a chunk): 512 KiB.
+        assert_eq!(chunk_of(&steady(1280 << 10)), 512 << 10);
+        assert_eq!(chunk_of(&steady(1536 << 10)), 1 << 20);
     }
 }
