@@ -850,7 +850,8 @@ fn vocabularies_extended_and_reordered_against_their_base_read_through_the_mount
         let dst = store.join(format!("{name}.brv"));
         brevis(&["pack", "-q", "--base", s(&base), s(&src), s(&dst)]);
         let archive = brevis::archive::Archive::open_unmapped(&dst).unwrap();
-        assert_eq!(archive.version(), 9, "{name} is coded by row maps");
+        assert!(archive.version() >= 9, "{name} is coded by row maps");
+        assert_eq!(archive.index().rows.len(), 2, "{name}: embedding and head");
     }
     // A cache far smaller than the base's embedding: the reordered rows'
     // base chunks are evicted and decoded again as reads go.

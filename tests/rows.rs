@@ -91,7 +91,8 @@ fn tensors(archive: &Archive) -> Vec<TensorInfo> {
 fn an_extended_vocabulary_stores_its_old_rows_as_references() {
     let pairs = Pairs::new();
     let archive = pairs.packed("extended");
-    assert_eq!(archive.version(), 9);
+    // Row maps take version 9; the new rows' chunk may take a later operator.
+    assert!(archive.version() >= 9, "version {}", archive.version());
     assert_eq!(archive.index().rows.len(), 2, "embed_tokens and lm_head");
     let new_rows = (ADDED * HIDDEN * 2) as u64;
     for t in tensors(&archive)
