@@ -2,7 +2,7 @@
 """Where `brevis pack -j1` spends its CPU, by phase and by function, for one or
 more builds side by side.
 
-    scripts/bench/pack_profile.py [--runs N] [--freq HZ] FILE BREVIS [BREVIS ...]
+    scripts/bench/pack_profile.py [--runs N] [--freq HZ] [--level L] FILE BREVIS [BREVIS ...]
 
 Each run records every build once, in turn, every other run in reverse
 order (`perf record -e cpu-clock --call-graph dwarf`), packing FILE to
@@ -32,6 +32,7 @@ PHASES = [
     ("decode_record", "decoding each record back"),
     ("input::Extent::read", "reading the source"),
     ("writer::Run::read", "reading the source"),  # builds before archive/pack/
+    ("share::share", "sharing code tables"),
     ("Output::write", "writing the archive"),
     ("tensor_chunk", "planning (chunk widths)"),
     ("pack::plan::plan", "planning (chunk widths)"),
@@ -58,14 +59,15 @@ FUNCTIONS = [
 FRAME = re.compile(r"^\s*[0-9a-f]+\s+(.*?)(?: \(inlined\))?$")
 
 
-def record(brevis, source, freq):
+def record(brevis, source, freq, level):
     """The samples of one run: (period in ns, frames from the leaf up)."""
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
         out = "/dev/shm/pack_profile.brv"
         subprocess.run(
             ["perf", "record", "-q", "-o", data, "-F", str(freq), "-e", "cpu-clock",
-             "--call-graph", "dwarf,16384", brevis, "pack", "-q", "-j1", "--force", source, out],
+             "--call-graph", "dwarf,16384", brevis, "pack", "-q", "-j1", "--level", str(level),
+             "--force", source, out],
             check=True, stdout=subprocess.DEVNULL)
         os.remove(out)
         text = subprocess.run(["perf", "script", "-i", data, "-F", "period,ip,sym"],
@@ -111,6 +113,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--freq", type=int, default=2000)
+    parser.add_argument("--level", type=int, default=5, help="effort level (default 5)")
     parser.add_argument("file")
     parser.add_argument("builds", nargs="+")
     args = parser.parse_args()
@@ -122,7 +125,7 @@ def main():
         # (medians of 4 runs on the test host).
         order = list(enumerate(args.builds))
         for k, brevis in (order if run % 2 == 0 else order[::-1]):
-            p, f = classify(record(brevis, args.file, args.freq))
+            p, f = classify(record(brevis, args.file, args.freq, args.level))
             phases[k].append(p)
             functions[k].append(f)
             print(f"run {run + 1}, {brevis}: {sum(p.values()):.0f} ms", file=sys.stderr)
