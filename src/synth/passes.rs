@@ -168,8 +168,20 @@ fn search_shared(
     hint: Hint,
     opts: &SynthOptions,
 ) -> Program<Literal> {
+    search_shared_matching(words, width, hint, opts, MATCH_WORDS)
+}
+
+/// [`search_shared`], offering a Match where there are at most
+/// `match_words` words.
+fn search_shared_matching(
+    words: &Arc<[u32]>,
+    width: u32,
+    hint: Hint,
+    opts: &SynthOptions,
+    match_words: usize,
+) -> Program<Literal> {
     let found = astar_sample_refit(words, width, hint, opts);
-    let found = if words.len() > MATCH_WORDS {
+    let found = if words.len() > match_words {
         found
     } else {
         offer_match(words, width, hint, opts, found)
@@ -361,17 +373,11 @@ fn offer_column_scan(
         width,
         len: words.len(),
     };
+    // A scan's updates repeat where its rows do (a sinusoid's slow
+    // columns), so they are offered a Match in widened chunks too (scans
+    // are rare, and the length still bounded).
     let opts = no_deeper_than_default(opts);
-    let searched = search_shared(&updates, width, plain, &opts);
-    // A scan's updates repeat where its rows do (a sinusoid's slow columns):
-    // where a widened chunk's are too long for the search to offer a Match,
-    // it is offered here (scans are rare, and the length still bounded).
-    let updates = match updates.len() {
-        n if n > MATCH_WORDS && n <= SCAN_MATCH_WORDS => {
-            offer_match(&updates, width, plain, &opts, searched)
-        }
-        _ => searched,
-    };
+    let updates = search_shared_matching(&updates, width, plain, &opts, SCAN_MATCH_WORDS);
     let scanned = (0..order).fold(updates, |p, _| column_scan_program(ty, row, p));
     if exact_cost(&scanned) < exact_cost(&found) && runs_to(&scanned, words) {
         scanned

@@ -73,10 +73,10 @@ pub(super) fn tensor_chunk(
     let widths: Vec<u64> = (WIDER_CHUNKS.iter().copied())
         .filter(|&m| 2 * len >= 3 * narrow * m && narrow * m <= WIDEST_CHUNK)
         .collect();
-    let widest = narrow * widths.last().copied().unwrap_or(1);
     if widths.len() < 2 {
         return Ok(chunk);
     }
+    let widest = narrow * widths[widths.len() - 1];
     let mut sample = vec![0u8; (WIDTH_SAMPLE_CHUNKS * widest).min(len) as usize];
     read(0, &mut sample)?;
     // Each narrow chunk's planes are counted once; a wider chunk's counts
