@@ -36,11 +36,21 @@ if [ "$(id -u)" -eq 0 ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
   echo "test.sh: chmod 0666 /dev/fuse, so that the user nobody can mount (as distributions set it)"
   chmod 0666 /dev/fuse
 fi
-# step NAME: starts step NAME, saying how long the one before it took (the whole
-# run has to stay well within CI's limit; this shows where its time goes).
+# The builds here are one-shot: no incremental state (2 GB of target/ that a
+# later run of the same sources would not reuse much).
+export CARGO_INCREMENTAL=0
+# The whole run writes about 6 GB under target/, fuzz/target and python/target;
+# fail at the start, naming the folder and what is free, rather than halfway.
+free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if [ "$free_kb" -lt $((6 * 1024 * 1024)) ]; then
+  echo "test.sh: only $((free_kb / 1024)) MB free on $(df -P . | awk 'NR == 2 { print $6 }') (for $PWD); the tests' builds need about 6 GB" >&2
+  exit 1
+fi
+# step NAME: starts step NAME, saying how long the one before it took and the
+# disk space left (the whole run has to stay well within CI's limits).
 step_name="setup" step_start=$SECONDS
 step() {
-  echo "== $1 (${step_name} took $((SECONDS - step_start)) s)"
+  echo "== $1 (${step_name} took $((SECONDS - step_start)) s; $(df -Ph . | awk 'NR == 2 { print $4 }') free)"
   step_name=$1 step_start=$SECONDS
 }
 
