@@ -431,7 +431,14 @@ fn network_faults_fail_reads_with_eio_in_bounded_time_never_wrong_bytes() {
     let url = format!("s3://{BUCKET}/f");
     // No read-ahead: a first read from the start would fetch the whole
     // archive behind it, and a fault set after that would meet no fetch.
-    let options = ["--remote-timeout", "2", "--retries", "1", "--read-ahead", "0"];
+    let options = [
+        "--remote-timeout",
+        "2",
+        "--retries",
+        "1",
+        "--read-ahead",
+        "0",
+    ];
     let m = mount_store(&url, proxy.port, &options);
     let file = open_direct(&m.path("m.safetensors"));
     assert!(read_range(&file, 0, 4096).unwrap() == big.original[..4096]);
