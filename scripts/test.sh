@@ -40,12 +40,12 @@ fi
 # later run of the same sources would not reuse much).
 export CARGO_INCREMENTAL=0
 # The whole run writes about 7 GB here (target/, fuzz/target, python/target,
-# the venv) besides the corpus and the nightly toolchain; fail at the start,
-# naming the folder and what is free, rather than halfway.
+# the venv) besides the corpus and the nightly toolchain: say so at the start
+# where less is free, so that a build that fails for want of space halfway
+# is explained.
 free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
 if [ "$free_kb" -lt $((8 * 1024 * 1024)) ]; then
-  echo "test.sh: only $((free_kb / 1024)) MB free on $(df -P . | awk 'NR == 2 { print $6 }') (for $PWD); the tests need about 8 GB" >&2
-  exit 1
+  echo "test.sh: WARNING: only $((free_kb / 1024)) MB free on $(df -P . | awk 'NR == 2 { print $6 }') (for $PWD); the tests take about 8 GB" >&2
 fi
 # step NAME: starts step NAME, saying how long the one before it took and the
 # disk space left (the whole run has to stay well within CI's limits).
