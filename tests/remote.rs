@@ -421,6 +421,17 @@ fn relay(mut client: TcpStream, upstream: u16, fault: &AtomicU8) {
     let _ = to_server.shutdown(std::net::Shutdown::Both);
 }
 
+/// A mount that gives up on a fetch after 2 s and one retry, and fetches
+/// only what reads ask for.
+const IMPATIENT_READS_ONLY: [&str; 6] = [
+    "--remote-timeout",
+    "2",
+    "--retries",
+    "1",
+    "--read-ahead",
+    "0",
+];
+
 #[test]
 fn network_faults_fail_reads_with_eio_in_bounded_time_never_wrong_bytes() {
     let big = big(6);
@@ -431,15 +442,7 @@ fn network_faults_fail_reads_with_eio_in_bounded_time_never_wrong_bytes() {
     let url = format!("s3://{BUCKET}/f");
     // No read-ahead: a first read from the start would fetch the whole
     // archive behind it, and a fault set after that would meet no fetch.
-    let options = [
-        "--remote-timeout",
-        "2",
-        "--retries",
-        "1",
-        "--read-ahead",
-        "0",
-    ];
-    let m = mount_store(&url, proxy.port, &options);
+    let m = mount_store(&url, proxy.port, &IMPATIENT_READS_ONLY);
     let file = open_direct(&m.path("m.safetensors"));
     assert!(read_range(&file, 0, 4096).unwrap() == big.original[..4096]);
     // Bytes far apart (the file's first chunks are small tensors' ones), so
@@ -479,15 +482,7 @@ fn a_killed_server_fails_reads_with_eio_without_hanging() {
     server.upload(big.archive.parent().unwrap(), "k");
     let url = format!("s3://{BUCKET}/k");
     // No read-ahead: each read fetches only its own records.
-    let options = [
-        "--remote-timeout",
-        "2",
-        "--retries",
-        "1",
-        "--read-ahead",
-        "0",
-    ];
-    let m = mount_store(&url, server.port, &options);
+    let m = mount_store(&url, server.port, &IMPATIENT_READS_ONLY);
     let path = m.path("m.safetensors");
     // Reads of every chunk in a scrambled order (no sequential window), the
     // server killed after a few.
