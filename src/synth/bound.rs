@@ -4,7 +4,7 @@
 
 use super::cost::decode_penalty;
 use super::expand::Operator;
-use super::leaf::{leaf_lower_bound, leaf_lower_bound_of};
+use super::leaf::leaf_lower_bound_of;
 use super::stream::is_constant;
 use crate::codec::Stats;
 use crate::dsl::{encoded_len, Literal, Program, Type};
@@ -14,17 +14,20 @@ use std::sync::Arc;
 /// Smallest possible encoded program (a Const with a one-byte word).
 pub(super) const MIN_PROGRAM_LEN: usize = 2;
 
-/// The statistics of the child of a Map `operator` of `width`-bit words whose
-/// statistics are `parent`: a Map's words are one-to-one with its child's,
-/// so the child's counts are its parent's relabelled, without counting
-/// them again. None for other operators, or where they are not known.
+/// The statistics of the child of a Map `operator` of `stream`, `width`-bit
+/// words whose statistics are `parent`: a Map's words are one-to-one with
+/// its child's, so the child's counts are its parent's relabelled, and
+/// beyond 4096 distinct words only its largest word is new (see
+/// [`Stats::mapped`]): its stream is not stored. None for other operators,
+/// or where the parent's statistics are not known.
 pub(super) fn mapped_stats(
     operator: &Operator,
+    stream: &[u32],
     width: u32,
     parent: Option<&Stats>,
 ) -> Option<Stats> {
     match operator {
-        Operator::Map(op) => parent?.relabelled(|y| op.invert(y, width)),
+        Operator::Map(op) => Some(parent?.mapped(stream, |y| op.invert(y, width))),
         _ => None,
     }
 }
@@ -33,21 +36,10 @@ pub(super) fn mapped_stats(
 /// node's bytes and decode penalty plus its children's leaf lower bounds
 /// (no cost is, where the operator does not yield the stream after all).
 /// Deriving the children's streams and counting their words is all it
-/// costs (for a Map's child, relabelling its parent's counts, `stats`,
-/// where known): no codec is sized.
+/// costs (a Map's child's statistics follow from its parent's, `stats`,
+/// where known, see [`mapped_stats`]): no codec is sized.
 pub(super) fn root_bound(op: &Operator, stream: &[u32], ty: Type, stats: Option<&Stats>) -> usize {
-    // A Map's child bounded from its relabelled statistics needs no words.
-    if let Some(child) = mapped_stats(op, ty.width, stats) {
-        return node_bound(op, ty, &[ty]) + leaf_lower_bound_of(ty.len, ty.width, &child);
-    }
-    let Some(children) = op.try_children(stream, ty.width) else {
-        return usize::MAX;
-    };
-    let types: Vec<Type> = children.iter().map(|&(ty, _)| ty).collect();
-    let leaves: usize = (children.iter())
-        .map(|(ty, s)| leaf_lower_bound(s, ty.width))
-        .sum();
-    node_bound(op, ty, &types) + leaves
+    bounded_children(op, stream, ty, stats).map_or(usize::MAX, |(_, bound)| bound)
 }
 
 /// The bytes and decode penalty of the node of `op` at a hole of type `ty`
@@ -66,7 +58,39 @@ fn node_bound(op: &Operator, ty: Type, types: &[Type]) -> usize {
 
 /// A child's stream and its statistics (None for a constant), before its
 /// leaf is sized.
-type Unsized = (Type, Arc<[u32]>, Option<Stats>);
+pub(super) type Unsized = (Type, Arc<[u32]>, Option<Stats>);
+
+/// A root operator's children as bounding it leaves them.
+pub(super) enum Bounded {
+    /// Each child's stream and statistics.
+    Derived(Vec<Unsized>),
+    /// A Map's one child, of its parent's type, with its statistics (see
+    /// [`mapped_stats`]): its stream is derived only where its leaf is
+    /// sized, and most Maps' bounds exceed the best.
+    Mapped(Type, Stats),
+}
+
+impl Bounded {
+    /// The holes and the words the children hold.
+    pub(super) fn size(&self) -> (usize, usize) {
+        match self {
+            Bounded::Derived(kids) => (kids.len(), kids.iter().map(|(_, s, _)| s.len()).sum()),
+            Bounded::Mapped(ty, _) => (1, ty.len),
+        }
+    }
+
+    /// The children with their streams, a Map's derived by `op` from
+    /// `stream` (`width`-bit words).
+    pub(super) fn into_children(self, op: &Operator, stream: &[u32], width: u32) -> Vec<Unsized> {
+        match self {
+            Bounded::Derived(kids) => kids,
+            Bounded::Mapped(ty, stats) => {
+                let (_, words) = (op.children(stream, width).pop()).expect("a Map has a child");
+                vec![(ty, words, Some(stats))]
+            }
+        }
+    }
+}
 
 /// The children `op` gives `stream` (of type `ty`, with statistics `parent`
 /// where known), if it yields it, and a cost no completion of `op` by their
@@ -78,23 +102,20 @@ pub(super) fn bounded_children(
     stream: &[u32],
     ty: Type,
     parent: Option<&Stats>,
-) -> Option<(Vec<Unsized>, usize)> {
-    let kids = op.try_children(stream, ty.width)?;
-    let kids: Vec<_> = match mapped_stats(op, ty.width, parent) {
-        // A Map has one child.
-        Some(stats) => {
-            let mut stats = Some(stats);
-            (kids.into_iter())
-                .map(|(ty, s)| (ty, s, stats.take()))
-                .collect()
-        }
-        None => (kids.into_par_iter().with_max_len(1))
-            .map(|(ty, s)| {
-                let stats = (!is_constant(&s)).then(|| Stats::new(&s, ty.width));
-                (ty, s, stats)
-            })
-            .collect(),
-    };
+) -> Option<(Bounded, usize)> {
+    if let Some(stats) = mapped_stats(op, stream, ty.width, parent) {
+        let bound = node_bound(op, ty, &[ty]) + leaf_lower_bound_of(ty.len, ty.width, &stats);
+        return Some((Bounded::Mapped(ty, stats), bound));
+    }
+    let kids: Vec<_> = (op
+        .try_children(stream, ty.width)?
+        .into_par_iter()
+        .with_max_len(1))
+    .map(|(ty, s)| {
+        let stats = (!is_constant(&s)).then(|| Stats::new(&s, ty.width));
+        (ty, s, stats)
+    })
+    .collect();
     let types: Vec<Type> = kids.iter().map(|&(ty, ..)| ty).collect();
     let leaves: usize = (kids.iter())
         .map(|(ty, s, stats)| match stats {
@@ -102,5 +123,5 @@ pub(super) fn bounded_children(
             None => MIN_PROGRAM_LEN,
         })
         .sum();
-    Some((kids, node_bound(op, ty, &types) + leaves))
+    Some((Bounded::Derived(kids), node_bound(op, ty, &types) + leaves))
 }

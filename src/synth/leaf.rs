@@ -78,19 +78,12 @@ fn literal_or_sparse(
     }
 }
 
-/// A length no leaf of `words` (see [`leaf`]) encodes below, found without
-/// sizing any codec: 2 bytes for a constant, else a literal's tag and size
-/// byte plus [`codec::size_lower_bound`]; for a stream a Sparse node may
-/// store, which can code below its words' order-0 entropy, its own node's
-/// bytes and its children's.
-pub(super) fn leaf_lower_bound(words: &[u32], width: u32) -> usize {
-    if is_constant(words) {
-        return 2;
-    }
-    leaf_lower_bound_of(words.len(), width, &Stats::new(words, width))
-}
-
-/// [`leaf_lower_bound`] of `n` words whose statistics are `stats`.
+/// A length no leaf of `n` words whose statistics are `stats` (see
+/// [`leaf`]) encodes below, found without sizing any codec: 2 bytes for a
+/// constant, else a literal's tag and size byte plus
+/// [`codec::size_lower_bound`]; for a stream a Sparse node may store, which
+/// can code below its words' order-0 entropy, its own node's bytes and its
+/// children's.
 pub(super) fn leaf_lower_bound_of(n: usize, width: u32, stats: &Stats) -> usize {
     if stats.is_constant() {
         return 2;

@@ -112,7 +112,7 @@ impl Child {
         codecs: &[Codec],
     ) -> Option<Vec<Child>> {
         let kids = operator.try_children(stream, width)?;
-        let mapped = mapped_stats(operator, width, parent);
+        let mapped = mapped_stats(operator, stream, width, parent);
         Some(match mapped {
             // A Map has one child.
             Some(stats) => {
@@ -554,10 +554,13 @@ impl Search<'_> {
                 // Its children count against the limits as if they were
                 // kept, so that the operators after it are taken as they
                 // would have been.
-                self.unkept_holes += kids.len();
-                self.words += kids.iter().map(|(_, s, _)| s.len()).sum::<usize>();
+                let (holes, words) = kids.size();
+                self.unkept_holes += holes;
+                self.words += words;
                 continue;
             }
+            let stream = &self.holes[root].stream;
+            let kids = kids.into_children(&self.operators(root)[operator], stream, ty.width);
             let children = (kids.into_par_iter().with_max_len(1))
                 .map(|(ty, s, stats)| Child::new(ty, s, stats, codecs))
                 .collect();
