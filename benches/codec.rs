@@ -38,7 +38,7 @@ fn print_sizes() {
 }
 
 const N: usize = 131_072;
-const KINDS: [&str; 4] = ["exponent", "mantissa", "mantissa7", "bf16"];
+const KINDS: [&str; 5] = ["exponent", "mantissa", "mantissa7", "high12", "bf16"];
 
 /// `n` roughly normal weights (sum of uniforms, sd ~0.02).
 fn f32_values(n: usize) -> impl Iterator<Item = f32> {
@@ -64,6 +64,8 @@ fn stream(kind: &str) -> (Vec<u32>, u32) {
         "exponent" => (words.iter().map(|w| (w >> 7) & 0xff).collect(), 8),
         "mantissa" => (words.iter().map(|w| w & 0xff).collect(), 8),
         "mantissa7" => (words.iter().map(|w| w & 0x7f).collect(), 7),
+        // The high field of bf16 words split 4 bits from the bottom.
+        "high12" => (words.iter().map(|w| w >> 4).collect(), 12),
         _ => (words, 16),
     }
 }

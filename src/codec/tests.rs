@@ -177,7 +177,7 @@ fn best_sizes_every_codec_once() {
 }
 
 /// A split histogram counts every word once, with its tables interleaved
-/// (narrow words, runs of one word) or single (wide words), after a clear.
+/// (narrow words, runs of one word) or single (wide words).
 #[test]
 fn split_histograms_count_every_word() {
     let mut seed = 11;
@@ -189,14 +189,47 @@ fn split_histograms_count_every_word() {
             })
             .collect();
         let mut histogram = SplitHistogram::new(size);
-        histogram.add(&[1, 2]);
-        histogram.clear();
         histogram.add(&words[..2_000]);
         histogram.add(&words[2_000..]);
         let mut expected = vec![0u32; size];
         words.iter().for_each(|&w| expected[w as usize] += 1);
         let counts: Vec<u32> = (0..size).map(|w| histogram.count(w)).collect();
         assert_eq!(counts, expected, "size {size}");
+    }
+}
+
+/// Each quarter's counts are its own words' however the stream's length
+/// divides (quarters of unequal lengths, empty ones), for every width
+/// counted densely, in pairs or not.
+#[test]
+fn dense_counts_are_each_quarters_words() {
+    let mut seed = 5;
+    for width in [1u32, 4, 5, 6, 8, 11, 12] {
+        for n in (0..12).chain([1_001, 40_003]) {
+            let words: Vec<u32> = (0..n)
+                .map(|i| match i % 9 < 4 {
+                    true => 1,
+                    false => (xorshift(&mut seed) & word_mask(width) as u64) as u32,
+                })
+                .collect();
+            let stats = Stats::new(&words, width);
+            let Some(alphabet) = stats.alphabet() else {
+                assert!(words.is_empty() || width > 12, "width {width} n {n}");
+                continue;
+            };
+            let mut expected = std::collections::BTreeMap::<u32, [u32; 4]>::new();
+            for (q, range) in super::huffman::quarter_ranges(n).into_iter().enumerate() {
+                for &w in &words[range] {
+                    expected.entry(w).or_default()[q] += 1;
+                }
+            }
+            let found = alphabet
+                .words
+                .iter()
+                .copied()
+                .zip(alphabet.quarters.iter().copied());
+            assert!(found.eq(expected), "width {width} n {n}");
+        }
     }
 }
 
