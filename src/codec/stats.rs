@@ -147,21 +147,17 @@ impl Stats {
         Some(Stats { max, alphabet })
     }
 
-    /// The statistics of the stream of `f(w)` for each of `words`, whose
-    /// statistics these are, where `f` is one-to-one on their width (a Map's
-    /// inverse), as [`Stats::new`] of that stream gives them: relabelled
-    /// (see [`Stats::relabelled`]), or, beyond 4096 distinct words, with as
-    /// many distinct words again and the largest mapped word found by a pass
-    /// that stores none of them.
-    pub fn mapped(&self, words: &[u32], f: impl Fn(u32) -> u32) -> Stats {
-        if let Some(stats) = self.relabelled(&f) {
-            return stats;
-        }
-        let max = words.iter().map(|&w| f(w)).max().unwrap_or(0);
-        Stats {
-            max,
+    /// The statistics of the stream of `f(w)` for each word `w` of this
+    /// one, where `f` is one-to-one on their width (a Map's inverse), as
+    /// [`Stats::new`] of that stream gives them: relabelled (see
+    /// [`Stats::relabelled`]), or, beyond 4096 distinct words, with as many
+    /// distinct words again and the largest mapped word, `max()`, found
+    /// without storing the stream.
+    pub fn mapped(&self, f: impl Fn(u32) -> u32, max: impl FnOnce() -> u32) -> Stats {
+        self.relabelled(f).unwrap_or_else(|| Stats {
+            max: max(),
             alphabet: None,
-        }
+        })
     }
 
     /// The largest word (0 for an empty stream).

@@ -32,7 +32,7 @@ pub use encode::{encode_program, encoded_len, exact_len};
 pub use exec::{execute, with_scratch, LiteralSource, Refused};
 pub use matches::run_matches;
 pub use mirror::{mirror_rows, Mirroring};
-pub use ops::{Fields, FloatFormat, MapOp, ScanOp};
+pub use ops::{Collect, Fields, FloatFormat, InverseFold, MapOp, Max, ScanOp};
 pub use palette::{palette_table_len, palette_values_len, MAX_PALETTE_INDEX_WIDTH};
 pub use partition::{gather_partition, MAX_PARTITION_CLASSES};
 pub use program::{describe, Literal, Op, Program};

@@ -37,6 +37,7 @@ impl MapOp {
     }
 
     /// The body word that makes the Map yield `y`: `apply(invert(y)) == y`.
+    #[inline(always)]
     pub fn invert(self, y: u32, width: u32) -> u32 {
         let m = mask(width);
         match self {
@@ -60,6 +61,21 @@ impl MapOp {
         }
     }
 
+    /// `fold` of `ys` with [`MapOp::invert`] at `width` as a function made
+    /// for this Map's kind: the kind is matched once rather than once a
+    /// word, so that the fold's loop over the words vectorizes.
+    pub fn fold_inverse<F: InverseFold>(self, ys: &[u32], width: u32, fold: F) -> F::Out {
+        let kind = |op: MapOp| move |y| op.invert(y, width);
+        match self {
+            MapOp::Xor(c) => fold.fold(ys, kind(MapOp::Xor(c))),
+            MapOp::Add(c) => fold.fold(ys, kind(MapOp::Add(c))),
+            MapOp::Zigzag => fold.fold(ys, kind(MapOp::Zigzag)),
+            MapOp::Gray => fold.fold(ys, kind(MapOp::Gray)),
+            MapOp::Rotate(r) => fold.fold(ys, kind(MapOp::Rotate(r))),
+            MapOp::BitReverse => fold.fold(ys, kind(MapOp::BitReverse)),
+        }
+    }
+
     /// Whether the parameters are legal and the map is not the identity at `width`.
     pub fn is_valid(self, width: u32) -> bool {
         match self {
@@ -67,6 +83,32 @@ impl MapOp {
             MapOp::Rotate(r) => r > 0 && r < width,
             MapOp::Zigzag | MapOp::Gray | MapOp::BitReverse => width >= 2,
         }
+    }
+}
+
+/// A loop over words and a function of each (see [`MapOp::fold_inverse`]).
+pub trait InverseFold {
+    type Out;
+    fn fold(self, ys: &[u32], f: impl Fn(u32) -> u32) -> Self::Out;
+}
+
+/// The words `f` gives.
+pub struct Collect;
+
+impl InverseFold for Collect {
+    type Out = std::sync::Arc<[u32]>;
+    fn fold(self, ys: &[u32], f: impl Fn(u32) -> u32) -> Self::Out {
+        ys.iter().map(|&y| f(y)).collect()
+    }
+}
+
+/// The largest word `f` gives (0 for none).
+pub struct Max;
+
+impl InverseFold for Max {
+    type Out = u32;
+    fn fold(self, ys: &[u32], f: impl Fn(u32) -> u32) -> u32 {
+        ys.iter().map(|&y| f(y)).max().unwrap_or(0)
     }
 }
 

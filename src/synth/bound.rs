@@ -7,7 +7,7 @@ use super::expand::Operator;
 use super::leaf::leaf_lower_bound_of;
 use super::stream::is_constant;
 use crate::codec::Stats;
-use crate::dsl::{encoded_len, Literal, Program, Type};
+use crate::dsl::{encoded_len, Literal, Max, Program, Type};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -27,7 +27,10 @@ pub(super) fn mapped_stats(
     parent: Option<&Stats>,
 ) -> Option<Stats> {
     match operator {
-        Operator::Map(op) => Some(parent?.mapped(stream, |y| op.invert(y, width))),
+        Operator::Map(op) => {
+            let max = || op.fold_inverse(stream, width, Max);
+            Some(parent?.mapped(|y| op.invert(y, width), max))
+        }
         _ => None,
     }
 }

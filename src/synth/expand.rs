@@ -7,7 +7,7 @@ use super::production::Production;
 use super::scaled::{scaled, scaled_streams};
 use super::stream::{is_constant, Hint};
 use crate::codec::order0_bits;
-use crate::dsl::{mask, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type};
+use crate::dsl::{mask, Collect, Fields, FloatFormat, Literal, MapOp, Op, Program, ScanOp, Type};
 use std::sync::Arc;
 
 /// An operator applied at a hole, with the streams its children must yield.
@@ -98,10 +98,7 @@ impl Operator {
                     .collect()
             }
             Operator::Repeat { times } => vec![child(width, t[..t.len() / times].into())],
-            Operator::Map(op) => vec![child(
-                width,
-                t.iter().map(|&y| op.invert(y, width)).collect(),
-            )],
+            Operator::Map(op) => vec![child(width, op.fold_inverse(t, width, Collect))],
             Operator::Scan { op, init } => {
                 let mut prev = *init;
                 let updates = t
