@@ -130,7 +130,7 @@ impl Stats {
     /// gives them, without a pass over its words. None where this stream
     /// has more than 4096 distinct words (its largest mapped word needs
     /// the pass).
-    pub fn relabelled(&self, f: impl Fn(u32) -> u32) -> Option<Stats> {
+    fn relabelled(&self, f: impl Fn(u32) -> u32) -> Option<Stats> {
         let a = self.alphabet.as_ref()?;
         let mut pairs: Vec<(u32, [u32; 4])> = (a.words.iter().zip(&a.quarters))
             .map(|(&w, &q)| (f(w), q))
@@ -149,10 +149,10 @@ impl Stats {
 
     /// The statistics of the stream of `f(w)` for each word `w` of this
     /// one, where `f` is one-to-one on their width (a Map's inverse), as
-    /// [`Stats::new`] of that stream gives them: relabelled (see
-    /// [`Stats::relabelled`]), or, beyond 4096 distinct words, with as many
-    /// distinct words again and the largest mapped word, `max()`, found
-    /// without storing the stream.
+    /// [`Stats::new`] of that stream gives them: the same counts under new
+    /// labels, or, beyond 4096 distinct words, as many distinct words again
+    /// and the largest mapped word, `max()`, found without storing the
+    /// stream.
     pub fn mapped(&self, f: impl Fn(u32) -> u32, max: impl FnOnce() -> u32) -> Stats {
         self.relabelled(f).unwrap_or_else(|| Stats {
             max: max(),

@@ -70,7 +70,7 @@ pub(super) enum Bounded {
     /// A Map's one child, of its parent's type, with its statistics (see
     /// [`mapped_stats`]): its stream is derived only where its leaf is
     /// sized, and most Maps' bounds exceed the best.
-    Mapped(Type, Stats),
+    Mapped(Type, Box<Stats>),
 }
 
 impl Bounded {
@@ -89,7 +89,7 @@ impl Bounded {
             Bounded::Derived(kids) => kids,
             Bounded::Mapped(ty, stats) => {
                 let (_, words) = (op.children(stream, width).pop()).expect("a Map has a child");
-                vec![(ty, words, Some(stats))]
+                vec![(ty, words, Some(*stats))]
             }
         }
     }
@@ -108,7 +108,7 @@ pub(super) fn bounded_children(
 ) -> Option<(Bounded, usize)> {
     if let Some(stats) = mapped_stats(op, stream, ty.width, parent) {
         let bound = node_bound(op, ty, &[ty]) + leaf_lower_bound_of(ty.len, ty.width, &stats);
-        return Some((Bounded::Mapped(ty, stats), bound));
+        return Some((Bounded::Mapped(ty, Box::new(stats)), bound));
     }
     let kids: Vec<_> = (op
         .try_children(stream, ty.width)?
