@@ -20,7 +20,7 @@ pub(super) const MIN_PROGRAM_LEN: usize = 2;
 /// beyond 4096 distinct words only its largest word is new (see
 /// [`Stats::mapped`]): its stream is not stored. None for other operators,
 /// or where the parent's statistics are not known.
-pub(super) fn mapped_stats(
+fn mapped_stats(
     operator: &Operator,
     stream: &[u32],
     width: u32,

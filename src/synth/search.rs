@@ -26,7 +26,7 @@
 //! root-only search's, which is the search at budget 0 under the uniform
 //! prior.
 
-use super::bound::{bounded_children, mapped_stats, root_bound, MIN_PROGRAM_LEN};
+use super::bound::{bounded_children, root_bound, Bounded, MIN_PROGRAM_LEN};
 use super::context::{Context, Position};
 use super::cost::{decode_penalty, runs_to};
 use super::expand::{operators, Operator};
@@ -102,29 +102,33 @@ impl Child {
         }
     }
 
-    /// The children `operator` gives `stream` (whose statistics are `parent`
-    /// where known), if it yields it, with their leaves (on all threads).
+    /// The children `operator` gives `stream`, of type `ty` (whose
+    /// statistics are `parent` where known), if it yields it, with their
+    /// leaves (on all threads).
     fn derive(
         operator: &Operator,
         stream: &[u32],
-        width: u32,
+        ty: Type,
         parent: Option<&Stats>,
         codecs: &[Codec],
     ) -> Option<Vec<Child>> {
-        let kids = operator.try_children(stream, width)?;
-        let mapped = mapped_stats(operator, stream, width, parent);
-        Some(match mapped {
-            // A Map has one child.
-            Some(stats) => {
-                let mut stats = Some(stats);
-                (kids.into_iter())
-                    .map(|(ty, s)| Child::new(ty, s, stats.take(), codecs))
-                    .collect()
-            }
-            None => (kids.into_par_iter().with_max_len(1))
-                .map(|(ty, s)| Child::new(ty, s, None, codecs))
-                .collect(),
-        })
+        let (kids, _) = bounded_children(operator, stream, ty, parent)?;
+        Some(Child::sized(kids, operator, stream, ty.width, codecs))
+    }
+
+    /// The children bounding `operator` at `stream` (`width`-bit words)
+    /// left, with their streams and leaves (on all threads).
+    fn sized(
+        kids: Bounded,
+        operator: &Operator,
+        stream: &[u32],
+        width: u32,
+        codecs: &[Codec],
+    ) -> Vec<Child> {
+        (kids.into_children(operator, stream, width).into_par_iter())
+            .with_max_len(1)
+            .map(|(ty, s, stats)| Child::new(ty, s, stats, codecs))
+            .collect()
     }
 }
 
@@ -469,13 +473,7 @@ impl Search<'_> {
             Some(kids) => kids?,
             None => {
                 let stats = self.holes[hole].stats();
-                Child::derive(
-                    &op,
-                    &stream,
-                    ty.width,
-                    stats.as_deref(),
-                    self.setup.leaf_codecs,
-                )?
+                Child::derive(&op, &stream, ty, stats.as_deref(), self.setup.leaf_codecs)?
             }
         };
         let children: Vec<usize> = (kids.into_iter().enumerate())
@@ -521,9 +519,7 @@ impl Search<'_> {
             .collect();
         let codecs = self.setup.leaf_codecs;
         let prepared: Vec<Option<Vec<Child>>> = (within.par_iter().with_max_len(1))
-            .map(|&operator| {
-                Child::derive(&all[operator], stream, ty.width, stats.as_deref(), codecs)
-            })
+            .map(|&operator| Child::derive(&all[operator], stream, ty, stats.as_deref(), codecs))
             .collect();
         self.prepared.extend(within.into_iter().zip(prepared));
     }
@@ -560,10 +556,13 @@ impl Search<'_> {
                 continue;
             }
             let stream = &self.holes[root].stream;
-            let kids = kids.into_children(&self.operators(root)[operator], stream, ty.width);
-            let children = (kids.into_par_iter().with_max_len(1))
-                .map(|(ty, s, stats)| Child::new(ty, s, stats, codecs))
-                .collect();
+            let children = Child::sized(
+                kids,
+                &self.operators(root)[operator],
+                stream,
+                ty.width,
+                codecs,
+            );
             self.prepared.insert(operator, Some(children));
             if let Some(state) = self.materialize(start, root, operator) {
                 self.consider(state);
